@@ -1,0 +1,58 @@
+"""The ASGI application: /healthz, the MCP endpoint at /mcp, and a lifespan that owns the task manager."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
+
+from . import __version__
+from .mcp_compat import mcp_http_app
+from .security import RequestGuard
+from .settings import Settings
+from .tasks import TaskManager
+from .tools import build_server
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings, token: str | None = None) -> Starlette:
+    manager = TaskManager(settings)
+    server = build_server(manager)
+    mcp_app = mcp_http_app(server, "/mcp")
+
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "ok": True,
+                "version": __version__,
+                "running": manager.running_count,
+                "tasks": len(manager.all_tasks()),
+                "todo_backlog": manager.notifier.backlog,
+            }
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await manager.start()
+        try:
+            async with server.session_manager.run():
+                logger.info("hive-bash-daemon serving MCP at %s", settings.endpoint_url)
+                yield
+        finally:
+            await manager.shutdown()
+            logger.info("hive-bash-daemon stopped")
+
+    app = Starlette(
+        routes=[Route("/healthz", healthz, methods=["GET"]), Mount("/", app=mcp_app)],
+        middleware=[Middleware(RequestGuard, bind_host=settings.host, port=settings.port, token=token)],
+        lifespan=lifespan,
+    )
+    app.state.manager = manager
+    return app

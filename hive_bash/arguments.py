@@ -1,0 +1,95 @@
+"""The rules for tool arguments. Each check raises InvalidArgument naming the argument and the rule."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from .errors import InvalidArgument
+
+NAME_PATTERN = re.compile(r"[a-z0-9-]{1,63}")
+ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+WAIT_CAP_SECS = 30.0
+DEFAULT_RUN_WAIT_SECS = 3.0
+
+
+def finite(argument: str, value: float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(argument, "must be a number")
+    if not math.isfinite(value):
+        raise InvalidArgument(argument, "must be a finite number (not NaN or infinity)")
+    return float(value)
+
+
+def cmd(value: str, max_bytes: int) -> str:
+    if not value or not value.strip():
+        raise InvalidArgument("cmd", "must be a non-empty command")
+    if "\x00" in value:
+        raise InvalidArgument("cmd", "must not contain NUL bytes")
+    size = len(value.encode("utf-8", errors="surrogatepass"))
+    if size > max_bytes:
+        raise InvalidArgument("cmd", f"is {size} bytes; the limit is {max_bytes} (put long scripts in a file)")
+    return value
+
+
+def task_id(argument: str, value: str) -> str:
+    """Names and ids share one rule, which also keeps them from ever naming a path outside the tasks dir."""
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
+        raise InvalidArgument(argument, "must be 1 to 63 characters of a-z, 0-9 and '-'")
+    return value
+
+
+def positive_seconds(argument: str, value: float | None, maximum: float) -> float | None:
+    seconds = finite(argument, value)
+    if seconds is None:
+        return None
+    if seconds <= 0:
+        raise InvalidArgument(argument, "must be greater than 0 (omit it for no limit)")
+    if seconds > maximum:
+        raise InvalidArgument(argument, f"must be at most {maximum:g} seconds")
+    return seconds
+
+
+def wait_seconds(value: float | None, default: float) -> float:
+    """Inline waits: omitted means the default, negative is refused, more than 30 is clamped to 30."""
+    seconds = finite("wait_seconds", value)
+    if seconds is None:
+        return default
+    if seconds < 0:
+        raise InvalidArgument("wait_seconds", "must be 0 or more (0 returns at once)")
+    return min(seconds, WAIT_CAP_SECS)
+
+
+def cwd(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if "\x00" in value or not value:
+        raise InvalidArgument("cwd", "must be a non-empty path without NUL bytes")
+    path = Path(value)
+    if not path.is_dir():
+        raise InvalidArgument("cwd", f"{value!r} is not an existing directory")
+    return str(path.resolve())
+
+
+def env(value: dict[str, str] | None) -> dict[str, str]:
+    if value is None:
+        return {}
+    for name, text in value.items():
+        if not ENV_NAME_PATTERN.fullmatch(name):
+            raise InvalidArgument("env", f"variable name {name!r} must match [A-Za-z_][A-Za-z0-9_]*")
+        if not isinstance(text, str) or "\x00" in text:
+            raise InvalidArgument("env", f"value of {name!r} must be a string without NUL bytes")
+    return dict(value)
+
+
+def non_negative_int(argument: str, value: int | None, default: int, maximum: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(argument, "must be a whole number")
+    if value < 0:
+        raise InvalidArgument(argument, "must be 0 or more")
+    return min(value, maximum)

@@ -1,0 +1,124 @@
+"""`hive-bash-daemon`: parse flags over the environment, check the setup, serve until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import uvicorn
+from pydantic import ValidationError
+
+from . import __version__
+from .app import create_app
+from .settings import Settings
+
+logger = logging.getLogger("hive_bash")
+
+# Claude Code keeps a GET stream open at all times: shutdown must not wait on it for long.
+GRACEFUL_SHUTDOWN_SECS = 2
+
+
+class ConfigError(Exception):
+    """Bad configuration: reported as one line, exit status 2."""
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="hive-bash-daemon",
+        description="Serve the `bash` MCP server (run/status/kill/list/logs/write) over streamable HTTP.",
+        epilog="Every flag has an environment variable HIVE_BASH_<FLAG>; the flag wins. See the README.",
+    )
+    parser.add_argument("--host", help="address to bind (HIVE_BASH_HOST, default 127.0.0.1)")
+    parser.add_argument("--port", help="TCP port (HIVE_BASH_PORT, default 7523)")
+    parser.add_argument("--tasks-dir", help="task output and records (HIVE_BASH_TASKS_DIR, default harness/bash-tasks)")
+    parser.add_argument("--max-running", help="tasks running at once (HIVE_BASH_MAX_RUNNING, default 64)")
+    parser.add_argument("--token-file", help="bearer token file (HIVE_BASH_TOKEN_FILE)")
+    parser.add_argument("--log-level", help="debug, info, warning, error (HIVE_BASH_LOG_LEVEL)")
+    parser.add_argument("--version", action="version", version=f"hive-bash-daemon {__version__}")
+    return parser.parse_args(argv)
+
+
+def load_settings(args: argparse.Namespace) -> Settings:
+    overrides = {key: value for key, value in vars(args).items() if value is not None}
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "settings"
+        raise ConfigError(f"{field}: {first['msg']} (got {first.get('input')!r})") from None
+
+
+def prepare_tasks_dir(path: Path) -> Path:
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"tasks dir {path}: cannot create it: {exc.strerror}") from None
+    if not path.is_dir():
+        raise ConfigError(f"tasks dir {path}: exists and is not a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"tasks dir {path}: not writable by this user")
+    return path.resolve()
+
+
+def read_token(settings: Settings) -> str | None:
+    if settings.token_file is None:
+        if not settings.is_loopback:
+            raise ConfigError(
+                f"host {settings.host} is not loopback: set HIVE_BASH_TOKEN_FILE so requests need a bearer token"
+            )
+        return None
+    try:
+        token = settings.token_file.read_text().strip()
+    except OSError as exc:
+        raise ConfigError(f"token file {settings.token_file}: {exc.strerror}") from None
+    if not token:
+        raise ConfigError(f"token file {settings.token_file}: is empty")
+    return token
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        settings = load_settings(args)
+        configure_logging(settings.log_level)
+        settings.tasks_dir = prepare_tasks_dir(settings.tasks_dir)
+        token = read_token(settings)
+    except ConfigError as exc:
+        print(f"hive-bash-daemon: {exc}", file=sys.stderr)
+        return 2
+    app = create_app(settings, token)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        log_level=settings.log_level,
+        access_log=settings.log_level == "debug",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECS,
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    # uvicorn re-raises a captured SIGTERM/SIGINT once it has shut down, through the
+    # handler that was installed before it; a no-op one lets us exit 0 as a clean stop.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stopped_cleanly)
+    server.run()
+    return 0 if server.started else 1
+
+
+def _stopped_cleanly(signum: int, frame: object) -> None:
+    logger.debug("signal %d handled after shutdown", signum)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

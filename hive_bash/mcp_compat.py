@@ -1,0 +1,132 @@
+"""The one place that knows which ``mcp`` SDK line is installed.
+
+nixpkgs ships mcp 1.x (``mcp.server.fastmcp.FastMCP``, ``streamablehttp_client``);
+PyPI's newest is 2.x (``mcp.server.mcpserver.MCPServer``, ``mcp.Client`` over
+httpx2). Everything else in hive_bash talks to the small surface below, so a
+third line means touching this file only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import mcp.types as mcp_types
+from pydantic import BaseModel
+
+try:  # mcp 2.x
+    from mcp.server.mcpserver import MCPServer as _ServerClass
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    SDK_LINE = 2
+except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import FastMCP as _ServerClass  # type: ignore[no-redef]
+    from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
+
+    SDK_LINE = 1
+
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+
+__all__ = ["SDK_LINE", "ToolError", "McpServer", "create_server", "mcp_http_app", "tool_result", "open_client"]
+
+McpServer = _ServerClass
+
+# The daemon enforces Host/Origin itself (hive_bash.security) for every route,
+# so the SDK's own check, whose defaults differ between lines, is switched off.
+_SDK_SECURITY_OFF = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
+def create_server(name: str, instructions: str, version: str) -> McpServer:
+    if SDK_LINE == 2:
+        return _ServerClass(name=name, instructions=instructions, version=version)
+    return _ServerClass(name=name, instructions=instructions, transport_security=_SDK_SECURITY_OFF)
+
+
+def mcp_http_app(server: McpServer, path: str = "/mcp") -> Starlette:
+    """The SDK's streamable HTTP app. Its session manager must be run by the caller's lifespan."""
+    if SDK_LINE == 2:
+        return server.streamable_http_app(streamable_http_path=path, transport_security=_SDK_SECURITY_OFF)
+    server.settings.streamable_http_path = path
+    return server.streamable_http_app()
+
+
+def tool_result(text: str, structured: BaseModel) -> mcp_types.CallToolResult:
+    """A result carrying our own text block for the model beside the structured content."""
+    # model_validate with the wire (camelCase) names works on both lines, whose
+    # Python attribute names differ (structuredContent vs structured_content).
+    return mcp_types.CallToolResult.model_validate(
+        {
+            "content": [{"type": "text", "text": text}],
+            "structuredContent": structured.model_dump(mode="json"),
+            "isError": False,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class ToolReply:
+    """A tool call's outcome, the same shape whatever the SDK line."""
+
+    text: str
+    structured: dict[str, Any] | None
+    is_error: bool
+
+
+def _reply(result: Any) -> ToolReply:
+    text = "\n".join(block.text for block in result.content if getattr(block, "type", None) == "text")
+    structured = getattr(result, "structured_content", None)
+    if structured is None:
+        structured = getattr(result, "structuredContent", None)
+    is_error = bool(getattr(result, "is_error", getattr(result, "isError", False)))
+    return ToolReply(text=text, structured=structured, is_error=is_error)
+
+
+class BashClient:
+    """A connected MCP client session, reduced to what hive-bash's callers need."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    async def call(self, tool: str, arguments: Mapping[str, Any] | None = None, timeout: float = 120) -> ToolReply:
+        result = await self._session.call_tool(tool, dict(arguments or {}), read_timeout_seconds=_timeout(timeout))
+        return _reply(result)
+
+    async def tool_names(self) -> list[str]:
+        listed = await self._session.list_tools()
+        return [tool.name for tool in listed.tools]
+
+    async def tools(self) -> list[Any]:
+        return list((await self._session.list_tools()).tools)
+
+
+def _timeout(seconds: float) -> Any:
+    if SDK_LINE == 2:
+        return seconds
+    import datetime
+
+    return datetime.timedelta(seconds=seconds)
+
+
+@contextlib.asynccontextmanager
+async def open_client(url: str, headers: Mapping[str, str] | None = None) -> AsyncIterator[BashClient]:
+    """Connect to a streamable HTTP MCP endpoint with the installed SDK's real client."""
+    if SDK_LINE == 2:
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with httpx2.AsyncClient(headers=dict(headers or {}), timeout=httpx2.Timeout(60, read=300)) as http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                yield BashClient(client)
+        return
+
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    async with streamablehttp_client(url, headers=dict(headers or {})) as (read, write, _session_id):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield BashClient(session)

@@ -1,0 +1,199 @@
+"""One task's process: bash in its own session, output straight into files, a pidfd to learn of its end.
+
+The child writes ``.out``/``.err`` itself (its stdout/stderr *are* the files), so
+the daemon copies no bytes and a task printing gigabytes costs it no memory.
+The daemon learns of the exit through a pidfd on the event loop (no thread per
+child), kills whatever the command left in its process group while the leader
+is still an unreaped zombie (so the group id cannot have been recycled), and
+only then reaps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import signal
+import struct
+import subprocess
+import termios
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+logger = logging.getLogger(__name__)
+
+BASH_ARGV = ("bash", "--noprofile", "--norc", "-c")
+# Variables that would make bash (or a zsh a task starts) run startup files.
+STARTUP_ENV = frozenset({"BASH_ENV", "ENV", "ZDOTDIR"})
+STARTUP_ENV_PREFIXES = ("ZSH_",)
+# The daemon's own configuration is not the task's business (the token file above all).
+DAEMON_ENV_PREFIXES = ("HIVE_BASH_",)
+PTY_ROWS, PTY_COLUMNS = 40, 200
+OUTPUT_MODE = 0o600
+
+
+def task_environment(
+    base: Mapping[str, str], hidden: frozenset[str], extra: Mapping[str, str], task_id: str, pty: bool
+) -> dict[str, str]:
+    env = {
+        name: value
+        for name, value in base.items()
+        if name not in STARTUP_ENV
+        and name not in hidden
+        and not name.startswith(STARTUP_ENV_PREFIXES)
+        and not name.startswith(DAEMON_ENV_PREFIXES)
+    }
+    if pty:
+        env["TERM"] = "dumb"
+    env.update(extra)
+    env["HIVE_BASH_TASK_ID"] = task_id
+    return env
+
+
+def read_start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22), or None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after its last ')'.
+    fields = data[data.rindex(b")") + 2 :].split()
+    return int(fields[19])
+
+
+def same_process_alive(pid: int, start_ticks: int | None) -> bool:
+    """True only if `pid` still names the very process we started (pid AND start time match)."""
+    return start_ticks is not None and read_start_ticks(pid) == start_ticks
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Signal a whole process group; False if it is already gone."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        logger.warning("not allowed to signal process group %d", pgid)
+        return False
+    return True
+
+
+def _open_output(path: Path) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, OUTPUT_MODE)
+
+
+def _set_window_size(fd: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", PTY_ROWS, PTY_COLUMNS, 0, 0))
+
+
+def _take_controlling_terminal() -> None:  # runs in the child, after setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+@dataclass
+class SpawnRequest:
+    cmd: str
+    cwd: str
+    env: dict[str, str]
+    stdout_path: Path
+    stderr_path: Path
+    stdin: Literal["null", "pipe"] = "null"
+    pty: bool = False
+
+
+class TaskProcess:
+    """A started task process. `exited` resolves to its wait status once the group is gone and it is reaped."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], input_fd: int | None, pty_master: int | None) -> None:
+        self._popen = popen
+        self.pid = popen.pid
+        self.pgid = popen.pid  # start_new_session: the leader's pid is the group's id
+        self.start_ticks = read_start_ticks(self.pid)
+        # Where `write` sends bytes: a pipe's write end or the PTY master (None: no input).
+        self.input_fd = input_fd
+        self.pty_master = pty_master
+        self.exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pidfd = os.pidfd_open(self.pid)
+        asyncio.get_running_loop().add_reader(self._pidfd, self._on_leader_exit)
+
+    def signal(self, sig: int) -> bool:
+        if self.exited.done():
+            return False
+        return signal_group(self.pgid, sig)
+
+    def _on_leader_exit(self) -> None:
+        loop = asyncio.get_running_loop()
+        loop.remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        # The leader is a zombie now, so its pid (= the group id) cannot be reused yet:
+        # whatever the command left running in the group is ended before we reap.
+        signal_group(self.pgid, signal.SIGKILL)
+        _, status = os.waitpid(self.pid, 0)
+        self._popen.returncode = os.waitstatus_to_exitcode(status)
+        self.close_input()
+        if not self.exited.done():
+            self.exited.set_result(status)
+
+    def close_input(self) -> None:
+        if self.input_fd is not None and self.input_fd != self.pty_master:
+            os.close(self.input_fd)
+        self.input_fd = None if self.pty_master is None else self.pty_master
+
+
+def spawn(request: SpawnRequest) -> TaskProcess:
+    """Start bash for a task. Raises OSError (EMFILE, EAGAIN, ENOENT...) if the kernel refuses."""
+    out_fd = _open_output(request.stdout_path)
+    err_fd = -1
+    opened: list[int] = [out_fd]
+    try:
+        err_fd = _open_output(request.stderr_path)
+        opened.append(err_fd)
+        if request.pty:
+            return _spawn_pty(request, out_fd, opened)
+        stdin = subprocess.PIPE if request.stdin == "pipe" else subprocess.DEVNULL
+        popen = subprocess.Popen(
+            [*BASH_ARGV, request.cmd],
+            stdin=stdin,
+            stdout=out_fd,
+            stderr=err_fd,
+            cwd=request.cwd,
+            env=request.env,
+            start_new_session=True,
+            close_fds=True,
+        )
+        input_fd = None
+        if popen.stdin is not None:
+            input_fd = os.dup(popen.stdin.fileno())
+            popen.stdin.close()
+            os.set_blocking(input_fd, False)
+        return TaskProcess(popen, input_fd, None)
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def _spawn_pty(request: SpawnRequest, out_fd: int, opened: list[int]) -> TaskProcess:
+    master, slave = os.openpty()
+    opened.append(slave)  # the child has its copy; ours closes with the others
+    try:
+        _set_window_size(slave)
+        popen = subprocess.Popen(
+            [*BASH_ARGV, request.cmd],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=request.cwd,
+            env=request.env,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=_take_controlling_terminal,
+        )
+    except BaseException:
+        os.close(master)
+        raise
+    os.set_blocking(master, False)
+    return TaskProcess(popen, master, master)

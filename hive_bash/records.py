@@ -1,0 +1,125 @@
+"""A task's durable record, ``<id>.json`` beside its output, written atomically on every change.
+
+The record is what survives a daemon restart: status, exit, times, the process
+identity (pid + kernel start time, so a recycled pid is never mistaken for the
+task) and whether the agent has been told how the task ended.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ValidationError
+
+logger = logging.getLogger(__name__)
+
+RECORD_SUFFIX = ".json"
+FILE_MODE = 0o600
+
+
+class Status(str, enum.Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    TIMED_OUT = "timed_out"
+    INTERRUPTED = "interrupted"
+    KILLED = "killed"
+    FAILED = "failed"  # ended by the daemon for a resource limit (output cap, disk full)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self not in (Status.PENDING, Status.RUNNING)
+
+
+TodoState = Literal["running", "final", "clear"]
+
+
+class TaskRecord(BaseModel):
+    id: str
+    cmd: str
+    status: Status = Status.PENDING
+    exit_code: int | None = None
+    signal: str | None = None
+    end_reason: str | None = None
+    created_at: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    timeout_secs: float | None = None
+    idle_timeout_secs: float | None = None
+    cwd: str
+    pty: bool = False
+    stdin: Literal["null", "pipe"] = "null"
+    pid: int | None = None
+    # The kernel's start time of `pid` (clock ticks since boot, /proc/<pid>/stat
+    # field 22): with the pid it identifies the process across a restart.
+    proc_start_ticks: int | None = None
+    # Todo bookkeeping, so a restart neither loses nor repeats a completion todo.
+    todo_wanted: TodoState | None = None
+    todo_delivered: bool = True
+    todo_ever_sent: bool = False
+
+    @property
+    def duration_secs(self) -> float | None:
+        if self.started_at is None:
+            return None
+        end = self.ended_at if self.ended_at is not None else time.time()
+        return max(0.0, end - self.started_at)
+
+
+class RecordStore:
+    """Reads and writes records in the tasks directory; owns file naming and pruning."""
+
+    def __init__(self, tasks_dir: Path) -> None:
+        self.tasks_dir = tasks_dir
+
+    def out_path(self, task_id: str) -> Path:
+        return self.tasks_dir / f"{task_id}.out"
+
+    def err_path(self, task_id: str) -> Path:
+        return self.tasks_dir / f"{task_id}.err"
+
+    def record_path(self, task_id: str) -> Path:
+        return self.tasks_dir / f"{task_id}{RECORD_SUFFIX}"
+
+    def save(self, record: TaskRecord) -> None:
+        """Write-then-rename, so a reader (or a restart after SIGKILL) sees the old or the new record, never half."""
+        final = self.record_path(record.id)
+        temp = final.with_name(f".{final.name}.tmp")
+        data = record.model_dump_json().encode()
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(temp, final)
+
+    def load_all(self) -> list[TaskRecord]:
+        records = []
+        for path in sorted(self.tasks_dir.glob(f"*{RECORD_SUFFIX}")):
+            record = self._load(path)
+            if record is not None:
+                records.append(record)
+        return records
+
+    def _load(self, path: Path) -> TaskRecord | None:
+        try:
+            record = TaskRecord.model_validate_json(path.read_bytes())
+        except (OSError, ValidationError, ValueError) as exc:
+            logger.warning("skipping unreadable task record %s: %s", path, exc)
+            return None
+        if record.id != path.name[: -len(RECORD_SUFFIX)]:
+            logger.warning("skipping task record %s: its id %r does not match the file name", path, record.id)
+            return None
+        return record
+
+    def delete(self, task_id: str) -> None:
+        for path in (self.record_path(task_id), self.out_path(task_id), self.err_path(task_id)):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass

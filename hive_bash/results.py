@@ -1,0 +1,200 @@
+"""What the tools return: pydantic models (the advertised output schemas) and the text a model reads."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from . import output, semantics, summaries
+from .records import Status, TaskRecord
+from .tasks import Task, TaskManager
+
+STATUS_WORDS = "pending, running, done, timed_out, interrupted, killed or failed"
+
+
+def iso(timestamp: float | None) -> str | None:
+    if timestamp is None:
+        return None
+    return datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+class TaskStatus(BaseModel):
+    id: str
+    status: Status = Field(description=STATUS_WORDS)
+    exit_code: int | None = Field(description="Exit status; null while running and when a signal ended it")
+    signal: str | None = Field(description="The signal that ended the process, e.g. SIGKILL")
+    semantic_status: semantics.SemanticStatus | None = Field(
+        description="ok, error, signal or timeout: read this first (grep exit 1 is ok, 'no match')"
+    )
+    semantic_message: str | None
+    end_reason: str | None = Field(description="Why the daemon ended it (deadline, idle, kill, restart, limit)")
+    duration_secs: float | None
+    cmd: str
+    cwd: str
+    started_at: str | None = Field(description="ISO 8601, UTC")
+    ended_at: str | None
+    stdout_bytes: int
+    stderr_bytes: int
+    last_output_age_secs: float | None = Field(
+        description="While running: seconds since stdout or stderr last grew (since the start if silent)"
+    )
+    stdout_tail: str = Field(description="Last 4 KiB of stdout, cut on a character boundary")
+    stderr_tail: str
+    stdout_path: str
+    stderr_path: str
+    warning: str | None = Field(None, description="Set by run when the command looks destructive")
+    pty: bool = False
+
+
+def task_status(manager: TaskManager, task: Task, warning: str | None = None) -> TaskStatus:
+    record = task.record
+    out_path, err_path = manager.store.out_path(record.id), manager.store.err_path(record.id)
+    semantic_status, semantic_message = semantics.semantic(record)
+    running = record.status is Status.RUNNING
+    return TaskStatus(
+        id=record.id,
+        status=record.status,
+        exit_code=record.exit_code,
+        signal=record.signal,
+        semantic_status=semantic_status,
+        semantic_message=semantic_message,
+        end_reason=record.end_reason,
+        duration_secs=_rounded(record.duration_secs),
+        cmd=record.cmd,
+        cwd=record.cwd,
+        started_at=iso(record.started_at),
+        ended_at=iso(record.ended_at),
+        stdout_bytes=output.file_size(out_path),
+        stderr_bytes=output.file_size(err_path),
+        last_output_age_secs=_rounded(time.time() - manager.last_output_at(task)) if running else None,
+        stdout_tail=output.tail(out_path),
+        stderr_tail=output.tail(err_path),
+        stdout_path=str(out_path),
+        stderr_path=str(err_path),
+        warning=warning,
+        pty=record.pty,
+    )
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def status_text(result: TaskStatus, started: bool = False) -> str:
+    """Status word and exit first (`done, exit 3`), then facts, then head+tail of each stream."""
+    record_words = result.status.value
+    if result.exit_code is not None:
+        record_words += f", exit {result.exit_code}"
+    elif result.signal is not None:
+        record_words += f", {result.signal}"
+    lines = [f"task started: id={result.id}" if started else record_words]
+    if started:
+        lines.append(f"status: {record_words}; it keeps running: status(id) or logs(id) to follow, kill(id) to stop")
+    if result.warning:
+        lines.append(f"warning: {result.warning}")
+    if result.semantic_status is not None:
+        meaning = f"semantic: {result.semantic_status}"
+        if result.semantic_message:
+            meaning += f" ({result.semantic_message})"
+        lines.append(meaning)
+    facts = [f"id={result.id}"]
+    if result.duration_secs is not None:
+        facts.append(f"duration={summaries.seconds(result.duration_secs)}")
+    if result.last_output_age_secs is not None:
+        facts.append(f"last output {summaries.seconds(result.last_output_age_secs)} ago")
+    lines.append(" ".join(facts))
+    if result.end_reason:
+        lines.append(f"reason: {result.end_reason}")
+    lines.append(_stream_block("stdout", result.stdout_path, result.stdout_bytes))
+    lines.append(_stream_block("stderr", result.stderr_path, result.stderr_bytes))
+    return "\n".join(line for line in lines if line)
+
+
+def _stream_block(stream: str, path: str, size: int) -> str:
+    if size == 0:
+        return f"[{stream}: empty]"
+    from pathlib import Path
+
+    return f"[{stream}: {size} bytes, full output in {path}]\n{output.excerpt(Path(path))}"
+
+
+class TaskSummary(BaseModel):
+    id: str
+    status: Status
+    cmd: str
+    started_at: str | None
+    duration_secs: float | None
+    exit_code: int | None
+    signal: str | None
+
+
+class TaskList(BaseModel):
+    tasks: list[TaskSummary]
+    total: int = Field(description="Known tasks matching the filter, before the limit")
+
+
+def task_summary(task: Task) -> TaskSummary:
+    record: TaskRecord = task.record
+    return TaskSummary(
+        id=record.id,
+        status=record.status,
+        cmd=summaries.shorten(record.cmd, 80),
+        started_at=iso(record.started_at),
+        duration_secs=_rounded(record.duration_secs),
+        exit_code=record.exit_code,
+        signal=record.signal,
+    )
+
+
+def list_text(result: TaskList) -> str:
+    if not result.tasks:
+        return "no tasks"
+    lines = [f"{len(result.tasks)} of {result.total} task(s), newest first:"]
+    for item in result.tasks:
+        words = item.status.value
+        if item.exit_code is not None:
+            words += f", exit {item.exit_code}"
+        elif item.signal:
+            words += f", {item.signal}"
+        duration = summaries.seconds(item.duration_secs) if item.duration_secs is not None else "-"
+        lines.append(f"{item.id}  {words}  {duration}  {item.cmd}")
+    return "\n".join(lines)
+
+
+class KillResult(BaseModel):
+    id: str
+    status: Status = Field(description="The task's status right after the signal (the end arrives later)")
+    action: Literal["SIGINT", "SIGHUP", "SIGKILL", "cancelled"]
+
+
+class LogPage(BaseModel):
+    id: str
+    stream: Literal["stdout", "stderr"]
+    data: str
+    offset: int = Field(description="Byte offset this page starts at")
+    next_offset: int = Field(description="Pass as offset to continue; equals size when caught up")
+    size: int = Field(description="The stream file's size in bytes right now")
+    eof: bool = Field(description="True when the task has ended and nothing is left after next_offset")
+    skipped_bytes: int = Field(description="Bytes at offset skipped because a character began before it")
+    status: Status
+
+
+def log_text(page: LogPage) -> str:
+    head = f"{page.stream} bytes {page.offset}-{page.next_offset} of {page.size}"
+    head += ", end of output" if page.eof else f", task {page.status.value}"
+    if page.skipped_bytes:
+        head += f" ({page.skipped_bytes} bytes of a split character skipped at {page.offset})"
+    if page.next_offset < page.size:
+        head += f"; more: logs(offset={page.next_offset})"
+    return f"{head}\n{page.data}" if page.data else head
+
+
+class WriteResult(BaseModel):
+    id: str
+    bytes_accepted: int
+    out_offset: int = Field(description="Size of the .out file just before the write: follow with logs(offset=...)")
+    queued_bytes: int = Field(description="Input accepted but not yet read by the task")
+    eof_sent: bool

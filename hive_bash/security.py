@@ -1,0 +1,70 @@
+"""Request guards for every route: DNS-rebinding protection and an optional bearer token.
+
+Enforced here rather than left to the SDK, whose defaults differ between
+releases: a foreign Host gets 421, a foreign Origin 403, a missing or wrong
+token 401.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Iterable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+logger = logging.getLogger(__name__)
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def allowed_hosts(bind_host: str, port: int) -> frozenset[str]:
+    names = set(LOOPBACK_HOSTS)
+    names.add(f"[{bind_host}]" if ":" in bind_host and not bind_host.startswith("[") else bind_host)
+    return frozenset({*names, *(f"{name}:{port}" for name in names)})
+
+
+def allowed_origins(hosts: Iterable[str]) -> frozenset[str]:
+    return frozenset(f"{scheme}://{host}" for host in hosts for scheme in ("http", "https"))
+
+
+class RequestGuard:
+    """ASGI middleware: Host allow-list, Origin allow-list (when present), bearer token (when configured)."""
+
+    def __init__(self, app: ASGIApp, bind_host: str, port: int, token: str | None) -> None:
+        self.app = app
+        self.hosts = allowed_hosts(bind_host, port)
+        self.origins = allowed_origins(self.hosts)
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+        host = headers.get("host", "")
+        if host not in self.hosts:
+            await _refuse(send, 421, f"host {host!r} is not served here (DNS rebinding protection)")
+            return
+        origin = headers.get("origin")
+        if origin is not None and origin not in self.origins:
+            await _refuse(send, 403, f"origin {origin!r} is not allowed")
+            return
+        if self.token is not None and not _bearer_matches(headers.get("authorization", ""), self.token):
+            await _refuse(send, 401, "missing or wrong bearer token", {"www-authenticate": "Bearer"})
+            return
+        await self.app(scope, receive, send)
+
+
+def _bearer_matches(header: str, token: str) -> bool:
+    scheme, _, value = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+
+
+async def _refuse(send: Send, status: int, message: str, extra: dict[str, str] | None = None) -> None:
+    body = json.dumps({"error": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(key.encode(), value.encode()) for key, value in (extra or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

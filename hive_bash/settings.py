@@ -1,0 +1,76 @@
+"""Daemon configuration: environment variables (``HIVE_BASH_*``), overridden by flags.
+
+A ``Settings`` instance is built once by the CLI and passed explicitly to every
+component; nothing reads configuration from globals.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Also the NixOS module's default `mcp.bashHttpPort`: every agent container has
+# its own network namespace, so one fixed default cannot clash.
+DEFAULT_PORT = 7523
+DEFAULT_TASKS_DIR = Path("harness/bash-tasks")
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+
+class Settings(BaseSettings):
+    """Everything the daemon can be told. Field docs double as the README's table."""
+
+    model_config = SettingsConfigDict(env_prefix="HIVE_BASH_", extra="ignore", validate_default=True)
+
+    host: str = Field("127.0.0.1", description="Address to bind. Non-loopback needs a token file.")
+    port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="TCP port of the MCP endpoint.")
+    tasks_dir: Path = Field(DEFAULT_TASKS_DIR, description="Where <id>.out/.err/.json live (created 0700).")
+    agent_socket: Path | None = Field(
+        None,
+        validation_alias=AliasChoices("HIVE_AGENT_SOCKET", "agent_socket"),
+        description="Unix socket of the agent harness for todos (HIVE_AGENT_SOCKET). Unset: todos off.",
+    )
+    token_file: Path | None = Field(None, description="File holding a bearer token every request must carry.")
+    log_level: str = Field("info", description="debug, info, warning or error.")
+
+    max_running: int = Field(64, ge=1, description="Tasks running at once; more wait as pending.")
+    max_pending: int = Field(1000, ge=0, description="Pending queue length; run refuses beyond it.")
+    max_cmd_bytes: int = Field(256 * KIB, ge=1, description="Largest accepted cmd, in UTF-8 bytes.")
+    max_timeout_secs: float = Field(7 * 24 * 3600, gt=0, description="Largest accepted timeout_secs.")
+    max_output_bytes: int = Field(4 * GIB, ge=1, description="Per-stream output cap; a task past it is ended.")
+    kill_grace_secs: float = Field(3.0, ge=0, description="SIGTERM-to-SIGKILL grace when ending a group.")
+    retain_count: int = Field(1000, ge=1, description="Finished task records kept (oldest pruned first).")
+    retain_secs: float = Field(7 * 24 * 3600, gt=0, description="Finished task records older than this are pruned.")
+    hide_env: str = Field("", description="Comma-separated variable names never passed to tasks.")
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_log_level(cls, value: str) -> str:
+        level = value.strip().lower()
+        if level not in {"debug", "info", "warning", "error"}:
+            raise ValueError("must be one of debug, info, warning, error")
+        return level
+
+    @property
+    def hidden_env_names(self) -> frozenset[str]:
+        return frozenset(name.strip() for name in self.hide_env.split(",") if name.strip())
+
+    @property
+    def endpoint_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/mcp"
+
+    @property
+    def is_loopback(self) -> bool:
+        if self.host in LOOPBACK_NAMES:
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False

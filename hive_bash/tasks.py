@@ -1,0 +1,422 @@
+"""The task registry and lifecycle: pending -> running -> one terminal status.
+
+Follow a task here from ``submit`` to ``_finish``: it gets a record on disk, waits
+for a slot, is spawned (hive_bash.process), may be ended by its deadline, idle
+deadline, ``kill`` or shutdown, and on exit its record is finalised and its
+completion todo handed to the notifier (hive_bash.todos).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import secrets
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import output, process, summaries
+from .errors import NameInUse, QueueFull, SpawnFailed, TaskFinished, TaskNotFound
+from .records import RecordStore, Status, TaskRecord
+from .settings import Settings
+from .todos import TodoMessage, TodoNotifier
+
+logger = logging.getLogger(__name__)
+
+WATCH_INTERVAL_SECS = 0.5
+SHUTDOWN_TODO_FLUSH_SECS = 3.0
+ID_BYTES = 6
+
+
+@dataclass
+class TaskOptions:
+    """What `run` asked for, already validated by the tool layer."""
+
+    cmd: str
+    name: str | None = None
+    timeout_secs: float | None = None
+    idle_timeout_secs: float | None = None
+    cwd: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    pty: bool = False
+    stdin: str = "null"
+
+
+class Task:
+    """A record plus what only lives while the daemon runs (process, waiters, timers)."""
+
+    def __init__(self, record: TaskRecord, env: dict[str, str] | None = None) -> None:
+        self.record = record
+        self.env = env or {}
+        self.ended = asyncio.Event()
+        self.process: process.TaskProcess | None = None
+        self.end_cause: Status | None = None  # set when the daemon or `kill` decided how it ends
+        self.end_reason: str | None = None
+        self.timers: list[asyncio.TimerHandle] = []
+        self.terminating = False
+        self.observed = False  # the agent has seen the terminal result (inline wait or status)
+        if record.status.is_terminal:
+            self.ended.set()
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def status(self) -> Status:
+        return self.record.status
+
+
+class TaskManager:
+    def __init__(self, settings: Settings, notifier: TodoNotifier | None = None) -> None:
+        self.settings = settings
+        self.tasks_dir = settings.tasks_dir.resolve()
+        self.store = RecordStore(self.tasks_dir)
+        self.notifier = notifier or TodoNotifier(settings.agent_socket, self._on_todo_delivered)
+        self._tasks: dict[str, Task] = {}
+        self._pending: collections.deque[Task] = collections.deque()
+        self._running = 0
+        self._watcher: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    # ---- start and stop -------------------------------------------------
+
+    async def start(self) -> None:
+        self._recover_records()
+        self.prune()
+        self.notifier.start()
+        self._watcher = asyncio.get_running_loop().create_task(self._watch(), name="task-watcher")
+
+    def _recover_records(self) -> None:
+        """Load the records a previous daemon left; what was pending or running is now interrupted."""
+        for record in self.store.load_all():
+            task = Task(record)
+            self._tasks[record.id] = task
+            if record.todo_ever_sent:
+                self.notifier.remember_sent(record.id)
+            if not record.status.is_terminal:
+                self._interrupt_leftover(task)
+            elif not record.todo_delivered and record.todo_wanted is not None:
+                self._want_todo(task, record.todo_wanted)
+
+    def _interrupt_leftover(self, task: Task) -> None:
+        record = task.record
+        was = record.status.value
+        if record.pid is not None and process.same_process_alive(record.pid, record.proc_start_ticks):
+            logger.warning("task %s (pid %d) outlived the previous daemon; ending its group", record.id, record.pid)
+            process.signal_group(record.pid, signal.SIGKILL)
+        record.status = Status.INTERRUPTED
+        record.end_reason = f"interrupted: the daemon restarted while the task was {was}"
+        record.ended_at = time.time()
+        task.ended.set()
+        self._want_todo(task, "final")
+
+    async def shutdown(self) -> None:
+        """End every task (pending cancelled, running terminated group by group), then flush todos."""
+        self._stopping = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+        for task in list(self._pending):
+            self._pending.remove(task)
+            self._finish_unstarted(task, Status.INTERRUPTED, "interrupted: the daemon stopped before it started")
+        running = [task for task in self._tasks.values() if task.process is not None and not task.ended.is_set()]
+        await asyncio.gather(
+            *(self._terminate(task, Status.INTERRUPTED, "interrupted: the daemon stopped") for task in running)
+        )
+        await self.notifier.flush(SHUTDOWN_TODO_FLUSH_SECS)
+        await self.notifier.stop()
+
+    # ---- queries -------------------------------------------------------
+
+    def get(self, task_id: str) -> Task:
+        task = self._tasks.get(task_id)
+        if task is None:
+            raise TaskNotFound(task_id)
+        return task
+
+    def all_tasks(self) -> list[Task]:
+        return list(self._tasks.values())
+
+    @property
+    def running_count(self) -> int:
+        return self._running
+
+    async def wait(self, task: Task, seconds: float) -> bool:
+        """Wait up to `seconds` for the task to end; True if it has."""
+        if seconds > 0 and not task.ended.is_set():
+            try:
+                async with asyncio.timeout(seconds):
+                    await task.ended.wait()
+            except TimeoutError:
+                pass
+        return task.ended.is_set()
+
+    def observe_terminal(self, task: Task) -> None:
+        """The agent has the terminal result in hand: no completion todo should linger for it."""
+        if task.observed or not task.ended.is_set():
+            return
+        task.observed = True
+        self._want_todo(task, "clear")
+
+    # ---- submit and start ---------------------------------------------
+
+    def submit(self, options: TaskOptions) -> Task:
+        task_id = self._claim_id(options.name)
+        if self._running >= self.settings.max_running and len(self._pending) >= self.settings.max_pending:
+            raise QueueFull(self.settings.max_pending)
+        record = TaskRecord(
+            id=task_id,
+            cmd=options.cmd,
+            created_at=time.time(),
+            timeout_secs=options.timeout_secs,
+            idle_timeout_secs=options.idle_timeout_secs,
+            cwd=options.cwd or os.getcwd(),
+            pty=options.pty,
+            stdin="pipe" if options.stdin == "pipe" else "null",
+        )
+        task = Task(record, options.env)
+        if self._running < self.settings.max_running:
+            self._start(task)  # raises SpawnFailed before the task is registered
+            self._tasks[task_id] = task
+        else:
+            self._tasks[task_id] = task
+            self._pending.append(task)
+            self._save(task)
+        return task
+
+    def _claim_id(self, name: str | None) -> str:
+        if name is None:
+            while (task_id := secrets.token_hex(ID_BYTES)) in self._tasks:
+                pass
+            return task_id
+        previous = self._tasks.get(name)
+        if previous is not None:
+            if not previous.ended.is_set():
+                raise NameInUse(name, previous.status.value)
+            # The name is free again: the new task replaces the old record and files.
+            self._forget(previous)
+        return name
+
+    def _start(self, task: Task) -> None:
+        record = task.record
+        env = process.task_environment(
+            os.environ, self.settings.hidden_env_names, task.env, record.id, record.pty
+        )
+        request = process.SpawnRequest(
+            cmd=record.cmd,
+            cwd=record.cwd,
+            env=env,
+            stdout_path=self.store.out_path(record.id),
+            stderr_path=self.store.err_path(record.id),
+            stdin=record.stdin,
+            pty=record.pty,
+        )
+        try:
+            proc = process.spawn(request)
+        except OSError as exc:
+            logger.warning("task %s could not start: %s", record.id, exc)
+            raise SpawnFailed(f"{exc.strerror or exc} (errno {exc.errno})") from exc
+        task.process = proc
+        self._running += 1
+        record.status = Status.RUNNING
+        record.started_at = time.time()
+        record.pid = proc.pid
+        record.proc_start_ticks = proc.start_ticks
+        self._arm_timers(task)
+        self._want_todo(task, "running")  # also saves the record
+        asyncio.get_running_loop().create_task(self._await_exit(task), name=f"task-{record.id}")
+        logger.debug("task %s started: pid %d", record.id, proc.pid)
+
+    def _arm_timers(self, task: Task) -> None:
+        timeout = task.record.timeout_secs
+        if timeout is not None:
+            loop = asyncio.get_running_loop()
+            task.timers.append(loop.call_later(timeout, self._on_deadline, task))
+
+    def _on_deadline(self, task: Task) -> None:
+        reason = f"timed out after {summaries.seconds(task.record.timeout_secs or 0)}"
+        asyncio.get_running_loop().create_task(self._terminate(task, Status.TIMED_OUT, reason))
+
+    def _start_pending(self) -> None:
+        while self._pending and self._running < self.settings.max_running and not self._stopping:
+            task = self._pending.popleft()
+            try:
+                self._start(task)
+            except SpawnFailed as exc:
+                self._finish_unstarted(task, Status.FAILED, str(exc))
+
+    # ---- ending --------------------------------------------------------
+
+    def kill(self, task_id: str, force: bool) -> Task:
+        task = self.get(task_id)
+        if task.ended.is_set():
+            raise TaskFinished(task_id, task.status.value)
+        if task in self._pending:
+            self._pending.remove(task)
+            self._finish_unstarted(task, Status.KILLED, "killed before it started")
+            return task
+        assert task.process is not None
+        task.end_cause = Status.KILLED
+        task.end_reason = "killed with SIGKILL" if force else "killed with SIGINT"
+        sig = signal.SIGKILL if force else self._polite_signal(task)
+        task.process.signal(sig)
+        return task
+
+    @staticmethod
+    def _polite_signal(task: Task) -> int:
+        # Closing a terminal sends SIGHUP; a REPL under a PTY ignores SIGINT.
+        return signal.SIGHUP if task.record.pty else signal.SIGINT
+
+    async def _terminate(self, task: Task, cause: Status, reason: str) -> None:
+        """SIGTERM the group, wait a grace period, then SIGKILL it; returns once the task has ended."""
+        if task.ended.is_set() or task.process is None:
+            return
+        if task.terminating:
+            await task.ended.wait()
+            return
+        task.terminating = True
+        if task.end_cause is None:
+            task.end_cause, task.end_reason = cause, reason
+        task.process.signal(signal.SIGTERM)
+        try:
+            async with asyncio.timeout(self.settings.kill_grace_secs):
+                await asyncio.shield(task.process.exited)
+        except TimeoutError:
+            task.process.signal(signal.SIGKILL)
+        await task.ended.wait()
+
+    async def _await_exit(self, task: Task) -> None:
+        assert task.process is not None
+        wait_status = await task.process.exited
+        self._running -= 1
+        self._finish(task, wait_status)
+        self._start_pending()
+
+    def _finish(self, task: Task, wait_status: int) -> None:
+        record = task.record
+        for timer in task.timers:
+            timer.cancel()
+        record.ended_at = time.time()
+        if os.WIFEXITED(wait_status):
+            record.exit_code = os.WEXITSTATUS(wait_status)
+        elif os.WIFSIGNALED(wait_status):
+            record.signal = summaries.signal_name(os.WTERMSIG(wait_status))
+        record.status = task.end_cause or Status.DONE
+        record.end_reason = task.end_reason
+        task.ended.set()
+        self._want_todo(task, "final")
+        logger.debug("task %s ended: %s", record.id, summaries.status_words(record))
+        self.prune()
+
+    def _finish_unstarted(self, task: Task, status: Status, reason: str) -> None:
+        record = task.record
+        record.status = status
+        record.end_reason = reason
+        record.ended_at = time.time()
+        task.ended.set()
+        self._want_todo(task, "final")
+
+    # ---- todos and persistence -----------------------------------------
+
+    def _want_todo(self, task: Task, state: str) -> None:
+        """Record the wanted todo state (persisted with the record), then hand it to the notifier."""
+        record = task.record
+        if state == "final" and task.observed:
+            state = "clear"
+        if state == "clear":
+            if not self.notifier.clear(record.id):
+                record.todo_wanted, record.todo_delivered = None, True
+                self._save(task)
+                return
+        elif state == "running":
+            self.notifier.upsert(record.id, summaries.running_todo(record), "running")
+        else:
+            body = summaries.final_todo(record, self.store.out_path(record.id), self.store.err_path(record.id))
+            self.notifier.upsert(record.id, body, "final")
+        record.todo_wanted = state  # type: ignore[assignment]
+        record.todo_delivered = not self.notifier.enabled
+        self._save(task)
+
+    def _on_todo_delivered(self, message: TodoMessage) -> None:
+        task = self._tasks.get(message.key)
+        if task is None:
+            return
+        record = task.record
+        record.todo_ever_sent = message.kind == "upsert"
+        if record.todo_wanted == message.label:
+            record.todo_delivered = True
+        self._save(task)
+
+    def _save(self, task: Task) -> None:
+        try:
+            self.store.save(task.record)
+        except OSError as exc:
+            # Disk full or gone: the in-memory record stays authoritative and is saved at the next change.
+            logger.error("could not save the record of task %s: %s", task.id, exc)
+
+    def _forget(self, task: Task) -> None:
+        self._tasks.pop(task.id, None)
+        self.notifier.forget(task.id)
+        self.store.delete(task.id)
+
+    def prune(self) -> None:
+        """Drop the oldest finished records beyond the count limit, and those past the age limit."""
+        finished = sorted(
+            (task for task in self._tasks.values() if task.ended.is_set()),
+            key=lambda task: task.record.ended_at or task.record.created_at,
+        )
+        cutoff = time.time() - self.settings.retain_secs
+        excess = len(finished) - self.settings.retain_count
+        for index, task in enumerate(finished):
+            if index < excess or (task.record.ended_at or task.record.created_at) < cutoff:
+                self._forget(task)
+
+    # ---- the watcher: idle deadlines, output caps ----------------------
+
+    async def _watch(self) -> None:
+        last_prune = time.monotonic()
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL_SECS)
+            now = time.time()
+            for task in [task for task in self._tasks.values() if task.process is not None and not task.ended.is_set()]:
+                self._check_limits(task, now)
+            if time.monotonic() - last_prune > 60:
+                last_prune = time.monotonic()
+                self.prune()
+
+    def _check_limits(self, task: Task, now: float) -> None:
+        if task.terminating:
+            return
+        record = task.record
+        out_path, err_path = self.store.out_path(record.id), self.store.err_path(record.id)
+        for path, stream in ((out_path, "stdout"), (err_path, "stderr")):
+            if output.file_size(path) > self.settings.max_output_bytes:
+                reason = f"{stream} exceeded the output cap of {self.settings.max_output_bytes} bytes"
+                self._end_for_limit(task, reason, truncate=(path, self.settings.max_output_bytes))
+                return
+        if record.idle_timeout_secs is not None:
+            idle = now - self.last_output_at(task)
+            if idle >= record.idle_timeout_secs:
+                reason = f"timed out: idle, no output for {summaries.seconds(record.idle_timeout_secs)}"
+                asyncio.get_running_loop().create_task(self._terminate(task, Status.TIMED_OUT, reason))
+
+    def _end_for_limit(self, task: Task, reason: str, truncate: tuple[Path, int] | None = None) -> None:
+        async def end() -> None:
+            await self._terminate(task, Status.FAILED, reason)
+            if truncate is not None:
+                os.truncate(*truncate)
+
+        asyncio.get_running_loop().create_task(end())
+
+    def last_output_at(self, task: Task) -> float:
+        """When stdout or stderr last grew (their mtimes), or the start if neither has any output."""
+        record = task.record
+        start = record.started_at or record.created_at
+        latest = start
+        for path in (self.store.out_path(record.id), self.store.err_path(record.id)):
+            if output.file_size(path) > 0:
+                latest = max(latest, output.output_mtime(path) or start)
+        return latest

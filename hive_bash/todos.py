@@ -1,0 +1,188 @@
+"""Keyed todos on the agent harness's unix socket (HIVE_AGENT_SOCKET).
+
+Protocol (one request per connection, UTF-8 JSON lines):
+    daemon -> harness  {"cmd": "todo_upsert", "from": "bash", "key": ID, "body": TEXT}
+                   or  {"cmd": "todo_clear", "from": "bash", "key": ID}
+    harness -> daemon  {"ok": true}  or  {"ok": false, "error": "..."}
+
+Delivery is keyed and idempotent: per key only the latest wanted message is
+kept, so a superseded upsert is never sent and a key's messages never reorder
+(one worker sends them one at a time). Callers never wait on the harness: they
+record what they want and return; the worker delivers, retrying with backoff
+while the harness is away. Memory is one message per key at most.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+logger = logging.getLogger(__name__)
+
+SOURCE = "bash"
+REPLY_TIMEOUT_SECS = 5.0
+BACKOFF_FIRST_SECS = 0.1
+BACKOFF_MAX_SECS = 5.0
+MAX_REPLY_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class TodoMessage:
+    key: str
+    kind: Literal["upsert", "clear"]
+    body: str = ""
+    # What the task layer calls this state ("running", "final", "clear"), handed back on delivery.
+    label: str = ""
+
+    def wire(self) -> bytes:
+        message: dict[str, str] = {"cmd": f"todo_{self.kind}", "from": SOURCE, "key": self.key}
+        if self.kind == "upsert":
+            message["body"] = self.body
+        return json.dumps(message, ensure_ascii=False).encode() + b"\n"
+
+
+class HarnessError(Exception):
+    pass
+
+
+async def send_to_harness(socket_path: Path, message: TodoMessage, timeout: float = REPLY_TIMEOUT_SECS) -> None:
+    """One request on one connection; raises HarnessError/OSError/TimeoutError unless the harness said ok."""
+    async with asyncio.timeout(timeout):
+        reader, writer = await asyncio.open_unix_connection(str(socket_path), limit=MAX_REPLY_BYTES)
+        try:
+            writer.write(message.wire())
+            await writer.drain()
+            line = await reader.readline()
+        finally:
+            writer.close()
+    try:
+        reply = json.loads(line)
+    except ValueError as exc:
+        raise HarnessError(f"unreadable reply {line[:200]!r}") from exc
+    if not isinstance(reply, dict) or reply.get("ok") is not True:
+        raise HarnessError(f"harness refused: {reply!r}"[:300])
+
+
+DeliveredCallback = Callable[[TodoMessage], None]
+
+
+class TodoNotifier:
+    """Holds the latest wanted todo state per key and delivers it in the background."""
+
+    def __init__(self, socket_path: Path | None, on_delivered: DeliveredCallback | None = None) -> None:
+        self.socket_path = socket_path
+        self._on_delivered = on_delivered or (lambda message: None)
+        self._wanted: dict[str, TodoMessage] = {}  # insertion order = delivery order
+        self._sent_any: set[str] = set()  # keys the harness may hold a todo for
+        self._in_flight: str | None = None
+        self._wakeup = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._worker: asyncio.Task[None] | None = None
+        self.failures = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.socket_path is not None
+
+    @property
+    def backlog(self) -> int:
+        return len(self._wanted)
+
+    def start(self) -> None:
+        if not self.enabled:
+            logger.info("HIVE_AGENT_SOCKET is not set: completion todos are off")
+            return
+        logger.info("todos go to the harness socket %s", self.socket_path)
+        self._worker = asyncio.get_running_loop().create_task(self._run(), name="todo-notifier")
+
+    def remember_sent(self, key: str) -> None:
+        """Seed from a record: the harness may already hold a todo for this key."""
+        self._sent_any.add(key)
+
+    def forget(self, key: str) -> None:
+        self._wanted.pop(key, None)
+        self._sent_any.discard(key)
+
+    def upsert(self, key: str, body: str, label: str) -> None:
+        self._want(TodoMessage(key, "upsert", body, label))
+
+    def clear(self, key: str) -> bool:
+        """Clear the key's todo. Returns False when the harness never got one (nothing is sent then)."""
+        if key not in self._sent_any and key != self._in_flight:
+            self._wanted.pop(key, None)
+            return False
+        self._want(TodoMessage(key, "clear", label="clear"))
+        return True
+
+    def _want(self, message: TodoMessage) -> None:
+        if not self.enabled:
+            return
+        self._wanted.pop(message.key, None)  # a new state goes to the back of the line
+        self._wanted[message.key] = message
+        self._idle.clear()
+        self._wakeup.set()
+
+    async def flush(self, timeout: float) -> bool:
+        """Wait until everything wanted was delivered, at most `timeout` seconds."""
+        if not self.enabled:
+            return True
+        try:
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
+        except TimeoutError:
+            logger.warning("%d todo(s) not delivered before shutdown; they are kept for the next start", self.backlog)
+            return False
+        return True
+
+    async def stop(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            try:
+                await self._worker
+            except asyncio.CancelledError:
+                pass
+
+    async def _run(self) -> None:
+        backoff = BACKOFF_FIRST_SECS
+        while True:
+            if not self._wanted:
+                self._idle.set()
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            message = next(iter(self._wanted.values()))
+            if await self._deliver(message):
+                backoff = BACKOFF_FIRST_SECS
+                continue
+            await self._sleep_or_wakeup(backoff)
+            backoff = min(BACKOFF_MAX_SECS, backoff * 2)
+
+    async def _deliver(self, message: TodoMessage) -> bool:
+        assert self.socket_path is not None
+        self._in_flight = message.key
+        try:
+            await send_to_harness(self.socket_path, message)
+        except (OSError, TimeoutError, HarnessError) as exc:
+            self.failures += 1
+            logger.debug("todo %s for %s not delivered: %s", message.kind, message.key, exc)
+            return False
+        finally:
+            self._in_flight = None
+        if message.kind == "upsert":
+            self._sent_any.add(message.key)
+        else:
+            self._sent_any.discard(message.key)
+        if self._wanted.get(message.key) is message:
+            del self._wanted[message.key]
+        self._on_delivered(message)
+        return True
+
+    async def _sleep_or_wakeup(self, seconds: float) -> None:
+        # A retry waits out its backoff; new work does not cut it short (the harness is away either way).
+        await asyncio.sleep(seconds)

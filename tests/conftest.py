@@ -1,0 +1,220 @@
+"""Fixtures that run the real daemon on a free port, as a separate process, like a user would.
+
+Tests talk to it with the real MCP client over HTTP (hive_bash.mcp_compat.open_client,
+which is mcp.Client on the 2.x SDK line and ClientSession on 1.x) and receive todos
+on a real unix socket (tests/harness.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hive_bash.mcp_compat import BashClient, ToolReply, open_client
+
+sys.path.insert(0, str(Path(__file__).parent))
+from harness import TodoHarness  # noqa: E402
+
+START_TIMEOUT_SECS = 20.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = "") -> Any:
+    """Poll `predicate` until it returns something truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+def pid_alive(pid: int) -> bool:
+    """True for a live (not zombie) process."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(entry))
+    return members
+
+
+def children_of(pid: int) -> list[tuple[int, str]]:
+    """Direct children of `pid` with their state letter (Z = zombie)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append((int(entry), fields[0]))
+    return found
+
+
+class Daemon:
+    """A hive-bash-daemon process started for a test."""
+
+    def __init__(self, workdir: Path, env: dict[str, str] | None = None, args: list[str] | None = None) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.tasks_dir = workdir / "harness" / "bash-tasks"
+        self.extra_env = env or {}
+        self.extra_args = args or []
+        self.log_path = workdir / f"daemon-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    @property
+    def health_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/healthz"
+
+    def start(self) -> "Daemon":
+        env = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
+        env.update({"HIVE_BASH_PORT": str(self.port), "HIVE_BASH_LOG_LEVEL": "debug"})
+        env.update(self.extra_env)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "hive_bash.cli", *self.extra_args],
+                cwd=self.workdir,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        wait_until(self._healthy, START_TIMEOUT_SECS, 0.05, f"daemon /healthz\n{self.log()}")
+        return self
+
+    def _healthy(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log()}")
+        try:
+            with urllib.request.urlopen(self.health_url, timeout=1) as response:
+                return response.status == 200
+        except (urllib.error.URLError, ConnectionError, OSError):
+            return False
+
+    def health(self) -> dict[str, Any]:
+        with urllib.request.urlopen(self.health_url, timeout=5) as response:
+            return json.loads(response.read())
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-6000:]
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"daemon did not stop within {timeout}s after {sig!r}:\n{self.log()}")
+
+    def restart(self) -> "Daemon":
+        return self.start()
+
+    @contextlib.asynccontextmanager
+    async def client(self) -> AsyncIterator[BashClient]:
+        async with open_client(self.url) as client:
+            yield client
+
+    def record(self, task_id: str) -> dict[str, Any]:
+        return json.loads((self.tasks_dir / f"{task_id}.json").read_text())
+
+
+@pytest.fixture
+def make_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    started: list[Daemon] = []
+
+    def make(env: dict[str, str] | None = None, args: list[str] | None = None, workdir: Path | None = None) -> Daemon:
+        directory = workdir or tmp_path
+        directory.mkdir(parents=True, exist_ok=True)
+        daemon = Daemon(directory, env, args).start()
+        started.append(daemon)
+        return daemon
+
+    yield make
+    for daemon in started:
+        if daemon.proc is not None and daemon.proc.poll() is None:
+            daemon.stop()
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """One daemon shared by a module's tests (starting one costs about a second); tests that
+    change its configuration or stop it use `make_daemon` instead."""
+    shared = Daemon(tmp_path_factory.mktemp("daemon")).start()
+    yield shared
+    if shared.proc is not None and shared.proc.poll() is None:
+        shared.stop()
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[TodoHarness]:
+    # Unix socket paths are limited to ~108 bytes: keep it short.
+    path = Path(f"/tmp/hb-{os.getpid()}-{time.monotonic_ns()}.sock")
+    todo_harness = TodoHarness(path).start()
+    yield todo_harness
+    todo_harness.stop()
+
+
+async def call_ok(client: BashClient, tool: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> ToolReply:
+    reply = await client.call(tool, arguments, **kwargs)
+    assert not reply.is_error, f"{tool}({arguments!r}) failed: {reply.text}"
+    return reply
+
+
+async def call_error(client: BashClient, tool: str, arguments: dict[str, Any]) -> str:
+    reply = await client.call(tool, arguments)
+    assert reply.is_error, f"{tool}({arguments!r}) should have failed, got: {reply.text}"
+    return reply.text
