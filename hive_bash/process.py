@@ -70,6 +70,36 @@ def same_process_alive(pid: int, start_ticks: int | None) -> bool:
     return start_ticks is not None and read_start_ticks(pid) == start_ticks
 
 
+def _stat_fields(pid: str) -> list[bytes] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
+        return None
+    return data[data.rindex(b")") + 2 :].split()
+
+
+def leftover_group_members(pgid: int, leader_start_ticks: int | None) -> list[int]:
+    """Live processes still in a task's group after its leader is gone (seen after a daemon restart).
+
+    Members must be in the session and group the leader created and must have started
+    no earlier than it; a stranger would need to reuse the very pid as a new session id.
+    """
+    if leader_start_ticks is None:
+        return []
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat_fields(entry)
+        # fields: state(0) ppid(1) pgrp(2) session(3) ... starttime(19)
+        if fields is None or int(fields[2]) != pgid or int(fields[3]) != pgid or fields[0] in (b"Z", b"X"):
+            continue
+        if int(fields[19]) >= leader_start_ticks:
+            members.append(int(entry))
+    return members
+
+
 def signal_group(pgid: int, sig: int) -> bool:
     """Signal a whole process group; False if it is already gone."""
     try:

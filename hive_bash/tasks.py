@@ -105,14 +105,27 @@ class TaskManager:
     def _interrupt_leftover(self, task: Task) -> None:
         record = task.record
         was = record.status.value
-        if record.pid is not None and process.same_process_alive(record.pid, record.proc_start_ticks):
-            logger.warning("task %s (pid %d) outlived the previous daemon; ending its group", record.id, record.pid)
-            process.signal_group(record.pid, signal.SIGKILL)
+        if record.pid is not None:
+            self._end_leftover_group(record.id, record.pid, record.proc_start_ticks)
         record.status = Status.INTERRUPTED
         record.end_reason = f"interrupted: the daemon restarted while the task was {was}"
         record.ended_at = time.time()
         task.ended.set()
         self._want_todo(task, "final")
+
+    @staticmethod
+    def _end_leftover_group(task_id: str, pgid: int, start_ticks: int | None) -> None:
+        """A previous daemon died without ending this task: end what is left of its group (never by pid alone)."""
+        if process.same_process_alive(pgid, start_ticks):
+            logger.warning("task %s (pid %d) outlived the previous daemon; ending its group", task_id, pgid)
+            process.signal_group(pgid, signal.SIGKILL)
+            return
+        for pid in process.leftover_group_members(pgid, start_ticks):
+            logger.warning("task %s left process %d behind; ending it", task_id, pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     async def shutdown(self) -> None:
         """End every task (pending cancelled, running terminated group by group), then flush todos."""
