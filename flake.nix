@@ -1,0 +1,190 @@
+{
+  description = "hive-bash: background shell tasks for AI agents, served as an MCP server over streamable HTTP";
+
+  # flake.lock pins this. To move the pin to the branch's newest revision:
+  #   nix flake lock --update-input nixpkgs    (Nix >= 2.19: nix flake update nixpkgs)
+  inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
+
+  outputs =
+    { self, nixpkgs }:
+    let
+      inherit (nixpkgs) lib;
+
+      systems = [
+        "x86_64-linux"
+        "aarch64-linux"
+      ];
+      eachSystem = f: lib.genAttrs systems (system: f nixpkgs.legacyPackages.${system});
+
+      # Only what the Python package needs, so editing nixos/ or vm-tests/ does
+      # not rebuild (and re-test) it.
+      packageSource = lib.cleanSourceWith {
+        name = "hive-bash-source";
+        src = lib.cleanSource ./.;
+        filter =
+          path: _type:
+          let
+            relative = lib.removePrefix "${toString ./.}/" (toString path);
+          in
+          baseNameOf path != "__pycache__"
+          && lib.any (keep: relative == keep || lib.hasPrefix "${keep}/" relative) [
+            "pyproject.toml"
+            "README.md"
+            "LICENSE"
+            "hive_bash"
+            "tests"
+          ];
+      };
+
+      pythonDependencies = ps: [
+        ps.mcp
+        ps.uvicorn
+        ps.starlette
+        ps.pydantic
+        ps.pydantic-settings
+      ];
+      pythonTestDependencies = ps: [
+        ps.pytest
+        ps.pexpect
+        ps.hypothesis
+      ];
+
+      hiveBash =
+        {
+          lib,
+          python3Packages,
+          bash,
+          coreutils,
+        }:
+        python3Packages.buildPythonApplication {
+          pname = "hive-bash";
+          inherit ((lib.importTOML ./pyproject.toml).project) version;
+          pyproject = true;
+
+          src = packageSource;
+
+          build-system = [ python3Packages.setuptools ];
+          dependencies = pythonDependencies python3Packages;
+
+          # Tasks run through bash; coreutils for what they call first.
+          makeWrapperArgs = [
+            "--prefix"
+            "PATH"
+            ":"
+            (lib.makeBinPath [
+              bash
+              coreutils
+            ])
+          ];
+
+          nativeCheckInputs = [
+            python3Packages.pytestCheckHook
+            python3Packages.pexpect
+            python3Packages.hypothesis
+            bash
+            coreutils
+          ];
+          # Not in the build sandbox: systemd containers, network namespaces,
+          # nix itself, long soaks (pytest -m "not container and not soak ...").
+          disabledTestMarks = [
+            "container"
+            "soak"
+            "nix"
+            "network"
+          ];
+          preCheck = ''
+            export HOME="$(mktemp -d)"
+            # Tests run the installed console scripts.
+            export PATH="$out/bin:$PATH"
+          '';
+
+          pythonImportsCheck = [
+            "hive_bash"
+            "hive_bash.mcp_config"
+          ];
+
+          meta = {
+            description = "Background shell tasks for AI agents, served as an MCP server over streamable HTTP";
+            license = lib.licenses.mit;
+            mainProgram = "hive-bash-daemon";
+            platforms = lib.platforms.linux;
+          };
+        };
+    in
+    {
+      overlays.default = final: _prev: { hive-bash = final.callPackage hiveBash { }; };
+
+      packages = eachSystem (pkgs: {
+        hive-bash = pkgs.callPackage hiveBash { };
+        default = self.packages.${pkgs.stdenv.hostPlatform.system}.hive-bash;
+      });
+
+      # The module builds the package with the importing system's nixpkgs (or
+      # takes pkgs.hive-bash when the overlay is applied).
+      nixosModules.agent =
+        { lib, pkgs, ... }:
+        {
+          _file = "${self}/flake.nix#nixosModules.agent";
+          imports = [ ./nixos/agent.nix ];
+          services.hyperhive.agent.package = lib.mkDefault (
+            pkgs.hive-bash or (pkgs.callPackage hiveBash { })
+          );
+        };
+      nixosModules.default = self.nixosModules.agent;
+
+      checks = eachSystem (
+        pkgs:
+        let
+          system = pkgs.stdenv.hostPlatform.system;
+        in
+        {
+          inherit (self.packages.${system}) hive-bash;
+
+          # tests/test_nix.py: every .nix file parses, and the module evaluation
+          # cases (nixos/agent.nix with nixpkgs' lib) hold.
+          module-eval =
+            pkgs.runCommand "hive-bash-module-eval"
+              {
+                src = lib.cleanSource ./.;
+                nativeBuildInputs = [
+                  pkgs.nix
+                  (pkgs.python3.withPackages (ps: pythonDependencies ps ++ pythonTestDependencies ps))
+                ];
+                NIXPKGS = "${nixpkgs}";
+              }
+              ''
+                cp -r --no-preserve=mode "$src" source
+                cd source
+                # nix-instantiate needs a store and state of its own in the sandbox.
+                export TEST_ROOT="$PWD/test-tmp"
+                export HOME="$(mktemp -d)"
+                export NIX_CONF_DIR="$TEST_ROOT/etc"
+                export NIX_LOCALSTATE_DIR="$TEST_ROOT/var"
+                export NIX_LOG_DIR="$TEST_ROOT/var/log/nix"
+                export NIX_STATE_DIR="$TEST_ROOT/var/nix"
+                export NIX_STORE_DIR="$TEST_ROOT/store"
+                nix-store --init
+                python -m pytest -p no:cacheprovider -m nix tests/test_nix.py
+                touch "$out"
+              '';
+
+          devShell = self.devShells.${system}.default;
+        }
+        # One check per vm-tests/<name>.nix.
+        // import ./vm-tests { inherit pkgs self; }
+      );
+
+      devShells = eachSystem (pkgs: {
+        default = pkgs.mkShell {
+          packages = [
+            (pkgs.python3.withPackages (ps: pythonDependencies ps ++ pythonTestDependencies ps))
+            pkgs.bash
+            pkgs.coreutils
+            pkgs.nixfmt
+          ];
+        };
+      });
+
+      formatter = eachSystem (pkgs: pkgs.nixfmt-tree);
+    };
+}

@@ -1,0 +1,350 @@
+"""Render an agent's Claude Code MCP config from the NixOS module's server list.
+
+The NixOS module (``nixos/agent.nix``) writes every ``extraMcpServers`` entry plus
+the configured tool groups to a JSON file (``/etc/hyperhive/mcp-servers.json``)::
+
+    {"version": 1,
+     "toolGroups": ["messaging", "meta", "inbox", "execution"],
+     "mcpServers": {"bash": {"type": "http", "url": "http://127.0.0.1:7523/mcp",
+                             "allowedTools": ["*"], "requiredPermission": "execution",
+                             "availableToSubagents": false, ...}}}
+
+The harness runs ``hive-bash-mcp-config`` before every turn with the agent's
+*current* tool groups and hands the result to ``claude --mcp-config`` and
+``--allowedTools``. An entry whose ``requiredPermission`` the agent does not hold
+is dropped entirely (no server, no tool names), so removing ``execution`` removes
+every ``mcp__bash__*`` tool at the next turn. ``--subagent`` keeps only entries
+marked ``availableToSubagents``.
+
+Tool groups come from ``--tool-groups a,b``, else ``$HIVE_TOOL_GROUPS``, else the
+file's ``toolGroups``. An empty value means "no groups".
+
+Output: without ``--out-*`` flags one JSON object is printed,
+``{"allowedTools": [...], "mcpConfig": {"mcpServers": {...}}}``. With
+``--out-config PATH`` the ``{"mcpServers": ...}`` object is written to PATH, with
+``--out-allowed-tools PATH`` the tool names are written one per line (``-`` is
+stdout). Files are replaced atomically. Output is deterministic (sorted keys,
+sorted tool names).
+
+Exit status: 0 on success, 2 on unreadable or malformed input (one line on
+stderr naming the entry and field).
+
+Only the standard library is used: this runs every turn and must stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PROG = "hive-bash-mcp-config"
+DEFAULT_SERVERS_FILE = Path("/etc/hyperhive/mcp-servers.json")
+TOOL_GROUPS_ENV = "HIVE_TOOL_GROUPS"
+SERVERS_FILE_ENV = "HIVE_MCP_SERVERS_FILE"
+FORMAT_VERSION = 1
+EXIT_INPUT_ERROR = 2
+
+SERVER_TYPES = ("stdio", "http")
+# Claude Code names MCP tools mcp__<server>__<tool>; keep both parts to plain identifiers.
+NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+TOOL_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+ENTRY_FIELDS = frozenset(
+    {
+        "type",
+        "command",
+        "args",
+        "env",
+        "url",
+        "headers",
+        "allowedTools",
+        "availableToSubagents",
+        "requiredPermission",
+    }
+)
+
+
+class ConfigError(ValueError):
+    """Malformed servers file; the message names the entry and field."""
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """One validated ``extraMcpServers`` entry."""
+
+    name: str
+    type: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    allowed_tools: tuple[str, ...] = ()
+    available_to_subagents: bool = False
+    required_permission: str | None = None
+
+
+@dataclass(frozen=True)
+class ServersFile:
+    """The module's JSON file: entries plus the configured tool groups."""
+
+    servers: Mapping[str, McpServer]
+    tool_groups: frozenset[str] | None
+
+
+# --- parsing ---------------------------------------------------------------
+
+
+def _where(name: str, key: str) -> str:
+    return f"mcpServers.{name}.{key}"
+
+
+def _opt_str(entry: Mapping[str, Any], name: str, key: str) -> str | None:
+    value = entry.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{_where(name, key)}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _str_list(entry: Mapping[str, Any], name: str, key: str) -> tuple[str, ...]:
+    value = entry.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{_where(name, key)}: expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _str_map(entry: Mapping[str, Any], name: str, key: str) -> dict[str, str]:
+    value = entry.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(f"{_where(name, key)}: expected an object of strings, got {value!r}")
+    return dict(value)
+
+
+def _allowed_tools(entry: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    tools = _str_list(entry, name, "allowedTools")
+    for tool in tools:
+        if tool != "*" and not TOOL_RE.match(tool):
+            raise ConfigError(f'{_where(name, "allowedTools")}: {tool!r} is neither "*" nor a tool name')
+    return tools
+
+
+def parse_server(name: str, entry: Any) -> McpServer:
+    """Validate one entry; raise ConfigError naming the entry and field."""
+    if not NAME_RE.match(name):
+        raise ConfigError(f"mcpServers.{name}: server names may use only letters, digits, '_' and '-'")
+    if not isinstance(entry, dict):
+        raise ConfigError(f"mcpServers.{name}: expected an object, got {entry!r}")
+    unknown = sorted(set(entry) - ENTRY_FIELDS)
+    if unknown:
+        raise ConfigError(f"{_where(name, unknown[0])}: unknown field")
+    kind = entry.get("type", "stdio")
+    if kind not in SERVER_TYPES:
+        raise ConfigError(f'{_where(name, "type")}: expected "stdio" or "http", got {kind!r}')
+    subagents = entry.get("availableToSubagents", False)
+    if not isinstance(subagents, bool):
+        raise ConfigError(f"{_where(name, 'availableToSubagents')}: expected true or false, got {subagents!r}")
+    server = McpServer(
+        name=name,
+        type=kind,
+        command=_opt_str(entry, name, "command"),
+        args=_str_list(entry, name, "args"),
+        env=_str_map(entry, name, "env"),
+        url=_opt_str(entry, name, "url"),
+        headers=_str_map(entry, name, "headers"),
+        allowed_tools=_allowed_tools(entry, name),
+        available_to_subagents=subagents,
+        required_permission=_opt_str(entry, name, "requiredPermission"),
+    )
+    if server.type == "http" and server.url is None:
+        raise ConfigError(f"{_where(name, 'url')}: an http entry needs a url")
+    if server.type == "stdio" and server.command is None:
+        raise ConfigError(f"{_where(name, 'command')}: a stdio entry needs a command")
+    return server
+
+
+def parse_tool_groups(value: str) -> frozenset[str]:
+    """``"a, b,,c"`` -> {"a", "b", "c"}; an empty string means no groups."""
+    return frozenset(part.strip() for part in value.split(",") if part.strip())
+
+
+def parse_servers_file(data: Any) -> ServersFile:
+    """Validate the decoded JSON document written by the NixOS module."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"top level: expected an object, got {type(data).__name__}")
+    version = data.get("version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise ConfigError(f"version: expected {FORMAT_VERSION}, got {version!r}")
+    entries = data.get("mcpServers")
+    if not isinstance(entries, dict):
+        raise ConfigError(f"mcpServers: expected an object, got {entries!r}")
+    groups = data.get("toolGroups")
+    if groups is not None and (not isinstance(groups, list) or not all(isinstance(g, str) for g in groups)):
+        raise ConfigError(f"toolGroups: expected a list of strings, got {groups!r}")
+    servers = {name: parse_server(name, entry) for name, entry in sorted(entries.items())}
+    return ServersFile(servers=servers, tool_groups=None if groups is None else frozenset(groups))
+
+
+def load_servers_file(path: Path) -> ServersFile:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    return parse_servers_file(data)
+
+
+# --- selection and rendering -----------------------------------------------
+
+
+def resolve_tool_groups(
+    flag: str | None, environ: Mapping[str, str], file_groups: frozenset[str] | None
+) -> frozenset[str]:
+    """--tool-groups, else $HIVE_TOOL_GROUPS, else the file's toolGroups, else none."""
+    if flag is not None:
+        return parse_tool_groups(flag)
+    if TOOL_GROUPS_ENV in environ:
+        return parse_tool_groups(environ[TOOL_GROUPS_ENV])
+    return file_groups or frozenset()
+
+
+def select_servers(
+    servers: Mapping[str, McpServer], tool_groups: Iterable[str], *, subagent: bool = False
+) -> dict[str, McpServer]:
+    """Entries the agent may see: permission held, and (for subagents) marked available."""
+    held = frozenset(tool_groups)
+    selected: dict[str, McpServer] = {}
+    for name, server in sorted(servers.items()):
+        if server.required_permission is not None and server.required_permission not in held:
+            log.debug("dropping %s: tool group %s not held", name, server.required_permission)
+            continue
+        if subagent and not server.available_to_subagents:
+            log.debug("dropping %s: not available to subagents", name)
+            continue
+        selected[name] = server
+    return selected
+
+
+def render_server(server: McpServer) -> dict[str, Any]:
+    """One ``mcpServers`` value in Claude Code's --mcp-config shape."""
+    if server.type == "http":
+        rendered: dict[str, Any] = {"type": "http", "url": server.url}
+        if server.headers:
+            rendered["headers"] = dict(server.headers)
+        return rendered
+    return {"type": "stdio", "command": server.command, "args": list(server.args), "env": dict(server.env)}
+
+
+def render_mcp_config(servers: Mapping[str, McpServer]) -> dict[str, Any]:
+    return {"mcpServers": {name: render_server(server) for name, server in sorted(servers.items())}}
+
+
+def render_allowed_tools(servers: Mapping[str, McpServer]) -> list[str]:
+    """``mcp__<name>__*`` for allowedTools ["*"], else ``mcp__<name>__<tool>`` per tool."""
+    tools: set[str] = set()
+    for name, server in servers.items():
+        if "*" in server.allowed_tools:
+            tools.add(f"mcp__{name}__*")
+        else:
+            tools.update(f"mcp__{name}__{tool}" for tool in server.allowed_tools)
+    return sorted(tools)
+
+
+def render(servers_file: ServersFile, tool_groups: Iterable[str], *, subagent: bool = False) -> dict[str, Any]:
+    """The combined result: ``{"allowedTools": [...], "mcpConfig": {"mcpServers": {...}}}``."""
+    selected = select_servers(servers_file.servers, tool_groups, subagent=subagent)
+    return {"allowedTools": render_allowed_tools(selected), "mcpConfig": render_mcp_config(selected)}
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True) + "\n"
+
+
+# --- command line ----------------------------------------------------------
+
+
+def write_output(target: str, text: str) -> None:
+    """Write to stdout for "-", else replace the file atomically."""
+    if target == "-":
+        sys.stdout.write(text)
+        return
+    path = Path(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Render Claude Code's --mcp-config JSON and allowed-tools list from the "
+        "NixOS module's MCP server file, keeping only entries the agent's tool groups permit.",
+    )
+    parser.add_argument(
+        "--servers-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"the module's JSON file (default ${SERVERS_FILE_ENV} or {DEFAULT_SERVERS_FILE})",
+    )
+    parser.add_argument(
+        "--tool-groups",
+        default=None,
+        metavar="A,B",
+        help=f"comma-separated tool groups the agent holds now (default ${TOOL_GROUPS_ENV}, "
+        "else the file's toolGroups)",
+    )
+    parser.add_argument("--subagent", action="store_true", help="keep only entries available to subagents")
+    parser.add_argument("--out-config", metavar="PATH", help='write {"mcpServers": ...} here ("-" = stdout)')
+    parser.add_argument("--out-allowed-tools", metavar="PATH", help='write tool names here, one a line ("-" = stdout)')
+    parser.add_argument("-v", "--verbose", action="store_true", help="log dropped entries to stderr")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format=f"{PROG}: %(message)s")
+    servers_path = args.servers_file or Path(os.environ.get(SERVERS_FILE_ENV) or DEFAULT_SERVERS_FILE)
+    try:
+        servers_file = load_servers_file(servers_path)
+    except ConfigError as exc:
+        print(f"{PROG}: error: {servers_path}: {exc}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    groups = resolve_tool_groups(args.tool_groups, os.environ, servers_file.tool_groups)
+    result = render(servers_file, groups, subagent=args.subagent)
+    if args.out_config is None and args.out_allowed_tools is None:
+        sys.stdout.write(dumps(result))
+        return 0
+    if args.out_config is not None:
+        write_output(args.out_config, dumps(result["mcpConfig"]))
+    if args.out_allowed_tools is not None:
+        write_output(args.out_allowed_tools, "".join(f"{tool}\n" for tool in result["allowedTools"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
