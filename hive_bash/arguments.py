@@ -93,3 +93,12 @@ def non_negative_int(argument: str, value: int | None, default: int, maximum: in
     if value < 0:
         raise InvalidArgument(argument, "must be 0 or more")
     return min(value, maximum)
+
+
+def input_data(value: str, max_bytes: int) -> bytes:
+    if not isinstance(value, str):
+        raise InvalidArgument("data", "must be a string")
+    encoded = value.encode("utf-8", errors="surrogateescape")
+    if len(encoded) > max_bytes:
+        raise InvalidArgument("data", f"is {len(encoded)} bytes; the limit per write is {max_bytes}")
+    return encoded

@@ -11,6 +11,7 @@ only then reaps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import logging
 import os
@@ -136,24 +137,61 @@ class SpawnRequest:
 
 
 class TaskProcess:
-    """A started task process. `exited` resolves to its wait status once the group is gone and it is reaped."""
+    """A started task process. `exited` resolves to its wait status once the group is gone and it is reaped.
 
-    def __init__(self, popen: subprocess.Popen[bytes], input_fd: int | None, pty_master: int | None) -> None:
+    For a PTY task the daemon is the terminal: it pumps what the terminal shows into
+    the .out file (the only case where the daemon copies output bytes).
+    """
+
+    def __init__(
+        self, popen: subprocess.Popen[bytes], input_fd: int | None = None, pty_out_fd: int | None = None
+    ) -> None:
+        loop = asyncio.get_running_loop()
         self._popen = popen
         self.pid = popen.pid
         self.pgid = popen.pid  # start_new_session: the leader's pid is the group's id
         self.start_ticks = read_start_ticks(self.pid)
         # Where `write` sends bytes: a pipe's write end or the PTY master (None: no input).
         self.input_fd = input_fd
-        self.pty_master = pty_master
-        self.exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pty_out_fd = pty_out_fd
+        self.exited: asyncio.Future[int] = loop.create_future()
         self._pidfd = os.pidfd_open(self.pid)
-        asyncio.get_running_loop().add_reader(self._pidfd, self._on_leader_exit)
+        loop.add_reader(self._pidfd, self._on_leader_exit)
+        if pty_out_fd is not None and input_fd is not None:
+            loop.add_reader(input_fd, self._pump_terminal)
+
+    @property
+    def is_pty(self) -> bool:
+        return self._pty_out_fd is not None
 
     def signal(self, sig: int) -> bool:
         if self.exited.done():
             return False
         return signal_group(self.pgid, sig)
+
+    def _pump_terminal(self) -> None:
+        assert self.input_fd is not None and self._pty_out_fd is not None
+        try:
+            data = os.read(self.input_fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:  # EIO: every process closed the terminal
+            data = b""
+        if data:
+            os.write(self._pty_out_fd, data)
+        else:
+            asyncio.get_running_loop().remove_reader(self.input_fd)
+
+    def _drain_terminal(self) -> None:
+        """After the group is gone, move what the terminal still buffers into .out."""
+        while self.input_fd is not None and self._pty_out_fd is not None:
+            try:
+                data = os.read(self.input_fd, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            os.write(self._pty_out_fd, data)
 
     def _on_leader_exit(self) -> None:
         loop = asyncio.get_running_loop()
@@ -164,26 +202,35 @@ class TaskProcess:
         signal_group(self.pgid, signal.SIGKILL)
         _, status = os.waitpid(self.pid, 0)
         self._popen.returncode = os.waitstatus_to_exitcode(status)
-        self.close_input()
+        if self.is_pty and self.input_fd is not None:
+            loop.remove_reader(self.input_fd)
+            self._drain_terminal()
         if not self.exited.done():
             self.exited.set_result(status)
 
     def close_input(self) -> None:
-        if self.input_fd is not None and self.input_fd != self.pty_master:
+        """Close the input channel's fd (EOF for a pipe). A PTY master stays open until `release`."""
+        if self.input_fd is not None and not self.is_pty:
             os.close(self.input_fd)
-        self.input_fd = None if self.pty_master is None else self.pty_master
+            self.input_fd = None
+
+    def release(self) -> None:
+        """Close every fd the daemon holds for this process; call once it has exited."""
+        for fd in (self.input_fd, self._pty_out_fd):
+            if fd is not None:
+                os.close(fd)
+        self.input_fd = self._pty_out_fd = None
 
 
 def spawn(request: SpawnRequest) -> TaskProcess:
     """Start bash for a task. Raises OSError (EMFILE, EAGAIN, ENOENT...) if the kernel refuses."""
-    out_fd = _open_output(request.stdout_path)
-    err_fd = -1
-    opened: list[int] = [out_fd]
-    try:
+    if request.pty:
+        return _spawn_pty(request)
+    with contextlib.ExitStack() as fds:
+        out_fd = _open_output(request.stdout_path)
+        fds.callback(os.close, out_fd)
         err_fd = _open_output(request.stderr_path)
-        opened.append(err_fd)
-        if request.pty:
-            return _spawn_pty(request, out_fd, opened)
+        fds.callback(os.close, err_fd)
         stdin = subprocess.PIPE if request.stdin == "pipe" else subprocess.DEVNULL
         popen = subprocess.Popen(
             [*BASH_ARGV, request.cmd],
@@ -195,20 +242,19 @@ def spawn(request: SpawnRequest) -> TaskProcess:
             start_new_session=True,
             close_fds=True,
         )
-        input_fd = None
-        if popen.stdin is not None:
-            input_fd = os.dup(popen.stdin.fileno())
-            popen.stdin.close()
-            os.set_blocking(input_fd, False)
-        return TaskProcess(popen, input_fd, None)
-    finally:
-        for fd in opened:
-            os.close(fd)
+    input_fd = None
+    if popen.stdin is not None:
+        input_fd = os.dup(popen.stdin.fileno())
+        popen.stdin.close()
+        os.set_blocking(input_fd, False)
+    return TaskProcess(popen, input_fd)
 
 
-def _spawn_pty(request: SpawnRequest, out_fd: int, opened: list[int]) -> TaskProcess:
+def _spawn_pty(request: SpawnRequest) -> TaskProcess:
+    """The task's stdin, stdout and stderr are one terminal; .err stays empty (a terminal has one stream)."""
+    os.close(_open_output(request.stderr_path))
+    out_fd = _open_output(request.stdout_path)
     master, slave = os.openpty()
-    opened.append(slave)  # the child has its copy; ours closes with the others
     try:
         _set_window_size(slave)
         popen = subprocess.Popen(
@@ -224,6 +270,9 @@ def _spawn_pty(request: SpawnRequest, out_fd: int, opened: list[int]) -> TaskPro
         )
     except BaseException:
         os.close(master)
+        os.close(out_fd)
         raise
+    finally:
+        os.close(slave)  # the child has its own copy; ours would keep EIO from ever arriving
     os.set_blocking(master, False)
-    return TaskProcess(popen, master, master)
+    return TaskProcess(popen, master, out_fd)

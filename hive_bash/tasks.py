@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import output, process, summaries
-from .errors import NameInUse, QueueFull, SpawnFailed, TaskFinished, TaskNotFound
+from .errors import NameInUse, NoInput, QueueFull, SpawnFailed, TaskFinished, TaskNotFound
+from .task_input import InputChannel
 from .records import RecordStore, Status, TaskRecord
 from .settings import Settings
 from .todos import TodoMessage, TodoNotifier
@@ -53,6 +54,10 @@ class Task:
         self.env = env or {}
         self.ended = asyncio.Event()
         self.process: process.TaskProcess | None = None
+        # Input for `write`: only for tasks started with pty or stdin='pipe'.
+        self.input: InputChannel | None = None
+        if record.pty or record.stdin == "pipe":
+            self.input = InputChannel(record.id, record.pty)
         self.end_cause: Status | None = None  # set when the daemon or `kill` decided how it ends
         self.end_reason: str | None = None
         self.timers: list[asyncio.TimerHandle] = []
@@ -233,6 +238,8 @@ class TaskManager:
             logger.warning("task %s could not start: %s", record.id, exc)
             raise SpawnFailed(f"{exc.strerror or exc} (errno {exc.errno})") from exc
         task.process = proc
+        if task.input is not None:
+            task.input.attach(proc)
         self._running += 1
         record.status = Status.RUNNING
         record.started_at = time.time()
@@ -272,11 +279,22 @@ class TaskManager:
             self._finish_unstarted(task, Status.KILLED, "killed before it started")
             return task
         assert task.process is not None
-        task.end_cause = Status.KILLED
-        task.end_reason = "killed with SIGKILL" if force else "killed with SIGINT"
         sig = signal.SIGKILL if force else self._polite_signal(task)
+        task.end_cause = Status.KILLED
+        task.end_reason = f"killed with {summaries.signal_name(sig)}"
         task.process.signal(sig)
         return task
+
+    def write_input(self, task_id: str, data: bytes, eof: bool) -> tuple[Task, int]:
+        """Queue input for a task; returns it and the .out size just before the write."""
+        task = self.get(task_id)
+        if task.input is None:
+            raise NoInput(task_id)
+        if task.ended.is_set():
+            raise TaskFinished(task_id, task.status.value)
+        out_offset = output.file_size(self.store.out_path(task_id))
+        task.input.write(data, eof)
+        return task, out_offset
 
     @staticmethod
     def _polite_signal(task: Task) -> int:
@@ -304,6 +322,9 @@ class TaskManager:
     async def _await_exit(self, task: Task) -> None:
         assert task.process is not None
         wait_status = await task.process.exited
+        if task.input is not None:
+            task.input.detach()
+        task.process.release()
         self._running -= 1
         self._finish(task, wait_status)
         self._start_pending()

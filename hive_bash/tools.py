@@ -31,6 +31,7 @@ INSTRUCTIONS = """Background shell tasks. `run` starts a bash command and waits 
 LOGS_MAX_BYTES = 1024 * 1024
 LIST_MAX = 500
 LOGS_POLL_SECS = 0.05
+WRITE_MAX_BYTES = 1024 * 1024
 
 P = ParamSpec("P")
 
@@ -211,7 +212,37 @@ def _tools(manager: TaskManager) -> list[Callable[..., Awaitable[CallToolResult]
         )
         return tool_result(results.log_text(result), result)
 
-    return [tool_run, tool_status, tool_kill, tool_list, tool_logs]
+    @_tool_errors
+    async def tool_write(
+        id: Annotated[str, Field(description="Task id of a task started with pty=true or stdin='pipe'")],
+        data: Annotated[str, Field(description="Text to send; control characters allowed (\u0003 is ^C)")] = "",
+        eof: Annotated[bool, Field(description="Then close input (pipe) or send ^D (pty)")] = False,
+    ) -> Annotated[CallToolResult, results.WriteResult]:
+        """Send input to a running (or pending) interactive task; returns at once.
+
+        Answers with out_offset, the size of the task's .out just before the write: follow the
+        reply with logs(id, offset=out_offset, wait_seconds=5). A pty echoes what you type and
+        shows line ends as \r\n. eof=true closes a pipe, or sends ^D under a pty. At most 1 MiB
+        per call; a task that does not read keeps a bounded backlog (4 MiB).
+        """
+        task_id = arguments.task_id("id", id)
+        payload = arguments.input_data(data, WRITE_MAX_BYTES)
+        task, out_offset = manager.write_input(task_id, payload, bool(eof))
+        assert task.input is not None
+        result = results.WriteResult(
+            id=task.id,
+            bytes_accepted=len(payload),
+            out_offset=out_offset,
+            queued_bytes=task.input.queued,
+            eof_sent=bool(eof),
+        )
+        text = f"{len(payload)} bytes sent to task {task.id}"
+        if result.queued_bytes:
+            text += f" ({result.queued_bytes} bytes still wait for the task to read them)"
+        text += f"; follow with logs(id={task.id!r}, offset={out_offset}, wait_seconds=5)"
+        return tool_result(text, result)
+
+    return [tool_run, tool_status, tool_kill, tool_list, tool_logs, tool_write]
 
 
 async def _wait_for_growth(manager: TaskManager, task: Any, path: Any, offset: int, seconds: float) -> None:
