@@ -116,3 +116,11 @@ def output_mtime(path: Path) -> float | None:
         return os.stat(path).st_mtime
     except FileNotFoundError:
         return None
+
+
+def disk_full(directory: Path) -> bool:
+    """True when the filesystem holding `directory` has no block left for an unprivileged writer."""
+    try:
+        return os.statvfs(directory).f_bavail == 0
+    except OSError:
+        return False

@@ -17,15 +17,22 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 logger = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
-def allowed_hosts(bind_host: str, port: int) -> frozenset[str]:
+def allowed_hosts(bind_host: str, port: int) -> frozenset[str] | None:
+    """Host header values we answer to; None (any) when bound to every address, where the
+    mandatory bearer token, not the Host header, is what keeps strangers out."""
+    if bind_host in WILDCARD_HOSTS:
+        return None
     names = set(LOOPBACK_HOSTS)
     names.add(f"[{bind_host}]" if ":" in bind_host and not bind_host.startswith("[") else bind_host)
     return frozenset({*names, *(f"{name}:{port}" for name in names)})
 
 
-def allowed_origins(hosts: Iterable[str]) -> frozenset[str]:
+def allowed_origins(hosts: Iterable[str] | None) -> frozenset[str] | None:
+    if hosts is None:
+        return None
     return frozenset(f"{scheme}://{host}" for host in hosts for scheme in ("http", "https"))
 
 
@@ -44,11 +51,11 @@ class RequestGuard:
             return
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
         host = headers.get("host", "")
-        if host not in self.hosts:
+        if self.hosts is not None and host not in self.hosts:
             await _refuse(send, 421, f"host {host!r} is not served here (DNS rebinding protection)")
             return
         origin = headers.get("origin")
-        if origin is not None and origin not in self.origins:
+        if origin is not None and self.origins is not None and origin not in self.origins:
             await _refuse(send, 403, f"origin {origin!r} is not allowed")
             return
         if self.token is not None and not _bearer_matches(headers.get("authorization", ""), self.token):

@@ -340,6 +340,10 @@ class TaskManager:
             record.signal = summaries.signal_name(os.WTERMSIG(wait_status))
         record.status = task.end_cause or Status.DONE
         record.end_reason = task.end_reason
+        if task.end_cause is None and output.disk_full(self.tasks_dir):
+            # Its writes failed with ENOSPC: what it printed is not all in the files.
+            record.status = Status.FAILED
+            record.end_reason = f"disk full: output could not be written completely to {self.tasks_dir}"
         task.ended.set()
         self._want_todo(task, "final")
         logger.debug("task %s ended: %s", record.id, summaries.status_words(record))

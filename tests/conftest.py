@@ -98,8 +98,17 @@ def children_of(pid: int) -> list[tuple[int, str]]:
 class Daemon:
     """A hive-bash-daemon process started for a test."""
 
-    def __init__(self, workdir: Path, env: dict[str, str] | None = None, args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+        health_headers: dict[str, str] | None = None,
+        preexec_limits: dict[int, tuple[int, int]] | None = None,
+    ) -> None:
         self.workdir = workdir
+        self.preexec_limits = preexec_limits or {}
+        self.health_headers = health_headers or {}
         self.port = free_port()
         self.tasks_dir = workdir / "harness" / "bash-tasks"
         self.extra_env = env or {}
@@ -126,21 +135,30 @@ class Daemon:
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                preexec_fn=self._apply_limits if self.preexec_limits else None,
             )
         wait_until(self._healthy, START_TIMEOUT_SECS, 0.05, f"daemon /healthz\n{self.log()}")
         return self
+
+    def _apply_limits(self) -> None:  # runs in the child before exec
+        import resource
+
+        for limit, values in self.preexec_limits.items():
+            resource.setrlimit(limit, values)
 
     def _healthy(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:
             raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log()}")
         try:
-            with urllib.request.urlopen(self.health_url, timeout=1) as response:
+            request = urllib.request.Request(self.health_url, headers=self.health_headers)
+            with urllib.request.urlopen(request, timeout=1) as response:
                 return response.status == 200
         except (urllib.error.URLError, ConnectionError, OSError):
             return False
 
     def health(self) -> dict[str, Any]:
-        with urllib.request.urlopen(self.health_url, timeout=5) as response:
+        request = urllib.request.Request(self.health_url, headers=self.health_headers)
+        with urllib.request.urlopen(request, timeout=5) as response:
             return json.loads(response.read())
 
     def log(self) -> str:
@@ -176,10 +194,16 @@ class Daemon:
 def make_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     started: list[Daemon] = []
 
-    def make(env: dict[str, str] | None = None, args: list[str] | None = None, workdir: Path | None = None) -> Daemon:
+    def make(
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+        workdir: Path | None = None,
+        health_headers: dict[str, str] | None = None,
+        preexec_limits: dict[int, tuple[int, int]] | None = None,
+    ) -> Daemon:
         directory = workdir or tmp_path
         directory.mkdir(parents=True, exist_ok=True)
-        daemon = Daemon(directory, env, args).start()
+        daemon = Daemon(directory, env, args, health_headers, preexec_limits).start()
         started.append(daemon)
         return daemon
 

@@ -108,11 +108,18 @@ class TodoHarness:
         async def close() -> None:
             if server is not None:
                 server.close()
+            # Silent-mode handlers sleep forever: end them so the loop closes cleanly.
+            current = asyncio.current_task()
+            pending = [task for task in asyncio.all_tasks() if task is not current]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
 
         asyncio.run_coroutine_threadsafe(close(), loop).result(5)
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(5)
+        loop.close()
         self._loop = None
         try:
             self.socket_path.unlink()
@@ -133,7 +140,10 @@ class TodoHarness:
         deadline = time.monotonic() + timeout
         while not predicate(self):
             if time.monotonic() > deadline:
-                raise AssertionError(f"harness condition not met within {timeout}s; todos={self.snapshot()!r}")
+                raise AssertionError(
+                    f"harness condition not met within {timeout}s; {len(self.todos)} todos, "
+                    f"some: {dict(list(self.snapshot().items())[:5])!r}"
+                )
             time.sleep(0.01)
 
 
