@@ -27,6 +27,10 @@ from typing import Literal
 logger = logging.getLogger(__name__)
 
 BASH_ARGV = ("bash", "--noprofile", "--norc", "-c")
+BASH_SCRIPT_ARGV = ("bash", "--noprofile", "--norc")
+# The kernel refuses a single exec argument over 128 KiB (MAX_ARG_STRLEN): a longer
+# command is handed to bash as a script file instead of as its -c argument.
+MAX_ARGUMENT_BYTES = 128 * 1024 - 1
 # Variables that would make bash (or a zsh a task starts) run startup files.
 STARTUP_ENV = frozenset({"BASH_ENV", "ENV", "ZDOTDIR"})
 STARTUP_ENV_PREFIXES = ("ZSH_",)
@@ -132,8 +136,17 @@ class SpawnRequest:
     env: dict[str, str]
     stdout_path: Path
     stderr_path: Path
+    script_path: Path  # where a command too long for argv is written
     stdin: Literal["null", "pipe"] = "null"
     pty: bool = False
+
+    def argv(self) -> list[str]:
+        if len(self.cmd.encode("utf-8", errors="surrogateescape")) <= MAX_ARGUMENT_BYTES:
+            return [*BASH_ARGV, self.cmd]
+        fd = os.open(self.script_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, OUTPUT_MODE)
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as script:
+            script.write(self.cmd)
+        return [*BASH_SCRIPT_ARGV, str(self.script_path)]
 
 
 class TaskProcess:
@@ -233,7 +246,7 @@ def spawn(request: SpawnRequest) -> TaskProcess:
         fds.callback(os.close, err_fd)
         stdin = subprocess.PIPE if request.stdin == "pipe" else subprocess.DEVNULL
         popen = subprocess.Popen(
-            [*BASH_ARGV, request.cmd],
+            request.argv(),
             stdin=stdin,
             stdout=out_fd,
             stderr=err_fd,
@@ -258,7 +271,7 @@ def _spawn_pty(request: SpawnRequest) -> TaskProcess:
     try:
         _set_window_size(slave)
         popen = subprocess.Popen(
-            [*BASH_ARGV, request.cmd],
+            request.argv(),
             stdin=slave,
             stdout=slave,
             stderr=slave,

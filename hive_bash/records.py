@@ -83,6 +83,9 @@ class RecordStore:
     def err_path(self, task_id: str) -> Path:
         return self.tasks_dir / f"{task_id}.err"
 
+    def script_path(self, task_id: str) -> Path:
+        return self.tasks_dir / f"{task_id}.cmd"
+
     def record_path(self, task_id: str) -> Path:
         return self.tasks_dir / f"{task_id}{RECORD_SUFFIX}"
 
@@ -118,7 +121,8 @@ class RecordStore:
         return record
 
     def delete(self, task_id: str) -> None:
-        for path in (self.record_path(task_id), self.out_path(task_id), self.err_path(task_id)):
+        paths = (self.record_path(task_id), self.out_path(task_id), self.err_path(task_id), self.script_path(task_id))
+        for path in paths:
             try:
                 path.unlink()
             except FileNotFoundError:

@@ -229,6 +229,7 @@ class TaskManager:
             env=env,
             stdout_path=self.store.out_path(record.id),
             stderr_path=self.store.err_path(record.id),
+            script_path=self.store.script_path(record.id),
             stdin=record.stdin,
             pty=record.pty,
         )

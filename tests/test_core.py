@@ -293,3 +293,11 @@ def test_bad_configuration_exits_with_one_clear_line(tmp_path: Path, args: list[
 def test_sigint_also_stops_the_daemon(make_daemon) -> None:
     daemon = make_daemon()
     assert daemon.stop(signal.SIGINT, timeout=10) == 0
+
+
+async def test_a_command_longer_than_one_exec_argument_still_runs(daemon: Daemon) -> None:
+    padding = "# " + "x" * 200_000 + "\n"  # 200 KB: over the kernel's 128 KiB per-argument limit
+    async with daemon.client() as client:
+        reply = await call_ok(client, "run", {"cmd": padding + "echo long-command-ran; exit 5"})
+    assert reply.structured["stdout_tail"] == "long-command-ran\n"
+    assert reply.structured["exit_code"] == 5
