@@ -19,7 +19,7 @@ import signal
 import struct
 import subprocess
 import termios
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -235,6 +235,24 @@ class TaskProcess:
         self.input_fd = self._pty_out_fd = None
 
 
+def _popen(
+    request: SpawnRequest, stdin: int, stdout: int, stderr: int, preexec_fn: Callable[[], None] | None = None
+) -> subprocess.Popen[bytes]:
+    # start_new_session: the task is its own session and process group, so one
+    # killpg reaches everything it starts (unless a child leaves with setsid).
+    return subprocess.Popen(
+        request.argv(),
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        cwd=request.cwd,
+        env=request.env,
+        start_new_session=True,
+        close_fds=True,
+        preexec_fn=preexec_fn,
+    )
+
+
 def spawn(request: SpawnRequest) -> TaskProcess:
     """Start bash for a task. Raises OSError (EMFILE, EAGAIN, ENOENT...) if the kernel refuses."""
     if request.pty:
@@ -245,16 +263,7 @@ def spawn(request: SpawnRequest) -> TaskProcess:
         err_fd = _open_output(request.stderr_path)
         fds.callback(os.close, err_fd)
         stdin = subprocess.PIPE if request.stdin == "pipe" else subprocess.DEVNULL
-        popen = subprocess.Popen(
-            request.argv(),
-            stdin=stdin,
-            stdout=out_fd,
-            stderr=err_fd,
-            cwd=request.cwd,
-            env=request.env,
-            start_new_session=True,
-            close_fds=True,
-        )
+        popen = _popen(request, stdin, out_fd, err_fd)
     input_fd = None
     if popen.stdin is not None:
         input_fd = os.dup(popen.stdin.fileno())
@@ -270,17 +279,7 @@ def _spawn_pty(request: SpawnRequest) -> TaskProcess:
     master, slave = os.openpty()
     try:
         _set_window_size(slave)
-        popen = subprocess.Popen(
-            request.argv(),
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            cwd=request.cwd,
-            env=request.env,
-            start_new_session=True,
-            close_fds=True,
-            preexec_fn=_take_controlling_terminal,
-        )
+        popen = _popen(request, slave, slave, slave, preexec_fn=_take_controlling_terminal)
     except BaseException:
         os.close(master)
         os.close(out_fd)

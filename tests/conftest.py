@@ -54,6 +54,18 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: fl
         time.sleep(interval)
 
 
+def proc_stats() -> Iterator[tuple[int, list[str]]]:
+    """(pid, /proc/<pid>/stat fields after the command name) for every process."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                yield int(entry), stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+
+
 def pid_alive(pid: int) -> bool:
     """True for a live (not zombie) process."""
     try:
@@ -65,34 +77,13 @@ def pid_alive(pid: int) -> bool:
 
 
 def group_members(pgid: int) -> list[int]:
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            members.append(int(entry))
-    return members
+    """Live processes whose process group is `pgid` (fields: state, ppid, pgrp, ...)."""
+    return [pid for pid, fields in proc_stats() if int(fields[2]) == pgid and fields[0] not in ("Z", "X")]
 
 
 def children_of(pid: int) -> list[tuple[int, str]]:
     """Direct children of `pid` with their state letter (Z = zombie)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append((int(entry), fields[0]))
-    return found
+    return [(child, fields[0]) for child, fields in proc_stats() if int(fields[1]) == pid]
 
 
 class Daemon:
