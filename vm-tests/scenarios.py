@@ -1,0 +1,421 @@
+"""Scenarios for hive-bash-daemon as a systemd service, shared by two drivers.
+
+Every ``scenario_*`` function takes a ``machine`` that offers the NixOS test
+driver's API (``succeed``, ``fail``, ``execute``, ``wait_for_unit``,
+``wait_for_open_port``, ``wait_until_succeeds``, ``wait_until_fails``,
+``systemctl``, ``reboot``) and a :class:`Target` naming the unit, user, port
+and harness state file; nothing else.  Drivers:
+
+* the NixOS VM tests (``vm-tests/*.nix``): the machine is the agent *container*
+  inside the VM, seen through :class:`NixosContainer` below::
+
+      import sys; sys.path.insert(0, "${./.}")
+      import scenarios
+      agent = scenarios.NixosContainer(machine, "agent")
+      scenarios.scenario_service_on_loopback(agent, scenarios.Target(...))
+
+* the container suite here (``tests/container/test_scenarios.py``): a Debian
+  container booted with systemd-nspawn (``tests/container/driver.py``).
+
+Standard library only, no waiting by fixed sleeps: every wait is a condition
+with a deadline (the driver's ``wait_until_*`` or :func:`wait_for` below).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+TERMINAL = ("done", "timed_out", "interrupted", "killed")
+
+
+@dataclass
+class Target:
+    """Names that differ between the NixOS module and the Debian container."""
+
+    user: str = "agent"
+    port: int = 7523
+    unit: str = "hive-bash-daemon.service"
+    harness_unit: str = "hive-harness.service"
+    # JSON written by the reference harness (tests/harness.py or the stand-in):
+    # {"todos": {key: body, ...}, ...}; a bare {key: body} is accepted too.
+    harness_state: str = "/var/lib/hive-harness/state.json"
+    cli: str = "hive-bash"
+    # extra environment for the CLI, e.g. {"HIVE_BASH_PORT": "7600"}
+    cli_env: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------
+# helpers (built only on the machine API)
+
+
+def wait_for(what: str, fn: Callable[[], Any], timeout: float = 60, interval: float = 0.5) -> Any:
+    """Call ``fn`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last_exc: Exception | None = None
+    while True:
+        try:
+            value = fn()
+            if value:
+                return value
+        except Exception as e:  # noqa: BLE001 - keep polling, report the last error
+            last_exc = e
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last error: {last_exc}")
+        time.sleep(interval)  # poll interval of a deadline-bounded condition wait
+
+
+def as_user(t: Target, command: str) -> str:
+    """A shell command line that runs ``command`` as the agent user."""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in t.cli_env.items())
+    inner = f"{env} {command}" if env else command
+    return f"runuser -u {t.user} -- sh -c {shlex.quote(inner)}"
+
+
+def cli(machine, t: Target, args: str) -> tuple[int, str]:
+    """Run ``hive-bash ARGS`` as the agent user; (exit status, stdout)."""
+    return machine.execute(as_user(t, f"{t.cli} {args}"))
+
+
+def parse_json(out: str) -> dict:
+    out = out.strip()
+    try:
+        return json.loads(out)
+    except ValueError:
+        start, end = out.find("{"), out.rfind("}")
+        if start < 0 or end < start:
+            raise AssertionError(f"no JSON object in CLI output: {out!r}") from None
+        return json.loads(out[start : end + 1])
+
+
+def cli_json(machine, t: Target, args: str) -> tuple[int, dict]:
+    """``hive-bash --json ARGS`` (--json is a global option, before the command)."""
+    status, out = cli(machine, t, f"--json {args}")
+    return status, parse_json(out)
+
+
+def run_task(machine, t: Target, cmd: str, *, wait: float = 0, name: str | None = None,
+             timeout: float | None = None) -> tuple[int, dict]:
+    args = f"run {shlex.quote(cmd)} --wait {wait:g}"
+    if name:
+        args += f" --name {shlex.quote(name)}"
+    if timeout is not None:
+        args += f" --timeout {timeout:g}"
+    return cli_json(machine, t, args)
+
+
+def task_status(machine, t: Target, task_id: str, wait: float = 0) -> tuple[int, dict]:
+    return cli_json(machine, t, f"status {shlex.quote(task_id)} --wait {wait:g}")
+
+
+def wait_terminal(machine, t: Target, task_id: str, timeout: float = 60) -> dict:
+    """Wait (status --wait, deadline-bounded) until the task is terminal; its JSON."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        _, res = task_status(machine, t, task_id, wait=max(1, min(30, int(left))))
+        if res.get("status") in TERMINAL:
+            return res
+        if left <= 0:
+            raise AssertionError(f"task {task_id} not finished after {timeout}s: {res}")
+
+
+def read_todos(machine, t: Target) -> dict[str, str]:
+    """The todos the harness holds now, key -> body text."""
+    status, out = machine.execute(f"cat {shlex.quote(t.harness_state)}")
+    if status != 0 or not out.strip():
+        return {}
+    data = json.loads(out)
+    todos = data.get("todos", data) if isinstance(data, dict) else {}
+    result = {}
+    for key, value in todos.items():
+        if isinstance(value, dict):
+            value = value.get("body", json.dumps(value))
+        result[str(key)] = str(value)
+    return result
+
+
+def wait_for_todo(machine, t: Target, key: str, *needles: str, timeout: float = 60) -> str:
+    """Wait until the harness holds a todo ``key`` whose body contains all ``needles``."""
+
+    def check():
+        body = read_todos(machine, t).get(key)
+        if body is not None and all(n.lower() in body.lower() for n in needles):
+            return body
+        return None
+
+    return wait_for(f"todo {key!r} containing {needles}", check, timeout=timeout)
+
+
+def wait_daemon_up(machine, t: Target, timeout: int = 60) -> None:
+    machine.wait_for_unit(t.unit, timeout=timeout)
+    machine.wait_for_open_port(t.port, "127.0.0.1", timeout=timeout)
+    machine.wait_until_succeeds(f"curl -sf http://127.0.0.1:{t.port}/healthz", timeout=timeout)
+
+
+def main_pid(machine, t: Target) -> int:
+    return int(machine.succeed(f"systemctl show -P MainPID {t.unit}").strip() or 0)
+
+
+def assert_no_process(machine, cmdline: str) -> None:
+    """No process has exactly this command line (``pgrep -fx``: -f alone would also match
+    the shell running the check, whose own command line contains the pattern)."""
+    machine.fail(f"pgrep -fx {shlex.quote(cmdline)}")
+
+
+# ---------------------------------------------------------------------------
+# scenarios
+
+
+def scenario_service_on_loopback(machine, t: Target = Target()) -> None:
+    """The unit comes up and answers on loopback, and only there."""
+    wait_daemon_up(machine, t)
+    health = json.loads(machine.succeed(f"curl -sf http://127.0.0.1:{t.port}/healthz"))
+    assert isinstance(health, dict), health
+    listeners = machine.succeed(f"ss -Hltn 'sport = :{t.port}'").strip().splitlines()
+    assert listeners, "nothing listens on the daemon port"
+    for line in listeners:
+        local = line.split()[3]
+        assert local.startswith(("127.", "[::1]", "::1")), f"listens beyond loopback: {line}"
+    # every non-loopback address of the machine: nothing answers there
+    addrs = machine.succeed(
+        "ip -o addr show scope global | awk '{print $4}' | cut -d/ -f1"
+    ).split()
+    for addr in addrs:
+        host = f"[{addr}]" if ":" in addr else addr
+        machine.fail(f"curl -sf --max-time 3 http://{host}:{t.port}/healthz")
+    # the process serving it is the agent user's
+    pid = main_pid(machine, t)
+    assert machine.succeed(f"ps -o user= -p {pid}").strip() == t.user
+
+
+def scenario_run_status_kill(machine, t: Target = Target()) -> None:
+    """run / status / kill / ls / logs through the hive-bash CLI as the agent user.
+
+    (Each CLI call costs a Python start; the daemon's tool semantics are covered by
+    the unit tests, so this checks what the service adds: user, files, groups, exits.)
+    """
+    wait_daemon_up(machine, t)
+
+    # a run that finishes inside its wait: exit code passes through, output is there
+    status, res = run_task(machine, t, "echo hello-from-task; echo oops >&2; exit 3", wait=20)
+    assert res["status"] == "done", res
+    assert res["exit_code"] == 3, res
+    assert status == 3, f"CLI exit status {status} should be the task's exit code 3"
+    assert "hello-from-task" in res["stdout_tail"], res
+    assert "oops" in res["stderr_tail"], res
+    out_path = shlex.quote(res["stdout_path"])
+    assert machine.succeed(f"cat {out_path}").strip() == "hello-from-task"
+    assert machine.succeed(f"stat -c %U {out_path}").strip() == t.user
+    first_id = res["id"]
+
+    # status of a finished task answers the same, exit code included
+    status, res = task_status(machine, t, first_id)
+    assert (status, res["status"], res["exit_code"]) == (3, "done", 3), (status, res)
+
+    # a named long task; its processes (a pipeline: one process group) alive, as the agent
+    _, res = run_task(machine, t, "sleep 3101 | sleep 3102", name="sleeper", wait=0)
+    assert res["id"] == "sleeper", res
+    assert res["status"] in ("pending", "running"), res
+    machine.wait_until_succeeds("pgrep -fx 'sleep 3101' && pgrep -fx 'sleep 3102'", timeout=30)
+    assert machine.succeed("ps -o user= -p $(pgrep -fx 'sleep 3101')").strip() == t.user
+    # the name is taken while it runs
+    status, _ = cli(machine, t, "run 'true' --name sleeper --wait 0")
+    assert status != 0, "a running task's name must be rejected"
+    # listed (human output)
+    assert "sleeper" in machine.succeed(as_user(t, f"{t.cli} ls"))
+
+    # graceful kill (SIGINT to the group): the whole group ends, status killed
+    machine.succeed(as_user(t, f"{t.cli} kill sleeper"))
+    res = wait_terminal(machine, t, "sleeper", timeout=30)
+    assert res["status"] == "killed", res
+    machine.wait_until_fails("pgrep -fx 'sleep 310[12]'", timeout=10)
+
+    # a task that ignores SIGINT: --force (SIGKILL) ends it
+    _, res = run_task(machine, t, "trap '' INT; sleep 3103; echo survived", name="stubborn", wait=0)
+    machine.wait_until_succeeds("pgrep -fx 'sleep 3103'", timeout=30)
+    machine.succeed(as_user(t, f"{t.cli} kill stubborn --force"))
+    res = wait_terminal(machine, t, "stubborn", timeout=30)
+    assert res["status"] == "killed", res
+    assert "survived" not in res["stdout_tail"], res
+    machine.wait_until_fails("pgrep -fx 'sleep 3103'", timeout=10)
+
+    # logs prints the raw output
+    out = machine.succeed(as_user(t, f"{t.cli} logs {shlex.quote(first_id)}"))
+    assert "hello-from-task" in out, out
+
+
+def scenario_completion_todo(machine, t: Target = Target()) -> None:
+    """A task's completion reaches the harness socket as a keyed todo; status clears it."""
+    wait_daemon_up(machine, t)
+    machine.wait_for_unit(t.harness_unit, timeout=30)
+    # the task waits for a file, so "running" is observable before it ends
+    gate = "/tmp/hive-todo-gate"
+    machine.succeed(f"rm -f {gate}")
+    _, res = run_task(
+        machine, t,
+        f"while [ ! -e {gate} ]; do sleep 0.1; done; echo todo-output; exit 4",
+        name="todo-check", wait=0,
+    )
+    key = res["id"]
+    assert key == "todo-check", res
+    wait_for_todo(machine, t, key, "running", timeout=30)
+    machine.succeed(f"touch {gate}")
+    body = wait_for_todo(machine, t, key, "exit 4", "Read(", timeout=30)
+    out_path = "/" + body.split("Read(/", 1)[1].split(")", 1)[0]
+    assert out_path.endswith(".out"), body
+    assert machine.succeed(f"cat {shlex.quote(out_path)}").strip() == "todo-output"
+    # observing the terminal result clears the todo
+    status, res = task_status(machine, t, key)
+    assert (status, res["status"], res["exit_code"]) == (4, "done", 4), res
+    wait_for(f"todo {key} cleared", lambda: key not in read_todos(machine, t), timeout=30)
+    # an inline-completed run leaves no todo behind
+    _, res = run_task(machine, t, "echo quick", name="inline-done", wait=20)
+    assert res["status"] == "done", res
+    wait_for("no todo for inline-done", lambda: "inline-done" not in read_todos(machine, t), timeout=30)
+
+
+def _start_long_task(machine, t: Target, name: str, marker: int) -> None:
+    """A named task whose group has two processes (``sleep MARKER`` and ``sleep MARKER+1``)."""
+    _, res = run_task(machine, t, f"sleep {marker} & sleep {marker + 1}; wait", name=name, wait=0)
+    assert res["id"] == name, res
+    assert res["status"] in ("pending", "running"), res
+    machine.wait_until_succeeds(f"pgrep -fx 'sleep {marker}' && pgrep -fx 'sleep {marker + 1}'", timeout=30)
+
+
+def _assert_interrupted(machine, t: Target, name: str, marker: int) -> None:
+    machine.wait_until_fails(f"pgrep -fx 'sleep {marker}' || pgrep -fx 'sleep {marker + 1}'", timeout=30)
+    wait_daemon_up(machine, t)
+    # the todo first (a status call clears it), then status
+    wait_for_todo(machine, t, name, "interrupted", timeout=60)
+    _, res = task_status(machine, t, name)
+    assert res["status"] == "interrupted", res
+
+
+def scenario_restart_interrupts(machine, t: Target = Target()) -> None:
+    """`systemctl restart` during a task: processes gone, task interrupted, a todo says so."""
+    wait_daemon_up(machine, t)
+    _start_long_task(machine, t, "restart-victim", 3201)
+    machine.succeed(f"systemctl restart {t.unit}")
+    # stop is synchronous: by now the daemon ended the task's group
+    assert_no_process(machine, "sleep 3201")
+    assert_no_process(machine, "sleep 3202")
+    _assert_interrupted(machine, t, "restart-victim", 3201)
+
+
+def scenario_sigkill_restarts(machine, t: Target = Target()) -> None:
+    """`systemctl kill -s KILL`: systemd restarts the daemon; the task reads interrupted."""
+    wait_daemon_up(machine, t)
+    _start_long_task(machine, t, "sigkill-victim", 3301)
+    old = main_pid(machine, t)
+    machine.succeed(f"systemctl kill -s KILL {t.unit}")
+    wait_for(
+        "a new daemon process",
+        lambda: main_pid(machine, t) not in (0, old),
+        timeout=60,
+    )
+    assert int(machine.succeed(f"systemctl show -P NRestarts {t.unit}").strip()) >= 1
+    _assert_interrupted(machine, t, "sigkill-victim", 3301)
+
+
+def scenario_main_sigkilled_alone(machine, t: Target = Target()) -> None:
+    """Only the daemon's main process SIGKILLed (tasks left alive by the kill itself):
+    after the restart the task's processes are gone all the same and it reads interrupted."""
+    wait_daemon_up(machine, t)
+    _start_long_task(machine, t, "orphan-victim", 3401)
+    old = main_pid(machine, t)
+    machine.succeed(f"systemctl kill --kill-whom=main -s KILL {t.unit}")
+    wait_for("a new daemon process", lambda: main_pid(machine, t) not in (0, old), timeout=90)
+    _assert_interrupted(machine, t, "orphan-victim", 3401)
+
+
+def scenario_reboot_survives(machine, t: Target = Target()) -> None:
+    """A reboot of the machine: finished records and their output survive; a running task
+    reads interrupted afterwards."""
+    wait_daemon_up(machine, t)
+    status, res = run_task(machine, t, "echo survives-reboot; exit 7", name="before-reboot", wait=20)
+    assert (status, res["status"], res["exit_code"]) == (7, "done", 7), res
+    out_path = res["stdout_path"]
+    _start_long_task(machine, t, "reboot-victim", 3501)
+
+    machine.reboot()
+
+    wait_daemon_up(machine, t, timeout=120)
+    status, res = task_status(machine, t, "before-reboot")
+    assert (status, res["status"], res["exit_code"]) == (7, "done", 7), res
+    assert "survives-reboot" in res["stdout_tail"], res
+    assert machine.succeed(f"cat {shlex.quote(out_path)}").strip() == "survives-reboot"
+    assert_no_process(machine, "sleep 3501")
+    wait_for_todo(machine, t, "reboot-victim", "interrupted", timeout=60)
+    _, res = task_status(machine, t, "reboot-victim")
+    assert res["status"] == "interrupted", res
+
+
+# run order for a driver that keeps one machine for all (the reboot last: slowest)
+SCENARIOS = [
+    scenario_service_on_loopback,
+    scenario_run_status_kill,
+    scenario_completion_todo,
+    scenario_restart_interrupts,
+    scenario_sigkill_restarts,
+    scenario_main_sigkilled_alone,
+    scenario_reboot_survives,
+]
+
+
+# ---------------------------------------------------------------------------
+# NixOS VM tests: the agent runs in a NixOS container inside the test VM
+
+
+class NixosContainer:
+    """The ``machine`` API for a NixOS container ``name`` inside a NixOS test VM ``host``.
+
+    Commands run in the container as root (``nixos-container run``); units are
+    the container's.  ``reboot()`` restarts the container (its state dir under
+    /var/lib/nixos-containers survives, as on a real host).
+    """
+
+    def __init__(self, host, name: str = "agent") -> None:
+        self.host = host
+        self.name = name
+
+    def _wrap(self, command: str) -> str:
+        return f"nixos-container run {self.name} -- bash -lc {shlex.quote(command)}"
+
+    def execute(self, command: str, **kw) -> tuple[int, str]:
+        return self.host.execute(self._wrap(command), **kw)
+
+    def succeed(self, *commands: str, **kw) -> str:
+        return "".join(self.host.succeed(self._wrap(c), **kw) for c in commands)
+
+    def fail(self, *commands: str, **kw) -> str:
+        return "".join(self.host.fail(self._wrap(c), **kw) for c in commands)
+
+    def wait_until_succeeds(self, command: str, timeout: int = 900) -> str:
+        return self.host.wait_until_succeeds(self._wrap(command), timeout=timeout)
+
+    def wait_until_fails(self, command: str, timeout: int = 900) -> str:
+        return self.host.wait_until_fails(self._wrap(command), timeout=timeout)
+
+    def systemctl(self, q: str) -> tuple[int, str]:
+        return self.execute(f"systemctl {q}")
+
+    def wait_for_unit(self, unit: str, timeout: int = 900) -> None:
+        self.host.wait_for_unit(f"container@{self.name}.service", timeout=timeout)
+        self.wait_until_succeeds(f"systemctl is-active {shlex.quote(unit)}", timeout=timeout)
+
+    def wait_for_open_port(self, port: int, addr: str = "localhost", timeout: int = 900) -> None:
+        self.wait_until_succeeds(f"nc -z {addr} {port}", timeout=timeout)
+
+    def start(self) -> None:
+        self.host.succeed(f"nixos-container start {self.name}")
+
+    def shutdown(self) -> None:
+        self.host.succeed(f"nixos-container stop {self.name}")
+
+    def reboot(self) -> None:
+        self.host.succeed(f"nixos-container restart {self.name}")
+        self.host.wait_for_unit(f"container@{self.name}.service")
