@@ -13,9 +13,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from . import __version__
+from .disconnects import DisconnectWatch
 from .mcp_compat import mcp_http_app
 from .security import RequestGuard
 from .settings import Settings
+from .strict_json import StrictJsonNumbers
 from .tasks import TaskManager
 from .tools import build_server
 
@@ -51,7 +53,11 @@ def create_app(settings: Settings, token: str | None = None) -> Starlette:
 
     app = Starlette(
         routes=[Route("/healthz", healthz, methods=["GET"]), Mount("/", app=mcp_app)],
-        middleware=[Middleware(RequestGuard, bind_host=settings.host, port=settings.port, token=token)],
+        middleware=[
+            Middleware(RequestGuard, bind_host=settings.host, port=settings.port, token=token),
+            Middleware(StrictJsonNumbers),
+            Middleware(DisconnectWatch),
+        ],
         lifespan=lifespan,
     )
     app.state.manager = manager

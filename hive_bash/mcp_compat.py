@@ -17,11 +17,13 @@ import mcp.types as mcp_types
 from pydantic import BaseModel
 
 try:  # mcp 2.x
+    from mcp.server.mcpserver import Context
     from mcp.server.mcpserver import MCPServer as _ServerClass
     from mcp.server.mcpserver.exceptions import ToolError
 
     SDK_LINE = 2
 except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import Context  # type: ignore[no-redef]
     from mcp.server.fastmcp import FastMCP as _ServerClass  # type: ignore[no-redef]
     from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
 
@@ -30,7 +32,7 @@ except ImportError:  # mcp 1.x
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
-__all__ = ["SDK_LINE", "ToolError", "McpServer", "create_server", "mcp_http_app", "tool_result", "open_client"]
+__all__ = ["SDK_LINE", "Context", "ToolError", "McpServer", "create_server", "mcp_http_app", "tool_result", "open_client"]
 
 McpServer = _ServerClass
 

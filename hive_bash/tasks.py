@@ -62,6 +62,8 @@ class Task:
         self.end_reason: str | None = None
         self.timers: list[asyncio.TimerHandle] = []
         self.terminating = False
+        self.waiters = 0  # inline waits (run/status) in progress
+        self.final_todo_held = False  # ended while waiters were there: they settle the todo
         self.observed = False  # the agent has seen the terminal result (inline wait or status)
         if record.status.is_terminal:
             self.ended.set()
@@ -162,21 +164,44 @@ class TaskManager:
     def running_count(self) -> int:
         return self._running
 
-    async def wait(self, task: Task, seconds: float) -> bool:
-        """Wait up to `seconds` for the task to end; True if it has."""
+    async def wait_for_result(self, task: Task, seconds: float, abandon: asyncio.Event | None = None) -> bool:
+        """Wait up to `seconds` for the task to end (or until `abandon`: the caller left); True if it has ended.
+
+        A caller that returns the terminal result hands it to the agent, so the task's
+        completion todo is cleared instead of sent. While callers wait, a task that ends
+        holds its completion todo back for them to settle (no race with the notifier).
+        """
         if seconds > 0 and not task.ended.is_set():
+            task.waiters += 1
             try:
-                async with asyncio.timeout(seconds):
-                    await task.ended.wait()
-            except TimeoutError:
-                pass
+                await self._wait_either(task.ended, abandon, seconds)
+            finally:
+                task.waiters -= 1
+        left = abandon is not None and abandon.is_set()
+        if task.ended.is_set() and not left:
+            self.observe_terminal(task)
+        elif task.final_todo_held and task.waiters == 0:
+            task.final_todo_held = False
+            self._want_todo(task, "final")
         return task.ended.is_set()
+
+    @staticmethod
+    async def _wait_either(ended: asyncio.Event, abandon: asyncio.Event | None, seconds: float) -> None:
+        waiters = [asyncio.ensure_future(ended.wait())]
+        if abandon is not None:
+            waiters.append(asyncio.ensure_future(abandon.wait()))
+        try:
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
 
     def observe_terminal(self, task: Task) -> None:
         """The agent has the terminal result in hand: no completion todo should linger for it."""
         if task.observed or not task.ended.is_set():
             return
         task.observed = True
+        task.final_todo_held = False
         self._want_todo(task, "clear")
 
     # ---- submit and start ---------------------------------------------
@@ -346,7 +371,10 @@ class TaskManager:
             record.status = Status.FAILED
             record.end_reason = f"disk full: output could not be written completely to {self.tasks_dir}"
         task.ended.set()
-        self._want_todo(task, "final")
+        if task.waiters:
+            self._hold_final_todo(task)
+        else:
+            self._want_todo(task, "final")
         logger.debug("task %s ended: %s", record.id, summaries.status_words(record))
         self.prune()
 
@@ -377,6 +405,12 @@ class TaskManager:
             self.notifier.upsert(record.id, body, "final")
         record.todo_wanted = state  # type: ignore[assignment]
         record.todo_delivered = not self.notifier.enabled
+        self._save(task)
+
+    def _hold_final_todo(self, task: Task) -> None:
+        """Persist that a final todo is owed (a crash now must not lose it) without sending it yet."""
+        task.final_todo_held = True
+        task.record.todo_wanted, task.record.todo_delivered = "final", not self.notifier.enabled
         self._save(task)
 
     def _on_todo_delivered(self, message: TodoMessage) -> None:

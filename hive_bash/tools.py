@@ -17,7 +17,8 @@ from pydantic import Field
 
 from . import __version__, arguments, output, results, semantics
 from .errors import HiveBashError, InvalidArgument
-from .mcp_compat import McpServer, ToolError, create_server, tool_result
+from .disconnects import client_gone
+from .mcp_compat import Context, McpServer, ToolError, create_server, tool_result
 from .records import Status
 from .tasks import TaskManager, TaskOptions
 
@@ -59,11 +60,11 @@ def build_server(manager: TaskManager) -> McpServer:
 def _tools(manager: TaskManager) -> list[Callable[..., Awaitable[CallToolResult]]]:
     settings = manager.settings
 
-    async def status_reply(task_id: str, wait: float, warning: str | None = None, from_run: bool = False):
+    async def status_reply(
+        ctx: Context, task_id: str, wait: float, warning: str | None = None, from_run: bool = False
+    ) -> CallToolResult:
         task = manager.get(task_id)
-        ended = await manager.wait(task, wait)
-        if ended:
-            manager.observe_terminal(task)
+        ended = await manager.wait_for_result(task, wait, abandon=client_gone(ctx))
         result = results.task_status(manager, task, warning)
         return tool_result(results.status_text(result, started=from_run and not ended), result)
 
@@ -88,6 +89,7 @@ def _tools(manager: TaskManager) -> list[Callable[..., Awaitable[CallToolResult]
         stdin: Annotated[
             Literal["null", "pipe"], Field(description="'null' (default: reading gets EOF) or 'pipe' (input via write)")
         ] = "null",
+        ctx: Context | None = None,
     ) -> Annotated[CallToolResult, results.TaskStatus]:
         """Run a bash command as a background task; stdout/stderr go to files, nothing is lost.
 
@@ -114,7 +116,7 @@ def _tools(manager: TaskManager) -> list[Callable[..., Awaitable[CallToolResult]
         if checked.pty and checked.stdin == "pipe":
             raise InvalidArgument("stdin", "must be 'null' with pty=true (a PTY task's input is its terminal)")
         task = manager.submit(checked)
-        return await status_reply(task.id, wait, semantics.warning(checked.cmd), from_run=True)
+        return await status_reply(ctx, task.id, wait, semantics.warning(checked.cmd), from_run=True)
 
     @_tool_errors
     async def tool_status(
@@ -122,6 +124,7 @@ def _tools(manager: TaskManager) -> list[Callable[..., Awaitable[CallToolResult]
         wait_seconds: Annotated[
             float | None, Field(description="Wait up to this long (max 30) for the task to end; default 0")
         ] = None,
+        ctx: Context | None = None,
     ) -> Annotated[CallToolResult, results.TaskStatus]:
         """Status of a task: status word, exit_code/signal, semantic_status, duration, liveness
         (last_output_age_secs, byte counts) and the last 4 KiB of stdout and stderr.
@@ -131,7 +134,7 @@ def _tools(manager: TaskManager) -> list[Callable[..., Awaitable[CallToolResult]
         use logs(id).
         """
         task_id = arguments.task_id("id", id)
-        return await status_reply(task_id, arguments.wait_seconds(wait_seconds, 0.0))
+        return await status_reply(ctx, task_id, arguments.wait_seconds(wait_seconds, 0.0))
 
     @_tool_errors
     async def tool_kill(

@@ -121,15 +121,16 @@ def raw_tool_call(port: int, tool: str, arguments_json: str) -> dict[str, Any]:
     post('{"jsonrpc":"2.0","method":"notifications/initialized"}', session)
     call = f'{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments_json}}}}}'
     _, body = post(call, session)
-    payload = body.split("data: ", 1)[1] if "data: " in body else body
+    payload = body.split("data: ", 1)[1] if "data: " in body else body  # an SSE event or a plain JSON reply
     return json.loads(payload.strip().splitlines()[0])
 
 
 @pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity", "1e999"])
 @pytest.mark.parametrize("argument", ["timeout_secs", "wait_seconds", "idle_timeout_secs"])
 def test_non_finite_numbers_are_refused_by_name(bad: str, argument: str, daemon: Daemon) -> None:
+    """Strict JSON has no NaN/Infinity; Python's parser accepts them, and mcp 1.x would then turn
+    them into null (= the default) before the tool sees them. The daemon refuses them up front."""
     reply = raw_tool_call(daemon.port, "run", f'{{"cmd": "#noop", "{argument}": {bad}}}')
-    result = reply["result"]
-    text = result["content"][0]["text"]
-    assert result.get("isError") is True, text
-    assert argument in text and "finite" in text
+    assert reply["id"] == 2
+    message = reply["error"]["message"]
+    assert argument in message and "finite" in message
