@@ -20,7 +20,7 @@ from typing import Any
 import pexpect
 import pytest
 
-from conftest import Daemon, free_port
+from hivetest import Daemon, free_port
 
 CLI = [sys.executable, "-m", "hive_bash.client_cli"]
 RUN_TIMEOUT_SECS = 60

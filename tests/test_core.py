@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Daemon, call_error, call_ok, children_of, group_members, pid_alive, wait_until
+from hivetest import Daemon, call_error, call_ok, children_of, group_members, pid_alive, wait_until
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Daemon, call_error, call_ok
+from hivetest import Daemon, call_error, call_ok
 from hive_bash.mcp_compat import BashClient
 
 pytestmark = pytest.mark.anyio

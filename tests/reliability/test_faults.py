@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import Daemon, call_ok, group_members, pid_alive, wait_until
+from hivetest import Daemon, call_ok, group_members, pid_alive, wait_until
 from harness import TodoHarness
 
 pytestmark = pytest.mark.anyio

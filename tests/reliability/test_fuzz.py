@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import Daemon
+from hivetest import Daemon
 from hive_bash.mcp_compat import BashClient
 
 PARAMETERS = {

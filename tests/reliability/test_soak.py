@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import call_ok, children_of, wait_until
+from hivetest import call_ok, children_of, wait_until
 from harness import TodoHarness
 
 pytestmark = pytest.mark.anyio

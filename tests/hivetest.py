@@ -1,0 +1,184 @@
+"""Shared test helpers: run the real daemon as a user would, poll with deadlines, read /proc.
+
+Test modules import from here (`from hivetest import ...`), never from a conftest:
+tests/ and tests/container/ each have a conftest.py, and both are called `conftest`.
+Tests talk to the daemon with the real MCP client over HTTP (hive_bash.mcp_compat.open_client,
+which is mcp.Client on the 2.x SDK line and ClientSession on 1.x).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from hive_bash.mcp_compat import BashClient, ToolReply, open_client
+
+START_TIMEOUT_SECS = 20.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = "") -> Any:
+    """Poll `predicate` until it returns something truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+def proc_stats() -> Iterator[tuple[int, list[str]]]:
+    """(pid, /proc/<pid>/stat fields after the command name) for every process."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                yield int(entry), stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+
+
+def pid_alive(pid: int) -> bool:
+    """True for a live (not zombie) process."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes whose process group is `pgid` (fields: state, ppid, pgrp, ...)."""
+    return [pid for pid, fields in proc_stats() if int(fields[2]) == pgid and fields[0] not in ("Z", "X")]
+
+
+def children_of(pid: int) -> list[tuple[int, str]]:
+    """Direct children of `pid` with their state letter (Z = zombie)."""
+    return [(child, fields[0]) for child, fields in proc_stats() if int(fields[1]) == pid]
+
+
+class Daemon:
+    """A hive-bash-daemon process started for a test."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+        health_headers: dict[str, str] | None = None,
+        preexec_limits: dict[int, tuple[int, int]] | None = None,
+    ) -> None:
+        self.workdir = workdir
+        self.preexec_limits = preexec_limits or {}
+        self.health_headers = health_headers or {}
+        self.port = free_port()
+        self.tasks_dir = workdir / "harness" / "bash-tasks"
+        self.extra_env = env or {}
+        self.extra_args = args or []
+        self.log_path = workdir / f"daemon-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    @property
+    def health_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/healthz"
+
+    def start(self) -> "Daemon":
+        env = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
+        env.update({"HIVE_BASH_PORT": str(self.port), "HIVE_BASH_LOG_LEVEL": "debug"})
+        env.update(self.extra_env)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "hive_bash.cli", *self.extra_args],
+                cwd=self.workdir,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=self._apply_limits if self.preexec_limits else None,
+            )
+        wait_until(self._healthy, START_TIMEOUT_SECS, 0.05, f"daemon /healthz\n{self.log()}")
+        return self
+
+    def _apply_limits(self) -> None:  # runs in the child before exec
+        import resource
+
+        for limit, values in self.preexec_limits.items():
+            resource.setrlimit(limit, values)
+
+    def _healthy(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log()}")
+        try:
+            request = urllib.request.Request(self.health_url, headers=self.health_headers)
+            with urllib.request.urlopen(request, timeout=1) as response:
+                return response.status == 200
+        except (urllib.error.URLError, ConnectionError, OSError):
+            return False
+
+    def health(self) -> dict[str, Any]:
+        request = urllib.request.Request(self.health_url, headers=self.health_headers)
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return json.loads(response.read())
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-6000:]
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"daemon did not stop within {timeout}s after {sig!r}:\n{self.log()}")
+
+    def restart(self) -> "Daemon":
+        return self.start()
+
+    @contextlib.asynccontextmanager
+    async def client(self) -> AsyncIterator[BashClient]:
+        async with open_client(self.url) as client:
+            yield client
+
+    def record(self, task_id: str) -> dict[str, Any]:
+        return json.loads((self.tasks_dir / f"{task_id}.json").read_text())
+
+
+async def call_ok(client: BashClient, tool: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> ToolReply:
+    reply = await client.call(tool, arguments, **kwargs)
+    assert not reply.is_error, f"{tool}({arguments!r}) failed: {reply.text}"
+    return reply
+
+
+async def call_error(client: BashClient, tool: str, arguments: dict[str, Any]) -> str:
+    reply = await client.call(tool, arguments)
+    assert reply.is_error, f"{tool}({arguments!r}) should have failed, got: {reply.text}"
+    return reply.text
