@@ -164,7 +164,7 @@
                 export NIX_STATE_DIR="$TEST_ROOT/var/nix"
                 export NIX_STORE_DIR="$TEST_ROOT/store"
                 nix-store --init
-                python -m pytest -p no:cacheprovider -m nix tests/test_nix.py
+                python -m pytest -p no:cacheprovider -m nix tests/test_nix.py tests/test_unit_equivalence.py
                 touch "$out"
               '';
 

@@ -376,6 +376,10 @@ class NixosContainer:
     Commands run in the container as root (``nixos-container run``); units are
     the container's.  ``reboot()`` restarts the container (its state dir under
     /var/lib/nixos-containers survives, as on a real host).
+
+    Current ``nixos-container run`` goes through ``systemd-run --machine --pty``:
+    the exit status passes through, but stdout and stderr share the pty and lines
+    end in CRLF.  Outputs are returned with plain LF, as the other drivers give them.
     """
 
     def __init__(self, host, name: str = "agent") -> None:
@@ -385,20 +389,25 @@ class NixosContainer:
     def _wrap(self, command: str) -> str:
         return f"nixos-container run {self.name} -- bash -lc {shlex.quote(command)}"
 
+    @staticmethod
+    def _lf(output: str) -> str:
+        return output.replace("\r\n", "\n")
+
     def execute(self, command: str, **kw) -> tuple[int, str]:
-        return self.host.execute(self._wrap(command), **kw)
+        status, output = self.host.execute(self._wrap(command), **kw)
+        return status, self._lf(output)
 
     def succeed(self, *commands: str, **kw) -> str:
-        return "".join(self.host.succeed(self._wrap(c), **kw) for c in commands)
+        return "".join(self._lf(self.host.succeed(self._wrap(c), **kw)) for c in commands)
 
     def fail(self, *commands: str, **kw) -> str:
-        return "".join(self.host.fail(self._wrap(c), **kw) for c in commands)
+        return "".join(self._lf(self.host.fail(self._wrap(c), **kw)) for c in commands)
 
     def wait_until_succeeds(self, command: str, timeout: int = 900) -> str:
-        return self.host.wait_until_succeeds(self._wrap(command), timeout=timeout)
+        return self._lf(self.host.wait_until_succeeds(self._wrap(command), timeout=timeout))
 
     def wait_until_fails(self, command: str, timeout: int = 900) -> str:
-        return self.host.wait_until_fails(self._wrap(command), timeout=timeout)
+        return self._lf(self.host.wait_until_fails(self._wrap(command), timeout=timeout))
 
     def systemctl(self, q: str) -> tuple[int, str]:
         return self.execute(f"systemctl {q}")
