@@ -1,0 +1,86 @@
+"""Metrics as ratios against floors: the printed table and the JSON file."""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+COMPARISONS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, ">=": operator.ge}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """`ratio` = value / floor, judged against `target` (e.g. "<= 1.2"); None where nothing was measured."""
+
+    name: str
+    value: float | None
+    floor: float | None
+    target: str | None
+    unit: str
+    note: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        if self.value is None or self.floor is None or self.floor == 0:
+            return None
+        return self.value / self.floor
+
+    @property
+    def verdict(self) -> str:
+        if self.ratio is None:
+            return "skipped"
+        if self.target is None:
+            return "info"
+        sign, bound = self.target.split()
+        return "ok" if COMPARISONS[sign](self.ratio, float(bound)) else "MISS"
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value == 0 or 0.01 <= abs(value) < 100_000:
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    return f"{value:.2e}"
+
+
+def table(metrics: list[Metric]) -> str:
+    header = ("metric", "value", "floor", "unit", "ratio", "target", "verdict")
+    rows = [header] + [
+        (m.name, _number(m.value), _number(m.floor), m.unit, _number(m.ratio), m.target or "-", m.verdict)
+        for m in metrics
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    notes = [f"  {m.name}: {m.note}" for m in metrics if m.note]
+    return "\n".join(lines + (["", "notes:", *notes] if notes else []))
+
+
+def markdown(metrics: list[Metric]) -> str:
+    lines = ["| metric | value | floor | unit | ratio | target | verdict |", "|---|---|---|---|---|---|---|"]
+    for m in metrics:
+        cells = (m.name, _number(m.value), _number(m.floor), m.unit, _number(m.ratio), m.target or "-", m.verdict)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_json(path: Path, metrics: list[Metric], context: dict[str, object]) -> None:
+    data = {
+        "context": context,
+        "metrics": {
+            m.name: {
+                "value": m.value,
+                "floor": m.floor,
+                "ratio": m.ratio,
+                "target": m.target,
+                "unit": m.unit,
+                "verdict": m.verdict,
+                **({"note": m.note} if m.note else {}),
+            }
+            for m in metrics
+        },
+    }
+    path.write_text(json.dumps(data, indent=2) + "\n")

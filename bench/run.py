@@ -1,0 +1,148 @@
+"""hive-bash benchmarks: every figure a ratio against a floor measured in the same run.
+
+    python bench/run.py [--quick] [--json PATH] [--no-peers]
+
+Floors: asyncio spawning `bash -c true` / `sleep 5` and redirecting output to a
+file with no server at all, plus a bare MCP echo server on the daemon's own SDK
+and HTTP stack (bench/reference_server.py). Peers (persistproc, mcp-shell-server,
+DesktopCommander) are installed into a cache directory on first use. See
+docs/performance.md for the metrics and the latest results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import measure
+import peers
+import scenarios
+from report import Metric, table, write_json
+
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hive-bash-bench"
+RSS_BUDGET_PER_TASK = 50 * measure.KIB
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Benchmark hive-bash against floors and peers.")
+    parser.add_argument("--quick", action="store_true", help="about a minute: fewer tasks, 256 MiB of output")
+    parser.add_argument("--json", type=Path, help="write the metrics to this JSON file")
+    parser.add_argument("--no-peers", action="store_true", help="skip installing and measuring the peers")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="where peers are installed")
+    return parser.parse_args()
+
+
+def progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def raise_fd_limit() -> None:
+    """Hundreds of running tasks hold a pidfd each in the daemon (which inherits this limit)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def ms(seconds: float) -> float:
+    return seconds * 1000
+
+
+def mib(size: int) -> float:
+    return size / measure.MIB
+
+
+async def measure_all(plan: scenarios.Plan, workdir: Path, cache: Path, with_peers: bool) -> list[Metric]:
+    measure.use_pidfd_child_watcher()
+    progress("floors: asyncio spawn latency and rate")
+    spawn = await measure.spawn_latency(plan.latency_calls)
+    raw_rate = await measure.spawn_rate(plan.start_tasks, ["bash", "--noprofile", "--norc", "-c", "sleep 5"])
+    progress("floors: reference echo server")
+    ref = await scenarios.reference(workdir, plan.latency_calls)
+    hive = await scenarios.hive(workdir, plan, progress)
+
+    loaded_per_task = (hive.loaded_rss - hive.idle_rss) / plan.load_tasks
+    size = f"{mib(plan.output_bytes):.0f} MiB"
+    metrics = [
+        Metric("run_latency_p50", ms(hive.run_p50), ms(ref.echo_p50 + measure.percentile(spawn, 50)), "<= 1.2", "ms",
+               "floor: echo tool p50 + asyncio `bash -c true` p50"),
+        Metric("run_latency_p99", ms(hive.run_p99), ms(ref.echo_p99 + measure.percentile(spawn, 99)), None, "ms"),
+        Metric("status_load_p50", ms(measure.percentile(hive.status_loaded, 50)),
+               ms(measure.percentile(hive.status_idle, 50)), None, "ms"),
+        Metric("status_load_p99", ms(measure.percentile(hive.status_loaded, 99)),
+               ms(measure.percentile(hive.status_idle, 99)), "<= 1.5", "ms",
+               f"floor: the same status call with 0 running tasks; value with {plan.load_tasks} running"),
+        Metric("start_rate", hive.start_rate, raw_rate, ">= 0.7", "tasks/s",
+               f"{plan.start_tasks} run(sleep 5, wait_seconds=0), {scenarios.CONCURRENCY} calls in flight; "
+               "floor: asyncio spawns one after another"),
+        Metric("start_rate_vs_echo", hive.start_rate, ref.echo_rate, None, "tasks/s",
+               f"floor: bare echo calls/s on the reference server, {scenarios.CONCURRENCY} in flight (the MCP ceiling)"),
+        Metric("output_2g_wall", measure.median(hive.output_walls), measure.median(hive.direct_walls), "<= 1.05", "s",
+               f"{size} to stdout, median of {plan.output_repeats}; floor: the command redirected to a file"),
+        Metric("output_2g_daemon_cpu", sum(hive.output_cpu), sum(hive.output_walls), "<= 0.01", "s",
+               "daemon CPU seconds (all threads) over the tasks' wall seconds, run and status calls included"),
+        Metric("rss_idle", mib(hive.idle_rss), mib(ref.idle_rss), "<= 1.15", "MiB", "floor: the reference server"),
+        Metric("rss_per_running_task", loaded_per_task / measure.KIB, RSS_BUDGET_PER_TASK / measure.KIB, "<= 1.0",
+               "KiB", f"(RSS with {plan.load_tasks} running - idle) / {plan.load_tasks}; floor: the 50 KiB budget"),
+        Metric("rss_after_finished", mib(hive.retained_rss_end), mib(hive.retained_rss_warm), "<= 1.05", "MiB",
+               f"after {plan.finished_tasks} finished tasks (retain_count {scenarios.RETAIN_COUNT}); "
+               f"floor: after the first {plan.finished_tasks // 5}"),
+    ]
+    if with_peers:
+        for peer_class in peers.ALL_PEERS:
+            peer = peer_class()
+            progress(f"peer: {peer.name}")
+            result = await peers.measure_peer(peer, cache, workdir, plan.peer_calls, plan.peer_output_bytes)
+            metrics += peer_metrics(result, hive, plan)
+    return metrics
+
+
+def peer_metrics(result: peers.PeerResult, hive: scenarios.Hive, plan: scenarios.Plan) -> list[Metric]:
+    """Ours over theirs: value is hive-bash, floor is the peer, so a ratio below 1 means hive-bash is faster."""
+    latency_note = "echo hi spawn-to-result p50; value hive-bash, floor the peer"
+    output_note = f"{mib(plan.peer_output_bytes):.0f} MiB of `yes` until the end is reported; value hive-bash, floor the peer"
+    note = f"; {result.note}" if result.note else ""
+    output_skip = f"; {result.output_note or result.note}" if result.output_note or result.note else ""
+    return [
+        Metric(f"peer_{result.name}_latency", ms(hive.echo_p50),
+               None if result.latency_p50 is None else ms(result.latency_p50), "<= 1.0", "ms", latency_note + note),
+        Metric(f"peer_{result.name}_throughput", hive.peer_output_wall, result.output_wall, "<= 1.0", "s",
+               output_note + output_skip),
+    ]
+
+
+def main() -> int:
+    args = parse_args()
+    plan = scenarios.QUICK if args.quick else scenarios.FULL
+    raise_fd_limit()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="hive-bash-bench-") as scratch:
+        workdir = Path(scratch)
+        try:
+            metrics = asyncio.run(measure_all(plan, workdir, args.cache, not args.no_peers))
+        finally:
+            leftovers = measure.sweep(workdir)
+            if leftovers:
+                progress(f"cleanup: ended {leftovers} leftover processes")
+    context = {
+        "mode": "quick" if args.quick else "full",
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    print(table(metrics))
+    print(f"\n{context}")
+    if args.json is not None:
+        write_json(args.json, metrics, context)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""The measured scenarios: the bare reference server, then one hive-bash daemon taken through every phase.
+
+Each function returns raw numbers (seconds, bytes); run.py turns them into ratios.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import measure
+from hive_bash.mcp_compat import BashClient, open_client
+
+BENCH_DIR = Path(__file__).resolve().parent
+SETTLE_SECS = 1.0
+CONCURRENCY = 4  # calls in flight at once when starting many tasks
+RETAIN_COUNT = 100
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much of each phase to do: `--quick` shrinks the long ones."""
+
+    latency_calls: int
+    status_calls: int
+    load_tasks: int
+    start_tasks: int
+    output_bytes: int
+    output_repeats: int
+    finished_tasks: int
+    peer_calls: int
+    peer_output_bytes: int
+
+
+FULL = Plan(300, 1000, 500, 1000, 2 * measure.GIB, 3, 5000, 50, 64 * measure.MIB)
+QUICK = Plan(300, 200, 500, 300, 256 * measure.MIB, 3, 500, 20, 16 * measure.MIB)
+
+
+@dataclass
+class Reference:
+    echo_p50: float
+    echo_p99: float
+    idle_rss: int
+    echo_rate: float  # echo calls per second with CONCURRENCY in flight: the most any tool call can reach
+
+
+@dataclass
+class Hive:
+    run_p50: float = 0.0
+    run_p99: float = 0.0
+    idle_rss: int = 0
+    status_idle: list[float] = field(default_factory=list)
+    status_loaded: list[float] = field(default_factory=list)
+    loaded_rss: int = 0
+    start_rate: float = 0.0
+    direct_walls: list[float] = field(default_factory=list)
+    output_walls: list[float] = field(default_factory=list)
+    output_cpu: list[float] = field(default_factory=list)
+    retained_rss_warm: int = 0
+    retained_rss_end: int = 0
+    echo_p50: float = 0.0
+    peer_output_wall: float = 0.0
+
+
+def _check(reply: Any, what: str) -> dict[str, Any]:
+    if reply.is_error or reply.structured is None:
+        raise RuntimeError(f"{what}: {reply.text[:300]}")
+    return dict(reply.structured)
+
+
+async def _idle_rss(pid: int, client: BashClient, tool: str, arguments: dict[str, Any]) -> int:
+    """RSS once the server has served a session and one call, and settled."""
+    await client.call(tool, arguments)
+    await asyncio.sleep(SETTLE_SECS)
+    return measure.rss_bytes(pid)
+
+
+async def reference(workdir: Path, calls: int) -> Reference:
+    port = measure.free_port()
+    argv = [sys.executable, str(BENCH_DIR / "reference_server.py"), "--port", str(port)]
+    async with measure.serve(argv, port, workdir, name="reference") as server:
+        async with open_client(server.url) as client:
+            idle = await _idle_rss(server.pid, client, "echo", {"text": "hi"})
+            samples = await measure.timed(calls, lambda: client.call("echo", {"text": "hi"}))
+            start = time.perf_counter()
+            await measure.gather_limited(calls, CONCURRENCY, lambda _: client.call("echo", {"text": "hi"}))
+            rate = calls / (time.perf_counter() - start)
+    return Reference(measure.percentile(samples, 50), measure.percentile(samples, 99), idle, rate)
+
+
+def daemon_env(workdir: Path) -> dict[str, str]:
+    tasks = max(FULL.load_tasks, FULL.start_tasks) * 4
+    return {
+        "HIVE_BASH_TASKS_DIR": str(workdir / "tasks"),
+        "HIVE_BASH_MAX_RUNNING": str(tasks),
+        "HIVE_BASH_MAX_PENDING": str(tasks),
+        "HIVE_BASH_RETAIN_COUNT": str(RETAIN_COUNT),
+    }
+
+
+async def hive(workdir: Path, plan: Plan, progress: Any) -> Hive:
+    port = measure.free_port()
+    argv = [sys.executable, "-m", "hive_bash.cli", "--port", str(port)]
+    result = Hive()
+    async with measure.serve(argv, port, workdir, env=daemon_env(workdir), name="hive-bash") as server:
+        async with open_client(server.url) as client:
+            progress("hive: idle memory and run latency")
+            result.idle_rss = await _idle_rss(server.pid, client, "run", {"cmd": "true", "wait_seconds": 5})
+            await _run_latency(client, plan, result)
+            progress("hive: status with 0 and with %d running tasks" % plan.load_tasks)
+            await _status_under_load(client, server.pid, plan, result)
+            progress("hive: start rate over %d tasks" % plan.start_tasks)
+            await _start_rate(client, plan, result)
+            progress("hive: output throughput, %d MiB x %d" % (plan.output_bytes // measure.MIB, plan.output_repeats))
+            await _output(client, server.pid, workdir, plan, result)
+            progress("hive: memory over %d finished tasks" % plan.finished_tasks)
+            await _retention(client, server.pid, plan, result)
+            progress("hive: the peers' workloads")
+            echo = await measure.timed(plan.peer_calls, lambda: _run(client, "echo hi", 5))
+            result.echo_p50 = measure.percentile(echo, 50)
+            result.peer_output_wall = await _output_wall(client, f"yes | head -c {plan.peer_output_bytes}")
+    return result
+
+
+async def _run(client: BashClient, cmd: str, wait: float) -> dict[str, Any]:
+    return _check(await client.call("run", {"cmd": cmd, "wait_seconds": wait}), f"run {cmd!r}")
+
+
+async def _run_latency(client: BashClient, plan: Plan, result: Hive) -> None:
+    samples = await measure.timed(plan.latency_calls, lambda: _run(client, "true", 5))
+    result.run_p50, result.run_p99 = measure.percentile(samples, 50), measure.percentile(samples, 99)
+
+
+async def _start_many(client: BashClient, cmd: str, count: int) -> list[str]:
+    ids: list[str] = []
+
+    async def start(index: int) -> None:
+        ids.append((await _run(client, cmd, 0))["id"])
+
+    await measure.gather_limited(count, CONCURRENCY, start)
+    return ids
+
+
+async def _wait_until_none_running(client: BashClient, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        listed = _check(await client.call("list", {"status": "running", "limit": 1}), "list")
+        if listed["total"] == 0:
+            return
+        await asyncio.sleep(0.2)
+    raise RuntimeError("tasks still running after %.0fs" % timeout)
+
+
+async def _status_under_load(client: BashClient, pid: int, plan: Plan, result: Hive) -> None:
+    target = (await _run(client, "true", 5))["id"]
+
+    async def status() -> None:
+        _check(await client.call("status", {"id": target}), "status")
+
+    result.status_idle = await measure.timed(plan.status_calls, status)
+    ids = await _start_many(client, "sleep 600", plan.load_tasks)
+    await asyncio.sleep(SETTLE_SECS)
+    result.loaded_rss = measure.rss_bytes(pid)
+    result.status_loaded = await measure.timed(plan.status_calls, status)
+
+    async def kill(index: int) -> None:
+        await client.call("kill", {"id": ids[index], "force": True})
+
+    await measure.gather_limited(len(ids), CONCURRENCY, kill)
+    await _wait_until_none_running(client)
+
+
+async def _start_rate(client: BashClient, plan: Plan, result: Hive) -> None:
+    start = time.perf_counter()
+    await _start_many(client, "sleep 5", plan.start_tasks)
+    result.start_rate = plan.start_tasks / (time.perf_counter() - start)
+    await _wait_until_none_running(client)
+
+
+async def _run_to_end(client: BashClient, cmd: str) -> tuple[float, Path]:
+    """Wall seconds from `run` until the daemon reports the task ended, and the task's stdout file."""
+    start = time.perf_counter()
+    task = await _run(client, cmd, 0)
+    while task["status"] in ("pending", "running"):
+        task = _check(await client.call("status", {"id": task["id"], "wait_seconds": 30}), "status")
+    if task["exit_code"] != 0:
+        raise RuntimeError(f"{cmd!r} ended {task['status']} exit {task['exit_code']}")
+    return time.perf_counter() - start, Path(task["stdout_path"])
+
+
+async def _output_wall(client: BashClient, cmd: str) -> float:
+    wall, stdout = await _run_to_end(client, cmd)
+    stdout.unlink(missing_ok=True)
+    return wall
+
+
+async def _output(client: BashClient, pid: int, workdir: Path, plan: Plan, result: Hive) -> None:
+    """Alternate the direct redirect (the floor) and the daemon; each starts on a synced page cache.
+
+    Both outputs are deleted after each run (the bench owns the tasks dir), so gigabytes of
+    dirty pages do not pile up and throttle whichever runs last.
+    """
+    cmd = f"head -c {plan.output_bytes} /dev/zero"
+    for _ in range(plan.output_repeats):
+        os.sync()
+        result.direct_walls.append(await measure.direct_output_wall(cmd, workdir / "direct.out"))
+        os.sync()
+        cpu_before = measure.cpu_seconds(pid)
+        wall, stdout = await _run_to_end(client, cmd)
+        result.output_cpu.append(measure.cpu_seconds(pid) - cpu_before)
+        result.output_walls.append(wall)
+        stdout.unlink(missing_ok=True)
+
+
+async def _retention(client: BashClient, pid: int, plan: Plan, result: Hive) -> None:
+    """RSS once retention is pruning (after a fifth of the tasks) against RSS after all of them."""
+    counter = itertools.count()
+
+    async def finish(index: int) -> None:
+        await _run(client, f"true {next(counter)}", 5)
+
+    warm = plan.finished_tasks // 5
+    await measure.gather_limited(warm, CONCURRENCY, finish)
+    await asyncio.sleep(SETTLE_SECS)
+    result.retained_rss_warm = measure.rss_bytes(pid)
+    await measure.gather_limited(plan.finished_tasks - warm, CONCURRENCY, finish)
+    await asyncio.sleep(SETTLE_SECS)
+    result.retained_rss_end = measure.rss_bytes(pid)
