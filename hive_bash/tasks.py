@@ -85,6 +85,8 @@ class TaskManager:
         self.notifier = notifier or TodoNotifier(settings.agent_socket, self._on_todo_delivered)
         self._tasks: dict[str, Task] = {}
         self._pending: collections.deque[Task] = collections.deque()
+        self._finished: collections.deque[Task] = collections.deque()  # in the order they ended
+        self._live: set[Task] = set()  # running: what the watcher looks at
         self._running = 0
         self._watcher: asyncio.Task[None] | None = None
         self._stopping = False
@@ -99,7 +101,7 @@ class TaskManager:
 
     def _recover_records(self) -> None:
         """Load the records a previous daemon left; what was pending or running is now interrupted."""
-        for record in self.store.load_all():
+        for record in sorted(self.store.load_all(), key=lambda record: record.ended_at or time.time()):
             task = Task(record)
             self._tasks[record.id] = task
             if record.todo_ever_sent:
@@ -108,6 +110,7 @@ class TaskManager:
                 self._interrupt_leftover(task)
             elif not record.todo_delivered and record.todo_wanted is not None:
                 self._want_todo(task, record.todo_wanted)
+            self._finished.append(task)
 
     def _interrupt_leftover(self, task: Task) -> None:
         record = task.record
@@ -264,6 +267,7 @@ class TaskManager:
             logger.warning("task %s could not start: %s", record.id, exc)
             raise SpawnFailed(f"{exc.strerror or exc} (errno {exc.errno})") from exc
         task.process = proc
+        self._live.add(task)
         if task.input is not None:
             task.input.attach(proc)
         self._running += 1
@@ -351,6 +355,7 @@ class TaskManager:
         if task.input is not None:
             task.input.detach()
         task.process.release()
+        self._live.discard(task)
         self._running -= 1
         self._finish(task, wait_status)
         self._start_pending()
@@ -376,6 +381,7 @@ class TaskManager:
         else:
             self._want_todo(task, "final")
         logger.debug("task %s ended: %s", record.id, summaries.status_words(record))
+        self._finished.append(task)
         self.prune()
 
     def _finish_unstarted(self, task: Task, status: Status, reason: str) -> None:
@@ -385,6 +391,7 @@ class TaskManager:
         record.ended_at = time.time()
         task.ended.set()
         self._want_todo(task, "final")
+        self._finished.append(task)
 
     # ---- todos and persistence -----------------------------------------
 
@@ -436,16 +443,22 @@ class TaskManager:
         self.store.delete(task.id)
 
     def prune(self) -> None:
-        """Drop the oldest finished records beyond the count limit, and those past the age limit."""
-        finished = sorted(
-            (task for task in self._tasks.values() if task.ended.is_set()),
-            key=lambda task: task.record.ended_at or task.record.created_at,
-        )
+        """Drop the oldest finished records beyond the count limit, and those past the age limit.
+
+        `_finished` is kept in end order, so this looks at the oldest few only.
+        """
         cutoff = time.time() - self.settings.retain_secs
-        excess = len(finished) - self.settings.retain_count
-        for index, task in enumerate(finished):
-            if index < excess or (task.record.ended_at or task.record.created_at) < cutoff:
-                self._forget(task)
+        while self._finished:
+            oldest = self._finished[0]
+            if self._tasks.get(oldest.id) is not oldest:  # its name was reused: already forgotten
+                self._finished.popleft()
+                continue
+            too_many = len(self._finished) > self.settings.retain_count
+            too_old = (oldest.record.ended_at or oldest.record.created_at) < cutoff
+            if not (too_many or too_old):
+                return
+            self._finished.popleft()
+            self._forget(oldest)
 
     # ---- the watcher: idle deadlines, output caps ----------------------
 
@@ -454,7 +467,7 @@ class TaskManager:
         while True:
             await asyncio.sleep(WATCH_INTERVAL_SECS)
             now = time.time()
-            for task in [task for task in self._tasks.values() if task.process is not None and not task.ended.is_set()]:
+            for task in list(self._live):
                 self._check_limits(task, now)
             if time.monotonic() - last_prune > 60:
                 last_prune = time.monotonic()
