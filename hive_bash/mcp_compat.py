@@ -126,9 +126,19 @@ async def open_client(url: str, headers: Mapping[str, str] | None = None) -> Asy
         return
 
     from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
+    from mcp.client import streamable_http
 
-    async with streamablehttp_client(url, headers=dict(headers or {})) as (read, write, _session_id):
+    if hasattr(streamable_http, "streamable_http_client"):  # 1.2x and later; the old name is deprecated there
+        import httpx
+
+        # The SDK's own defaults: 30 s to connect/write, 300 s to read (a reply may stream).
+        async with httpx.AsyncClient(headers=dict(headers or {}), timeout=httpx.Timeout(30, read=300)) as http:
+            async with streamable_http.streamable_http_client(url, http_client=http) as (read, write, _):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    yield BashClient(session)
+        return
+    async with streamable_http.streamablehttp_client(url, headers=dict(headers or {})) as (read, write, _):
         async with ClientSession(read, write) as session:
             await session.initialize()
             yield BashClient(session)

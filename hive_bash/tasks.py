@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 WATCH_INTERVAL_SECS = 0.5
 SHUTDOWN_TODO_FLUSH_SECS = 3.0
 ID_BYTES = 6
+SETTLE_SAVE_SECS = 0.05
 
 
 @dataclass
@@ -62,6 +63,7 @@ class Task:
         self.end_reason: str | None = None
         self.timers: list[asyncio.TimerHandle] = []
         self.terminating = False
+        self.unsaved = False  # the record changed and waits for a deferred save
         self.waiters = 0  # inline waits (run/status) in progress
         self.final_todo_held = False  # ended while waiters were there: they settle the todo
         self.observed = False  # the agent has seen the terminal result (inline wait or status)
@@ -149,6 +151,8 @@ class TaskManager:
         await asyncio.gather(
             *(self._terminate(task, Status.INTERRUPTED, "interrupted: the daemon stopped") for task in running)
         )
+        for task in self._tasks.values():
+            self._save_if_unsaved(task)
         await self.notifier.flush(SHUTDOWN_TODO_FLUSH_SECS)
         await self.notifier.stop()
 
@@ -415,10 +419,19 @@ class TaskManager:
         self._save(task)
 
     def _hold_final_todo(self, task: Task) -> None:
-        """Persist that a final todo is owed (a crash now must not lose it) without sending it yet."""
+        """Note that a final todo is owed without sending it yet: the waiters settle it at once.
+
+        The record is saved when they do (one write instead of two per inline run); should
+        they not within SETTLE_SAVE_SECS, it is saved as owed so a crash cannot lose the todo.
+        """
         task.final_todo_held = True
         task.record.todo_wanted, task.record.todo_delivered = "final", not self.notifier.enabled
-        self._save(task)
+        task.unsaved = True
+        asyncio.get_running_loop().call_later(SETTLE_SAVE_SECS, self._save_if_unsaved, task)
+
+    def _save_if_unsaved(self, task: Task) -> None:
+        if task.unsaved and self._tasks.get(task.id) is task:
+            self._save(task)
 
     def _on_todo_delivered(self, message: TodoMessage) -> None:
         task = self._tasks.get(message.key)
@@ -431,6 +444,7 @@ class TaskManager:
         self._save(task)
 
     def _save(self, task: Task) -> None:
+        task.unsaved = False
         try:
             self.store.save(task.record)
         except OSError as exc:
