@@ -40,17 +40,23 @@ PTY_ROWS, PTY_COLUMNS = 40, 200
 OUTPUT_MODE = 0o600
 
 
-def task_environment(
-    base: Mapping[str, str], hidden: frozenset[str], extra: Mapping[str, str], task_id: str, pty: bool
-) -> dict[str, str]:
-    env = {
+def base_environment(environ: Mapping[str, str], hidden: frozenset[str]) -> dict[str, str]:
+    """The daemon's environment minus startup-file hooks, its own settings and hidden names.
+
+    Computed once at start: filtering os.environ per task was a measurable part of `run`.
+    """
+    return {
         name: value
-        for name, value in base.items()
+        for name, value in environ.items()
         if name not in STARTUP_ENV
         and name not in hidden
         and not name.startswith(STARTUP_ENV_PREFIXES)
         and not name.startswith(DAEMON_ENV_PREFIXES)
     }
+
+
+def task_environment(base: Mapping[str, str], extra: Mapping[str, str], task_id: str, pty: bool) -> dict[str, str]:
+    env = dict(base)
     if pty:
         env["TERM"] = "dumb"
     env.update(extra)

@@ -89,6 +89,7 @@ class TaskManager:
         self._pending: collections.deque[Task] = collections.deque()
         self._finished: collections.deque[Task] = collections.deque()  # in the order they ended
         self._live: set[Task] = set()  # running: what the watcher looks at
+        self._base_env = process.base_environment(os.environ, settings.hidden_env_names)
         self._running = 0
         self._watcher: asyncio.Task[None] | None = None
         self._stopping = False
@@ -252,9 +253,7 @@ class TaskManager:
 
     def _start(self, task: Task) -> None:
         record = task.record
-        env = process.task_environment(
-            os.environ, self.settings.hidden_env_names, task.env, record.id, record.pty
-        )
+        env = process.task_environment(self._base_env, task.env, record.id, record.pty)
         request = process.SpawnRequest(
             cmd=record.cmd,
             cwd=record.cwd,
@@ -385,8 +384,7 @@ class TaskManager:
         else:
             self._want_todo(task, "final")
         logger.debug("task %s ended: %s", record.id, summaries.status_words(record))
-        self._finished.append(task)
-        self.prune()
+        self._finished.append(task)  # pruned by the watcher, off the reply's path
 
     def _finish_unstarted(self, task: Task, status: Status, reason: str) -> None:
         record = task.record
@@ -477,15 +475,13 @@ class TaskManager:
     # ---- the watcher: idle deadlines, output caps ----------------------
 
     async def _watch(self) -> None:
-        last_prune = time.monotonic()
+        """Twice a second: idle deadlines and output caps of running tasks, then retention."""
         while True:
             await asyncio.sleep(WATCH_INTERVAL_SECS)
             now = time.time()
             for task in list(self._live):
                 self._check_limits(task, now)
-            if time.monotonic() - last_prune > 60:
-                last_prune = time.monotonic()
-                self.prune()
+            self.prune()
 
     def _check_limits(self, task: Task, now: float) -> None:
         if task.terminating:

@@ -186,6 +186,8 @@ async def test_retention_prunes_oldest_finished_records_and_files(make_daemon) -
     async with daemon.client() as client:
         running = (await call_ok(client, "run", {"cmd": "sleep 1000", "wait_seconds": 0})).structured["id"]
         ids = [(await call_ok(client, "run", {"cmd": f"echo {i}"})).structured["id"] for i in range(6)]
+        # Pruning runs in the daemon's watcher (twice a second), off the replies' path.
+        wait_until(lambda: not (daemon.tasks_dir / f"{ids[2]}.json").exists(), 10, what="pruning")
         listed = await call_ok(client, "list", {})
     known = {task["id"] for task in listed.structured["tasks"]}
     assert known == {running, *ids[-3:]}
