@@ -28,6 +28,7 @@ from .todos import TodoMessage, TodoNotifier
 logger = logging.getLogger(__name__)
 
 WATCH_INTERVAL_SECS = 0.5
+CAP_CHECKS_PER_TICK = 64
 SHUTDOWN_TODO_FLUSH_SECS = 3.0
 ID_BYTES = 6
 SETTLE_SAVE_SECS = 0.05
@@ -475,29 +476,42 @@ class TaskManager:
     # ---- the watcher: idle deadlines, output caps ----------------------
 
     async def _watch(self) -> None:
-        """Twice a second: idle deadlines and output caps of running tasks, then retention."""
+        """Twice a second: idle deadlines, a slice of the output caps, then retention.
+
+        Idle deadlines need every tick, but only tasks that asked for one. Output caps are
+        checked round-robin, CAP_CHECKS_PER_TICK tasks a tick, so hundreds of running tasks
+        never mean hundreds of stat calls in one burst between two replies.
+        """
+        cap_queue: collections.deque[Task] = collections.deque()
         while True:
             await asyncio.sleep(WATCH_INTERVAL_SECS)
             now = time.time()
-            for task in list(self._live):
-                self._check_limits(task, now)
+            for task in [task for task in self._live if task.record.idle_timeout_secs is not None]:
+                self._check_idle(task, now)
+            if not cap_queue:
+                cap_queue.extend(self._live)
+            for _ in range(min(CAP_CHECKS_PER_TICK, len(cap_queue))):
+                task = cap_queue.popleft()
+                if task in self._live:
+                    self._check_output_cap(task)
             self.prune()
 
-    def _check_limits(self, task: Task, now: float) -> None:
+    def _check_output_cap(self, task: Task) -> None:
         if task.terminating:
             return
-        record = task.record
-        out_path, err_path = self.store.out_path(record.id), self.store.err_path(record.id)
-        for path, stream in ((out_path, "stdout"), (err_path, "stderr")):
+        for path, stream in ((self.store.out_path(task.id), "stdout"), (self.store.err_path(task.id), "stderr")):
             if output.file_size(path) > self.settings.max_output_bytes:
                 reason = f"{stream} exceeded the output cap of {self.settings.max_output_bytes} bytes"
                 self._end_for_limit(task, reason, truncate=(path, self.settings.max_output_bytes))
                 return
-        if record.idle_timeout_secs is not None:
-            idle = now - self.last_output_at(task)
-            if idle >= record.idle_timeout_secs:
-                reason = f"timed out: idle, no output for {summaries.seconds(record.idle_timeout_secs)}"
-                asyncio.get_running_loop().create_task(self._terminate(task, Status.TIMED_OUT, reason))
+
+    def _check_idle(self, task: Task, now: float) -> None:
+        idle_timeout = task.record.idle_timeout_secs
+        if task.terminating or idle_timeout is None:
+            return
+        if now - self.last_output_at(task) >= idle_timeout:
+            reason = f"timed out: idle, no output for {summaries.seconds(idle_timeout)}"
+            asyncio.get_running_loop().create_task(self._terminate(task, Status.TIMED_OUT, reason))
 
     def _end_for_limit(self, task: Task, reason: str, truncate: tuple[Path, int] | None = None) -> None:
         async def end() -> None:
