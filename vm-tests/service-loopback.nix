@@ -3,14 +3,17 @@
 # Plus what only the VM can show: from outside the container's network
 # namespace (the VM's own loopback, the container's address with the
 # container's firewall open on the port) the connection is refused.
-{ self, pkgs, ... }:
+{ self, lib, pkgs, ... }:
 
-{
-  name = "hive-bash-service-loopback";
-  meta.maintainers = [ ];
-
-  nodes.machine = {
-    imports = [ (import ./common/agent-container.nix { inherit self; }) ];
+import ./common/scenario-test.nix { inherit self lib; } {
+  name = "service-loopback";
+  scenarios = [
+    {
+      name = "service_on_loopback";
+      title = "service_on_loopback: up, as the agent user, on loopback only";
+    }
+  ];
+  extraNode = {
     environment.systemPackages = [ pkgs.curl ];
     containers.agent.config =
       { config, ... }:
@@ -19,28 +22,12 @@
         networking.firewall.allowedTCPPorts = [ config.services.hyperhive.agent.mcp.bashHttpPort ];
       };
   };
-
-  testScript =
-    { nodes, ... }:
+  postScript =
+    { agent, agentContainer }:
     let
-      agentContainer = nodes.machine.containers.agent;
-      agent = agentContainer.config.services.hyperhive.agent;
       port = toString agent.mcp.bashHttpPort;
     in
     ''
-      import sys
-
-      sys.path.insert(0, "${./.}")
-      import scenarios  # type: ignore
-
-      container = scenarios.NixosContainer(machine, "agent")
-      target = scenarios.Target(user="${agent.user}", port=${port})
-
-      start_all()
-      machine.wait_for_unit("container@agent.service")
-
-      with subtest("service_on_loopback: up, as the agent user, on loopback only"):
-          scenarios.scenario_service_on_loopback(container, target)
 
       with subtest("refused from outside the container's network namespace"):
           machine.succeed("ping -c 1 -W 5 ${agentContainer.localAddress}")

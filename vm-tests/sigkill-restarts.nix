@@ -3,37 +3,18 @@
 # main process alone (tasks left running). Either way Restart=always brings
 # the daemon back, no process of the task survives, and the task reads
 # `interrupted` with a todo saying so.
-{ self, ... }:
+{ self, lib, ... }:
 
-{
-  name = "hive-bash-sigkill-restarts";
-  meta.maintainers = [ ];
-
-  nodes.machine = {
-    imports = [ (import ./common/agent-container.nix { inherit self; }) ];
-  };
-
-  testScript =
-    { nodes, ... }:
-    let
-      agent = nodes.machine.containers.agent.config.services.hyperhive.agent;
-    in
-    ''
-      import sys
-
-      sys.path.insert(0, "${./.}")
-      import scenarios  # type: ignore
-
-      container = scenarios.NixosContainer(machine, "agent")
-      target = scenarios.Target(user="${agent.user}", port=${toString agent.mcp.bashHttpPort})
-
-      start_all()
-      machine.wait_for_unit("container@agent.service")
-
-      with subtest("sigkill_restarts: systemctl kill -s KILL of the unit"):
-          scenarios.scenario_sigkill_restarts(container, target)
-
-      with subtest("main_sigkilled_alone: SIGKILL of the main process only"):
-          scenarios.scenario_main_sigkilled_alone(container, target)
-    '';
+import ./common/scenario-test.nix { inherit self lib; } {
+  name = "sigkill-restarts";
+  scenarios = [
+    {
+      name = "sigkill_restarts";
+      title = "sigkill_restarts: systemctl kill -s KILL of the unit";
+    }
+    {
+      name = "main_sigkilled_alone";
+      title = "main_sigkilled_alone: SIGKILL of the main process only";
+    }
+  ];
 }
