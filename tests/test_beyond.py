@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hivetest import Daemon, call_error, call_ok, wait_until
+from hivetest import Daemon, call_error, call_ok
 from hive_bash import semantics
 
 pytestmark = pytest.mark.anyio

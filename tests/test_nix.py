@@ -15,15 +15,16 @@ import os
 import shutil
 import subprocess
 import sys
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))
+from nixeval import ROOT, evaluate_json, nix_instantiate, nixpkgs_lib_dir  # noqa: E402
+
 pytestmark = pytest.mark.nix
 
-ROOT = Path(__file__).resolve().parents[1]
 EVAL_CASES = ROOT / "tests" / "nix" / "eval-module.nix"
 PRUNED_DIRS = {".git", ".venv", "node_modules", "__pycache__", "test-tmp"}
 OPT = "services.hyperhive.agent"
@@ -34,13 +35,6 @@ NIXPKGS_LIB_REASON = (
 )
 
 
-def nix_instantiate() -> str:
-    path = shutil.which("nix-instantiate")
-    if path is None:
-        pytest.skip("nix-instantiate is not installed (Debian: apt-get install nix-bin)")
-    return path
-
-
 def nix_files() -> list[Path]:
     found: list[Path] = []
     for directory, dirs, files in os.walk(ROOT):
@@ -49,34 +43,9 @@ def nix_files() -> list[Path]:
     return found
 
 
-def nixpkgs_lib_dir() -> Path:
-    for var in ("NIXPKGS", "NIXPKGS_LIB"):
-        value = os.environ.get(var)
-        if not value:
-            continue
-        for candidate in (Path(value) / "lib", Path(value)):
-            if (candidate / "default.nix").is_file() and (candidate / "modules.nix").is_file():
-                return candidate
-        pytest.fail(f"{var}={value}: neither it nor its lib/ is nixpkgs' lib (no default.nix + modules.nix)")
-    pytest.skip(NIXPKGS_LIB_REASON)
-
-
-@cache
-def _evaluate(nix: str, lib_dir: Path) -> dict[str, Any]:
-    proc = subprocess.run(
-        [nix, "--eval", "--strict", "--json", str(EVAL_CASES), "--argstr", "libDir", str(lib_dir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, f"evaluating {EVAL_CASES} failed:\n{proc.stderr}"
-    return json.loads(proc.stdout)
-
-
 @pytest.fixture(scope="module")
 def cases() -> dict[str, Any]:
-    return _evaluate(nix_instantiate(), nixpkgs_lib_dir())
+    return evaluate_json(EVAL_CASES, nixpkgs_lib_dir(NIXPKGS_LIB_REASON))
 
 
 def servers(case: dict[str, Any]) -> dict[str, Any]:

@@ -29,21 +29,19 @@ from __future__ import annotations
 
 import configparser
 import difflib
-import json
-import os
 import re
 import shlex
-import shutil
-import subprocess
-from functools import cache
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))
+from nixeval import ROOT, evaluate_json, nixpkgs_lib_dir  # noqa: E402
+
 pytestmark = pytest.mark.nix
 
-ROOT = Path(__file__).resolve().parents[1]
 UNITS_NIX = ROOT / "tests" / "nix" / "container-units.nix"
 CONTAINER_DIR = ROOT / "tests" / "container"
 DAEMON_ORIGIN = "nixos/agent.nix (systemd.services.hive-bash-daemon, in the VM tests' agent container)"
@@ -60,37 +58,9 @@ STORE_NAME = re.compile(r"^[0-9a-df-np-sv-z]{32}-")
 # --- evaluating the module ------------------------------------------------------
 
 
-def nixpkgs_lib_dir() -> Path:
-    for var in ("NIXPKGS", "NIXPKGS_LIB"):
-        value = os.environ.get(var)
-        if not value:
-            continue
-        for candidate in (Path(value) / "lib", Path(value)):
-            if (candidate / "default.nix").is_file() and (candidate / "modules.nix").is_file():
-                return candidate
-        pytest.fail(f"{var}={value}: neither it nor its lib/ is nixpkgs' lib (no default.nix + modules.nix)")
-    pytest.skip(NIXPKGS_LIB_REASON)
-
-
-@cache
-def _evaluate(nix: str, lib_dir: Path) -> dict[str, Any]:
-    proc = subprocess.run(
-        [nix, "--eval", "--strict", "--json", str(UNITS_NIX), "--argstr", "libDir", str(lib_dir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, f"evaluating {UNITS_NIX.relative_to(ROOT)} failed:\n{proc.stderr}"
-    return json.loads(proc.stdout)
-
-
 @pytest.fixture(scope="module")
 def evaluated() -> dict[str, Any]:
-    nix = shutil.which("nix-instantiate")
-    if nix is None:
-        pytest.skip("nix-instantiate is not installed (Debian: apt-get install nix-bin)")
-    result = _evaluate(nix, nixpkgs_lib_dir())
+    result = evaluate_json(UNITS_NIX, nixpkgs_lib_dir(NIXPKGS_LIB_REASON))
     assert result["failedAssertions"] == [], result["failedAssertions"]
     return result
 

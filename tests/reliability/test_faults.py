@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import signal
 import time
-from pathlib import Path
 
 import anyio
 import pytest
 
-from hivetest import Daemon, call_ok, group_members, pid_alive, wait_until
+from hivetest import call_ok, group_members, pid_alive, wait_until
 from harness import TodoHarness
 
 pytestmark = pytest.mark.anyio

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hivetest import Daemon, call_error, call_ok, wait_until
+from hivetest import call_error, call_ok, wait_until
 
 pytestmark = pytest.mark.anyio
 

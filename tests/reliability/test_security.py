@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hivetest import Daemon, call_error, call_ok, free_port, wait_until
+from hivetest import Daemon, call_error, call_ok, free_port
 from hive_bash.mcp_compat import open_client
 
 pytestmark = pytest.mark.anyio
