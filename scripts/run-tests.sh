@@ -18,6 +18,20 @@ run_line() {
     "$venv/bin/python" -m pytest -p no:cacheprovider -m "$markers" "$@"
 }
 
+install_claude_code() {
+    # The real Claude Code CLI for tests/test_claude_code.py, from the npm registry
+    # (the test skips with the reason when it cannot be had).
+    [ -n "${HIVE_BASH_CLAUDE_BIN:-}" ] && return 0
+    command -v npm >/dev/null || return 0
+    local prefix=.cache/claude-code
+    if [ ! -x "$prefix/node_modules/.bin/claude" ]; then
+        timeout 300 npm install --silent --no-audit --no-fund --prefix "$prefix" @anthropic-ai/claude-code \
+            >/dev/null 2>&1 || return 0
+    fi
+    export HIVE_BASH_CLAUDE_BIN="$PWD/$prefix/node_modules/.bin/claude"
+}
+
+install_claude_code
 mkdir -p .test-logs
 # The container suite boots real systemd containers: once is enough, on the 2.x line.
 run_line 1 "mcp>=1.27,<2" "not soak and not container" "$@" > .test-logs/mcp1.log 2>&1 &
