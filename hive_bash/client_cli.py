@@ -254,13 +254,13 @@ def server_wait(deadline: float | None) -> float | None:
 
 async def wait_for_end(client: BashClient, reply: ToolReply, deadline: float | None) -> ToolReply:
     """Keep calling status (30 s at a time) until the task ends or the deadline passes."""
-    while deadline is not None and _active(reply) and time.monotonic() < deadline:
+    while deadline is not None and reply.structured and _active(reply) and time.monotonic() < deadline:
         reply = await call(client, "status", {"id": reply.structured["id"], "wait_seconds": server_wait(deadline)})
     return reply
 
 
 def _active(reply: ToolReply) -> bool:
-    return bool(reply.structured) and reply.structured.get("status") in ACTIVE_STATUSES
+    return reply.structured is not None and reply.structured.get("status") in ACTIVE_STATUSES
 
 
 def _deadline(wait: float | None) -> float | None:

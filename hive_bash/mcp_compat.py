@@ -23,8 +23,8 @@ try:  # mcp 2.x
 
     SDK_LINE = 2
 except ImportError:  # mcp 1.x
-    from mcp.server.fastmcp import Context  # type: ignore[no-redef]
-    from mcp.server.fastmcp import FastMCP as _ServerClass  # type: ignore[no-redef]
+    from mcp.server.fastmcp import Context  # type: ignore[no-redef,attr-defined]
+    from mcp.server.fastmcp import FastMCP as _ServerClass  # type: ignore[no-redef,attr-defined]
     from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
 
     SDK_LINE = 1
@@ -44,14 +44,14 @@ _SDK_SECURITY_OFF = TransportSecuritySettings(enable_dns_rebinding_protection=Fa
 def create_server(name: str, instructions: str, version: str) -> McpServer:
     if SDK_LINE == 2:
         return _ServerClass(name=name, instructions=instructions, version=version)
-    return _ServerClass(name=name, instructions=instructions, transport_security=_SDK_SECURITY_OFF)
+    return _ServerClass(name=name, instructions=instructions, transport_security=_SDK_SECURITY_OFF)  # type: ignore[call-arg]
 
 
 def mcp_http_app(server: McpServer, path: str = "/mcp") -> Starlette:
     """The SDK's streamable HTTP app. Its session manager must be run by the caller's lifespan."""
     if SDK_LINE == 2:
         return server.streamable_http_app(streamable_http_path=path, transport_security=_SDK_SECURITY_OFF)
-    server.settings.streamable_http_path = path
+    server.settings.streamable_http_path = path  # type: ignore[attr-defined]
     return server.streamable_http_app()
 
 
@@ -133,12 +133,13 @@ async def open_client(url: str, headers: Mapping[str, str] | None = None) -> Asy
 
         # The SDK's own defaults: 30 s to connect/write, 300 s to read (a reply may stream).
         async with httpx.AsyncClient(headers=dict(headers or {}), timeout=httpx.Timeout(30, read=300)) as http:
-            async with streamable_http.streamable_http_client(url, http_client=http) as (read, write, _):
+            # 1.x yields (read, write, get_session_id); the 2.x signature differs (typed against 2.x).
+            async with streamable_http.streamable_http_client(url, http_client=http) as (read, write, _):  # type: ignore[misc,arg-type]
                 async with ClientSession(read, write) as session:
                     await session.initialize()
                     yield BashClient(session)
         return
-    async with streamable_http.streamablehttp_client(url, headers=dict(headers or {})) as (read, write, _):
+    async with streamable_http.streamablehttp_client(url, headers=dict(headers or {})) as (read, write, _):  # type: ignore[attr-defined]
         async with ClientSession(read, write) as session:
             await session.initialize()
             yield BashClient(session)

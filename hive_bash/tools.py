@@ -61,7 +61,7 @@ def _tools(manager: TaskManager) -> list[Callable[..., Awaitable[CallToolResult]
     settings = manager.settings
 
     async def status_reply(
-        ctx: Context, task_id: str, wait: float, warning: str | None = None, from_run: bool = False
+        ctx: Context | None, task_id: str, wait: float, warning: str | None = None, from_run: bool = False
     ) -> CallToolResult:
         task = manager.get(task_id)
         ended = await manager.wait_for_result(task, wait, abandon=client_gone(ctx))
