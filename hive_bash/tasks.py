@@ -15,8 +15,10 @@ import os
 import secrets
 import signal
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import output, process, summaries
 from .errors import NameInUse, NoInput, QueueFull, SpawnFailed, TaskFinished, TaskNotFound
@@ -91,6 +93,7 @@ class TaskManager:
         self._finished: collections.deque[Task] = collections.deque()  # in the order they ended
         self._live: set[Task] = set()  # running: what the watcher looks at
         self._base_env = process.base_environment(os.environ, settings.hidden_env_names)
+        self._background: set[asyncio.Task[None]] = set()
         self._running = 0
         self._watcher: asyncio.Task[None] | None = None
         self._stopping = False
@@ -269,6 +272,7 @@ class TaskManager:
             proc = process.spawn(request)
         except OSError as exc:
             logger.warning("task %s could not start: %s", record.id, exc)
+            self.store.delete(record.id)  # output files the failed spawn may have created
             raise SpawnFailed(f"{exc.strerror or exc} (errno {exc.errno})") from exc
         task.process = proc
         self._live.add(task)
@@ -281,8 +285,14 @@ class TaskManager:
         record.proc_start_ticks = proc.start_ticks
         self._arm_timers(task)
         self._want_todo(task, "running")  # also saves the record
-        asyncio.get_running_loop().create_task(self._await_exit(task), name=f"task-{record.id}")
+        self._in_background(self._await_exit(task), f"task-{record.id}")
         logger.debug("task %s started: pid %d", record.id, proc.pid)
+
+    def _in_background(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
+        """Run a coroutine as a task we hold a reference to (the loop itself keeps only weak ones)."""
+        background = asyncio.get_running_loop().create_task(coroutine, name=name)
+        self._background.add(background)
+        background.add_done_callback(self._background.discard)
 
     def _arm_timers(self, task: Task) -> None:
         timeout = task.record.timeout_secs
@@ -292,7 +302,7 @@ class TaskManager:
 
     def _on_deadline(self, task: Task) -> None:
         reason = f"timed out after {summaries.seconds(task.record.timeout_secs or 0)}"
-        asyncio.get_running_loop().create_task(self._terminate(task, Status.TIMED_OUT, reason))
+        self._in_background(self._terminate(task, Status.TIMED_OUT, reason), f"deadline-{task.id}")
 
     def _start_pending(self) -> None:
         while self._pending and self._running < self.settings.max_running and not self._stopping:
@@ -511,7 +521,7 @@ class TaskManager:
             return
         if now - self.last_output_at(task) >= idle_timeout:
             reason = f"timed out: idle, no output for {summaries.seconds(idle_timeout)}"
-            asyncio.get_running_loop().create_task(self._terminate(task, Status.TIMED_OUT, reason))
+            self._in_background(self._terminate(task, Status.TIMED_OUT, reason), f"idle-{task.id}")
 
     def _end_for_limit(self, task: Task, reason: str, truncate: tuple[Path, int] | None = None) -> None:
         async def end() -> None:
@@ -519,7 +529,7 @@ class TaskManager:
             if truncate is not None:
                 os.truncate(*truncate)
 
-        asyncio.get_running_loop().create_task(end())
+        self._in_background(end(), f"limit-{task.id}")
 
     def last_output_at(self, task: Task) -> float:
         """When stdout or stderr last grew (their mtimes), or the start if neither has any output."""
