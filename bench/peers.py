@@ -30,7 +30,6 @@ from hive_bash.mcp_compat import BashClient
 
 INSTALL_TIMEOUT_SECS = 900
 POLL_SECS = 0.02
-OUTPUT_TIMEOUT_SECS = 30.0
 DC_PACKAGE = "@wonderwhy-er/desktop-commander"
 
 
@@ -57,7 +56,7 @@ class Peer(Protocol):
 
     async def echo(self, client: BashClient, index: int) -> None: ...
 
-    async def output(self, client: BashClient, size: int) -> float | None: ...
+    async def output(self, client: BashClient, size: int, timeout: float) -> float | None: ...
 
 
 class InstallError(Exception):
@@ -142,7 +141,7 @@ class Persistproc:
         if await _poll(has_output, 10.0) is None:
             raise RuntimeError("persistproc: echo output never appeared")
 
-    async def output(self, client: BashClient, size: int) -> float | None:
+    async def output(self, client: BashClient, size: int, timeout: float) -> float | None:
         start = time.perf_counter()
         pid = await self._start(client, f"bash -c '{output_cmd(size)}'", str(self.workdir))
 
@@ -150,7 +149,7 @@ class Persistproc:
             listed = json.loads(_text(await client.call("list", {"pid": pid})))
             return all(proc.get("status") != "running" for proc in listed.get("processes", []))
 
-        if await _poll(ended, OUTPUT_TIMEOUT_SECS) is None:
+        if await _poll(ended, timeout) is None:
             return None
         return time.perf_counter() - start
 
@@ -180,7 +179,7 @@ class McpShellServer:
         if "hi" not in _text(reply):
             raise RuntimeError(f"mcp-shell-server: unexpected reply {_text(reply)[:200]!r}")
 
-    async def output(self, client: BashClient, size: int) -> float | None:
+    async def output(self, client: BashClient, size: int, timeout: float) -> float | None:
         raise NotImplementedError("no background processes: output comes back inline in the reply")
 
 
@@ -244,7 +243,7 @@ class DesktopCommander:
         if await _poll(has_output, 10.0) is None:
             raise RuntimeError("desktop-commander: echo output never appeared")
 
-    async def output(self, client: BashClient, size: int) -> float | None:
+    async def output(self, client: BashClient, size: int, timeout: float) -> float | None:
         start = time.perf_counter()
         pid, _ = await self._start(client, output_cmd(size), 100)
 
@@ -252,7 +251,7 @@ class DesktopCommander:
             reply = await client.call("read_process_output", {"pid": pid, "timeout_ms": 100, "length": 1})
             return "completed with exit code" in _text(reply)
 
-        if await _poll(ended, OUTPUT_TIMEOUT_SECS) is None:
+        if await _poll(ended, timeout) is None:
             return None
         return time.perf_counter() - start
 
@@ -264,7 +263,9 @@ ALL_PEERS: tuple[type[Persistproc] | type[McpShellServer] | type[DesktopCommande
 )
 
 
-async def measure_peer(peer: Peer, cache: Path, workdir: Path, calls: int, size: int) -> PeerResult:
+async def measure_peer(
+    peer: Peer, cache: Path, workdir: Path, calls: int, size: int, output_timeout: float
+) -> PeerResult:
     """Install (once, cached) and measure one peer; every failure becomes a note, never an exception."""
     result = PeerResult(peer.name)
     try:
@@ -280,9 +281,9 @@ async def measure_peer(peer: Peer, cache: Path, workdir: Path, calls: int, size:
             samples = await measure.timed(calls, lambda: peer.echo(client, next(counter)), warmup=3)
             result.latency_p50 = measure.percentile(samples, 50)
             try:
-                result.output_wall = await peer.output(client, size)
+                result.output_wall = await peer.output(client, size, output_timeout)
                 if result.output_wall is None:
-                    result.output_note = f"output of {size} bytes did not end within {OUTPUT_TIMEOUT_SECS:.0f}s"
+                    result.output_note = f"output of {size} bytes did not end within {output_timeout:.0f}s"
             except NotImplementedError as exc:
                 result.output_note = str(exc)
     except Exception as exc:  # a peer failing must not sink the run: report it

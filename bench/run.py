@@ -97,7 +97,9 @@ async def measure_all(plan: scenarios.Plan, workdir: Path, cache: Path, with_pee
         for peer_class in peers.ALL_PEERS:
             peer = peer_class()
             progress(f"peer: {peer.name}")
-            result = await peers.measure_peer(peer, cache, workdir, plan.peer_calls, plan.peer_output_bytes)
+            result = await peers.measure_peer(
+                peer, cache, workdir, plan.peer_calls, plan.peer_output_bytes, plan.peer_output_timeout_secs
+            )
             metrics += peer_metrics(result, hive, plan)
     return metrics
 

@@ -36,10 +36,11 @@ class Plan:
     finished_tasks: int
     peer_calls: int
     peer_output_bytes: int
+    peer_output_timeout_secs: float  # a peer whose output never ends costs this much
 
 
-FULL = Plan(300, 1000, 500, 1000, 2 * measure.GIB, 3, 5000, 50, 64 * measure.MIB)
-QUICK = Plan(300, 200, 500, 300, 256 * measure.MIB, 3, 500, 20, 16 * measure.MIB)
+FULL = Plan(300, 1000, 500, 1000, 2 * measure.GIB, 3, 5000, 50, 64 * measure.MIB, 30.0)
+QUICK = Plan(300, 200, 500, 300, 256 * measure.MIB, 3, 500, 20, 16 * measure.MIB, 8.0)
 
 
 @dataclass
