@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .mcp_compat import BashClient, ToolReply, open_client
+from .records import Status
 from .settings import DEFAULT_PORT
 
 logger = logging.getLogger(__name__)
@@ -65,8 +66,8 @@ EXIT_SIGNAL_BASE = 128
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
-STATUSES = ("pending", "running", "done", "timed_out", "interrupted", "killed", "failed")
-ACTIVE_STATUSES = frozenset({"pending", "running"})
+STATUSES = tuple(status.value for status in Status)
+ACTIVE_STATUSES = frozenset(status.value for status in Status if not status.is_terminal)
 
 
 class ToolFailed(Exception):

@@ -8,12 +8,13 @@ never split into replacement garbage by our own slicing.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 TAIL_BYTES = 4096
 EXCERPT_HEAD_BYTES = 1024
-EXCERPT_TAIL_BYTES = 3072
+EXCERPT_TAIL_BYTES = 3072  # head + tail = TAIL_BYTES: a stream that short is shown whole
 
 
 def _is_continuation(byte: int) -> bool:
@@ -61,29 +62,62 @@ def read_range(path: Path, offset: int, length: int) -> bytes:
         return b""
 
 
-def tail(path: Path, max_bytes: int = TAIL_BYTES) -> str:
-    """The last `max_bytes` of the file, starting on a character boundary."""
-    size = file_size(path)
-    start = max(0, size - max_bytes)
-    data = read_range(path, start, max_bytes)
-    if start > 0:
+def size_and_mtime(path: Path) -> tuple[int, float | None]:
+    """One stat: the stream's size, and when it last grew (None if the file does not exist)."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return 0, None
+    return stat.st_size, stat.st_mtime
+
+
+def last_output_time(start: float, streams: Iterable[tuple[int, float | None]]) -> float:
+    """When any non-empty stream last grew, from (size, mtime) pairs; `start` if all are silent."""
+    return max([start, *(mtime for size, mtime in streams if size > 0 and mtime is not None)])
+
+
+@dataclass(frozen=True)
+class StreamView:
+    """What a status shows of one stream, from one stat and one open of its file."""
+
+    size: int
+    mtime: float | None
+    tail: str  # the last TAIL_BYTES, starting on a character boundary
+    excerpt: str  # the whole stream if short, else its head and tail with the bytes cut between
+
+
+def view(path: Path) -> StreamView:
+    size, mtime = size_and_mtime(path)
+    if size == 0:
+        return StreamView(0, mtime, "", "")
+    tail_start = max(0, size - TAIL_BYTES)
+    try:
+        with open(path, "rb") as file:
+            file.seek(tail_start)
+            end = file.read(TAIL_BYTES)
+            file.seek(0)
+            head = file.read(EXCERPT_HEAD_BYTES) if size > TAIL_BYTES else b""
+    except FileNotFoundError:
+        return StreamView(0, None, "", "")
+    tail = _aligned(end, starts_mid_file=tail_start > 0)
+    return StreamView(size, mtime, decode(tail), _excerpt(head, end, tail_start) if head else decode(tail))
+
+
+def _aligned(data: bytes, starts_mid_file: bool) -> bytes:
+    if starts_mid_file:
         data = data[skip_partial_start(data) :]
-    return decode(data[: complete_prefix_length(data)])
+    return data[: complete_prefix_length(data)]
 
 
-def excerpt(path: Path, head_bytes: int = EXCERPT_HEAD_BYTES, tail_bytes: int = EXCERPT_TAIL_BYTES) -> str:
-    """The whole file if short, else its head and tail with the number of bytes cut between them."""
-    size = file_size(path)
-    if size <= head_bytes + tail_bytes:
-        return tail(path, head_bytes + tail_bytes)
-    head = read_range(path, 0, head_bytes)
+def _excerpt(head: bytes, end: bytes, end_start: int) -> str:
+    """Head and tail of a stream longer than the tail window: the tail reuses the bytes already read."""
     head = head[: complete_prefix_length(head)]
-    tail_start = size - tail_bytes
-    end = read_range(path, tail_start, tail_bytes)
-    skipped = skip_partial_start(end)
-    end = end[skipped:]
-    cut = tail_start + skipped - len(head)
-    return f"{decode(head)}\n... {cut} bytes cut ...\n{decode(end[: complete_prefix_length(end)])}"
+    window = end[max(0, len(end) - EXCERPT_TAIL_BYTES) :]
+    skipped = skip_partial_start(window)
+    tail = window[skipped:][: complete_prefix_length(window[skipped:])]
+    tail_begins_at = end_start + len(end) - len(window) + skipped
+    cut = tail_begins_at - len(head)
+    return f"{decode(head)}\n... {cut} bytes cut ...\n{decode(tail)}"
 
 
 @dataclass(frozen=True)
@@ -104,18 +138,11 @@ def read_page(path: Path, offset: int, max_bytes: int) -> Page:
     skipped = skip_partial_start(data) if offset > 0 else 0
     body = data[skipped:]
     keep = complete_prefix_length(body)
-    if keep == 0 and body and offset + len(data) >= size:
-        keep = 0  # an incomplete character at the very end: wait for the rest of it
-    elif keep == 0 and body:
-        keep = len(body)  # max_bytes smaller than one character: hand it over raw
+    if keep == 0 and offset + len(data) < size:
+        # max_bytes is smaller than one character (an incomplete one at the very end of
+        # the file instead waits for the rest of it): hand the bytes over as they are.
+        keep = len(body)
     return Page(decode(body[:keep]), offset, offset + skipped + keep, size, skipped)
-
-
-def output_mtime(path: Path) -> float | None:
-    try:
-        return os.stat(path).st_mtime
-    except FileNotFoundError:
-        return None
 
 
 def disk_full(directory: Path) -> bool:

@@ -188,28 +188,28 @@ class TaskProcess:
             return False
         return signal_group(self.pgid, sig)
 
-    def _pump_terminal(self) -> None:
-        assert self.input_fd is not None and self._pty_out_fd is not None
+    def _read_terminal(self) -> bytes | None:
+        """One chunk of what the terminal shows: b"" once every process closed it, None if nothing yet."""
+        assert self.input_fd is not None
         try:
-            data = os.read(self.input_fd, 65536)
+            return os.read(self.input_fd, 65536)
         except BlockingIOError:
-            return
+            return None
         except OSError:  # EIO: every process closed the terminal
-            data = b""
+            return b""
+
+    def _pump_terminal(self) -> None:
+        assert self._pty_out_fd is not None and self.input_fd is not None
+        data = self._read_terminal()
         if data:
             os.write(self._pty_out_fd, data)
-        else:
+        elif data is not None:
             asyncio.get_running_loop().remove_reader(self.input_fd)
 
     def _drain_terminal(self) -> None:
         """After the group is gone, move what the terminal still buffers into .out."""
-        while self.input_fd is not None and self._pty_out_fd is not None:
-            try:
-                data = os.read(self.input_fd, 65536)
-            except OSError:
-                return
-            if not data:
-                return
+        assert self._pty_out_fd is not None
+        while data := self._read_terminal():
             os.write(self._pty_out_fd, data)
 
     def _on_leader_exit(self) -> None:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from . import output, semantics, summaries
 from .records import Status, TaskRecord
-from .tasks import Task, TaskManager
+from .tasks import KillAction, Task, TaskManager
 
 STATUS_WORDS = "pending, running, done, timed_out, interrupted, killed or failed"
 
@@ -49,12 +49,17 @@ class TaskStatus(BaseModel):
     pty: bool = False
 
 
-def task_status(manager: TaskManager, task: Task, warning: str | None = None) -> TaskStatus:
+def describe(manager: TaskManager, task: Task, warning: str | None = None, started: bool = False) -> tuple[TaskStatus, str]:
+    """A task's status (the structured result) and its text, each stream stat()ed and read once."""
     record = task.record
     out_path, err_path = manager.store.out_path(record.id), manager.store.err_path(record.id)
+    out, err = output.view(out_path), output.view(err_path)
     semantic_status, semantic_message = semantics.semantic(record)
-    running = record.status is Status.RUNNING
-    return TaskStatus(
+    last_output_age = None
+    if record.status is Status.RUNNING:
+        start = record.started_at or record.created_at
+        last_output_age = time.time() - output.last_output_time(start, [(out.size, out.mtime), (err.size, err.mtime)])
+    result = TaskStatus(
         id=record.id,
         status=record.status,
         exit_code=record.exit_code,
@@ -67,32 +72,29 @@ def task_status(manager: TaskManager, task: Task, warning: str | None = None) ->
         cwd=record.cwd,
         started_at=iso(record.started_at),
         ended_at=iso(record.ended_at),
-        stdout_bytes=output.file_size(out_path),
-        stderr_bytes=output.file_size(err_path),
-        last_output_age_secs=_rounded(time.time() - manager.last_output_at(task)) if running else None,
-        stdout_tail=output.tail(out_path),
-        stderr_tail=output.tail(err_path),
+        stdout_bytes=out.size,
+        stderr_bytes=err.size,
+        last_output_age_secs=_rounded(last_output_age),
+        stdout_tail=out.tail,
+        stderr_tail=err.tail,
         stdout_path=str(out_path),
         stderr_path=str(err_path),
         warning=warning,
         pty=record.pty,
     )
+    return result, _status_text(result, out.excerpt, err.excerpt, started)
 
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def status_text(result: TaskStatus, started: bool = False) -> str:
+def _status_text(result: TaskStatus, out_excerpt: str, err_excerpt: str, started: bool) -> str:
     """Status word and exit first (`done, exit 3`), then facts, then head+tail of each stream."""
-    record_words = result.status.value
-    if result.exit_code is not None:
-        record_words += f", exit {result.exit_code}"
-    elif result.signal is not None:
-        record_words += f", {result.signal}"
-    lines = [f"task started: id={result.id}" if started else record_words]
+    words = summaries.ending_words(result.status, result.exit_code, result.signal)
+    lines = [f"task started: id={result.id}" if started else words]
     if started:
-        lines.append(f"status: {record_words}; it keeps running: status(id) or logs(id) to follow, kill(id) to stop")
+        lines.append(f"status: {words}; it keeps running: status(id) or logs(id) to follow, kill(id) to stop")
     if result.warning:
         lines.append(f"warning: {result.warning}")
     if result.semantic_status is not None:
@@ -108,17 +110,15 @@ def status_text(result: TaskStatus, started: bool = False) -> str:
     lines.append(" ".join(facts))
     if result.end_reason:
         lines.append(f"reason: {result.end_reason}")
-    lines.append(_stream_block("stdout", result.stdout_path, result.stdout_bytes))
-    lines.append(_stream_block("stderr", result.stderr_path, result.stderr_bytes))
-    return "\n".join(line for line in lines if line)
+    lines.append(_stream_block("stdout", result.stdout_path, result.stdout_bytes, out_excerpt))
+    lines.append(_stream_block("stderr", result.stderr_path, result.stderr_bytes, err_excerpt))
+    return "\n".join(lines)
 
 
-def _stream_block(stream: str, path: str, size: int) -> str:
+def _stream_block(stream: str, path: str, size: int, excerpt: str) -> str:
     if size == 0:
         return f"[{stream}: empty]"
-    from pathlib import Path
-
-    return f"[{stream}: {size} bytes, full output in {path}]\n{output.excerpt(Path(path))}"
+    return f"[{stream}: {size} bytes, full output in {path}]\n{excerpt}"
 
 
 class TaskSummary(BaseModel):
@@ -154,11 +154,7 @@ def list_text(result: TaskList) -> str:
         return "no tasks"
     lines = [f"{len(result.tasks)} of {result.total} task(s), newest first:"]
     for item in result.tasks:
-        words = item.status.value
-        if item.exit_code is not None:
-            words += f", exit {item.exit_code}"
-        elif item.signal:
-            words += f", {item.signal}"
+        words = summaries.ending_words(item.status, item.exit_code, item.signal)
         duration = summaries.seconds(item.duration_secs) if item.duration_secs is not None else "-"
         lines.append(f"{item.id}  {words}  {duration}  {item.cmd}")
     return "\n".join(lines)
@@ -167,7 +163,7 @@ def list_text(result: TaskList) -> str:
 class KillResult(BaseModel):
     id: str
     status: Status = Field(description="The task's status right after the signal (the end arrives later)")
-    action: Literal["SIGINT", "SIGHUP", "SIGKILL", "cancelled"]
+    action: KillAction
 
 
 class LogPage(BaseModel):

@@ -162,8 +162,6 @@ WARNING_RULES: tuple[WarningRule, ...] = (
                 pattern=re.compile(r"\b(DROP\s+(TABLE|DATABASE|SCHEMA)|TRUNCATE\s+TABLE)\b", re.I)),
     WarningRule(None, "overwrites a disk device (> /dev/sd*)", pattern=re.compile(r">\s*/dev/(sd|nvme|vd|hd|mmcblk)")),
 )
-for _program_name in ("mkfs.ext4", "mkfs.xfs", "mkfs.btrfs", "mkfs.vfat"):
-    WARNING_RULES += (WarningRule(_program_name, "formats a filesystem (mkfs)", lambda words: True),)
 
 
 def _simple_commands(cmd: str) -> list[list[str]]:
@@ -187,6 +185,12 @@ def _strip_prefix(words: list[str]) -> list[str]:
     return words[index:]
 
 
+def _runs(word: str, program: str | None) -> bool:
+    """Whether `word` invokes `program`, by path or by variant name (mkfs -> mkfs.ext4)."""
+    name = word.rsplit("/", 1)[-1]
+    return program is not None and (name == program or name.startswith(f"{program}."))
+
+
 def warning(cmd: str) -> str | None:
     """The first matching rule's message, joined with any others; None for a command we see no danger in."""
     found: list[str] = []
@@ -196,7 +200,7 @@ def warning(cmd: str) -> str | None:
             hit = bool(rule.pattern.search(cmd))
         else:
             hit = any(
-                words and words[0].rsplit("/", 1)[-1] == rule.program and rule.check is not None and rule.check(words)
+                words and _runs(words[0], rule.program) and rule.check is not None and rule.check(words)
                 for words in commands
             )
         if hit and rule.message not in found:

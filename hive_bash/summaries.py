@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from .records import TaskRecord
+from .records import Status, TaskRecord
 
 CMD_PREVIEW_CHARS = 120
 
@@ -34,14 +34,17 @@ def shorten(cmd: str, limit: int = CMD_PREVIEW_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def status_words(record: TaskRecord) -> str:
+def ending_words(status: Status, exit_code: int | None, signal: str | None) -> str:
     """`done, exit 3` / `killed, SIGINT` / `running`: status first, then how the process ended."""
-    words = record.status.value
-    if record.exit_code is not None:
-        words += f", exit {record.exit_code}"
-    elif record.signal is not None:
-        words += f", {record.signal}"
-    return words
+    if exit_code is not None:
+        return f"{status.value}, exit {exit_code}"
+    if signal is not None:
+        return f"{status.value}, {signal}"
+    return status.value
+
+
+def status_words(record: TaskRecord) -> str:
+    return ending_words(record.status, record.exit_code, record.signal)
 
 
 def running_todo(record: TaskRecord) -> str:

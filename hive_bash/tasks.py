@@ -18,12 +18,12 @@ import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from . import output, process, summaries
 from .errors import NameInUse, NoInput, QueueFull, SpawnFailed, TaskFinished, TaskNotFound
 from .task_input import InputChannel
-from .records import RecordStore, Status, TaskRecord
+from .records import RecordStore, Status, TaskRecord, TodoState
 from .settings import Settings
 from .todos import TodoMessage, TodoNotifier
 
@@ -34,6 +34,8 @@ CAP_CHECKS_PER_TICK = 64
 SHUTDOWN_TODO_FLUSH_SECS = 3.0
 ID_BYTES = 6
 SETTLE_SAVE_SECS = 0.05
+
+KillAction = Literal["SIGINT", "SIGHUP", "SIGKILL", "cancelled"]
 
 
 @dataclass
@@ -51,7 +53,7 @@ class TaskOptions:
 
 
 class Task:
-    """A record plus what only lives while the daemon runs (process, waiters, timers)."""
+    """A record plus what only lives while the daemon runs (process, waiters, deadline)."""
 
     def __init__(self, record: TaskRecord, env: dict[str, str] | None = None) -> None:
         self.record = record
@@ -64,7 +66,7 @@ class Task:
             self.input = InputChannel(record.id, record.pty)
         self.end_cause: Status | None = None  # set when the daemon or `kill` decided how it ends
         self.end_reason: str | None = None
-        self.timers: list[asyncio.TimerHandle] = []
+        self.deadline: asyncio.TimerHandle | None = None
         self.terminating = False
         self.unsaved = False  # the record changed and waits for a deferred save
         self.waiters = 0  # inline waits (run/status) in progress
@@ -91,10 +93,9 @@ class TaskManager:
         self._tasks: dict[str, Task] = {}
         self._pending: collections.deque[Task] = collections.deque()
         self._finished: collections.deque[Task] = collections.deque()  # in the order they ended
-        self._live: set[Task] = set()  # running: what the watcher looks at
+        self._live: set[Task] = set()  # running tasks (their count is what max_running limits)
         self._base_env = process.base_environment(os.environ, settings.hidden_env_names)
         self._background: set[asyncio.Task[None]] = set()
-        self._running = 0
         self._watcher: asyncio.Task[None] | None = None
         self._stopping = False
 
@@ -115,20 +116,17 @@ class TaskManager:
                 self.notifier.remember_sent(record.id)
             if not record.status.is_terminal:
                 self._interrupt_leftover(task)
-            elif not record.todo_delivered and record.todo_wanted is not None:
+                continue
+            if not record.todo_delivered and record.todo_wanted is not None:
                 self._want_todo(task, record.todo_wanted)
             self._finished.append(task)
 
     def _interrupt_leftover(self, task: Task) -> None:
         record = task.record
-        was = record.status.value
         if record.pid is not None:
             self._end_leftover_group(record.id, record.pid, record.proc_start_ticks)
-        record.status = Status.INTERRUPTED
-        record.end_reason = f"interrupted: the daemon restarted while the task was {was}"
-        record.ended_at = time.time()
-        task.ended.set()
-        self._want_todo(task, "final")
+        reason = f"interrupted: the daemon restarted while the task was {record.status.value}"
+        self._end_without_exit(task, Status.INTERRUPTED, reason)
 
     @staticmethod
     def _end_leftover_group(task_id: str, pgid: int, start_ticks: int | None) -> None:
@@ -151,11 +149,9 @@ class TaskManager:
             self._watcher.cancel()
         for task in list(self._pending):
             self._pending.remove(task)
-            self._finish_unstarted(task, Status.INTERRUPTED, "interrupted: the daemon stopped before it started")
-        running = [task for task in self._tasks.values() if task.process is not None and not task.ended.is_set()]
-        await asyncio.gather(
-            *(self._terminate(task, Status.INTERRUPTED, "interrupted: the daemon stopped") for task in running)
-        )
+            self._end_without_exit(task, Status.INTERRUPTED, "interrupted: the daemon stopped before it started")
+        stopped = "interrupted: the daemon stopped"
+        await asyncio.gather(*(self._terminate(task, Status.INTERRUPTED, stopped) for task in list(self._live)))
         for task in self._tasks.values():
             self._save_if_unsaved(task)
         await self.notifier.flush(SHUTDOWN_TODO_FLUSH_SECS)
@@ -174,7 +170,7 @@ class TaskManager:
 
     @property
     def running_count(self) -> int:
-        return self._running
+        return len(self._live)
 
     async def wait_for_result(self, task: Task, seconds: float, abandon: asyncio.Event | None = None) -> bool:
         """Wait up to `seconds` for the task to end (or until `abandon`: the caller left); True if it has ended.
@@ -220,7 +216,7 @@ class TaskManager:
 
     def submit(self, options: TaskOptions) -> Task:
         task_id = self._claim_id(options.name)
-        if self._running >= self.settings.max_running and len(self._pending) >= self.settings.max_pending:
+        if len(self._live) >= self.settings.max_running and len(self._pending) >= self.settings.max_pending:
             raise QueueFull(self.settings.max_pending)
         record = TaskRecord(
             id=task_id,
@@ -233,7 +229,7 @@ class TaskManager:
             stdin="pipe" if options.stdin == "pipe" else "null",
         )
         task = Task(record, options.env)
-        if self._running < self.settings.max_running:
+        if len(self._live) < self.settings.max_running:
             self._start(task)  # raises SpawnFailed before the task is registered
             self._tasks[task_id] = task
         else:
@@ -278,12 +274,11 @@ class TaskManager:
         self._live.add(task)
         if task.input is not None:
             task.input.attach(proc)
-        self._running += 1
         record.status = Status.RUNNING
         record.started_at = time.time()
         record.pid = proc.pid
         record.proc_start_ticks = proc.start_ticks
-        self._arm_timers(task)
+        self._arm_deadline(task)
         self._want_todo(task, "running")  # also saves the record
         self._in_background(self._await_exit(task), f"task-{record.id}")
         logger.debug("task %s started: pid %d", record.id, proc.pid)
@@ -294,40 +289,41 @@ class TaskManager:
         self._background.add(background)
         background.add_done_callback(self._background.discard)
 
-    def _arm_timers(self, task: Task) -> None:
+    def _arm_deadline(self, task: Task) -> None:
         timeout = task.record.timeout_secs
         if timeout is not None:
-            loop = asyncio.get_running_loop()
-            task.timers.append(loop.call_later(timeout, self._on_deadline, task))
+            task.deadline = asyncio.get_running_loop().call_later(timeout, self._on_deadline, task)
 
     def _on_deadline(self, task: Task) -> None:
         reason = f"timed out after {summaries.seconds(task.record.timeout_secs or 0)}"
         self._in_background(self._terminate(task, Status.TIMED_OUT, reason), f"deadline-{task.id}")
 
     def _start_pending(self) -> None:
-        while self._pending and self._running < self.settings.max_running and not self._stopping:
+        while self._pending and len(self._live) < self.settings.max_running and not self._stopping:
             task = self._pending.popleft()
             try:
                 self._start(task)
             except SpawnFailed as exc:
-                self._finish_unstarted(task, Status.FAILED, str(exc))
+                self._end_without_exit(task, Status.FAILED, str(exc))
 
     # ---- ending --------------------------------------------------------
 
-    def kill(self, task_id: str, force: bool) -> Task:
+    def kill(self, task_id: str, force: bool) -> tuple[Task, KillAction]:
+        """Signal a running task's group or cancel a pending task; returns it and the signal sent, or "cancelled"."""
         task = self.get(task_id)
         if task.ended.is_set():
             raise TaskFinished(task_id, task.status.value)
         if task in self._pending:
             self._pending.remove(task)
-            self._finish_unstarted(task, Status.KILLED, "killed before it started")
-            return task
+            self._end_without_exit(task, Status.KILLED, "killed before it started")
+            return task, "cancelled"
         assert task.process is not None
-        sig = signal.SIGKILL if force else self._polite_signal(task)
+        # Closing a terminal sends SIGHUP; a REPL under a PTY ignores SIGINT.
+        action: KillAction = "SIGKILL" if force else "SIGHUP" if task.record.pty else "SIGINT"
         task.end_cause = Status.KILLED
-        task.end_reason = f"killed with {summaries.signal_name(sig)}"
-        task.process.signal(sig)
-        return task
+        task.end_reason = f"killed with {action}"
+        task.process.signal(signal.Signals[action])
+        return task, action
 
     def write_input(self, task_id: str, data: bytes, eof: bool) -> tuple[Task, int]:
         """Queue input for a task; returns it and the .out size just before the write."""
@@ -339,11 +335,6 @@ class TaskManager:
         out_offset = output.file_size(self.store.out_path(task_id))
         task.input.write(data, eof)
         return task, out_offset
-
-    @staticmethod
-    def _polite_signal(task: Task) -> int:
-        # Closing a terminal sends SIGHUP; a REPL under a PTY ignores SIGINT.
-        return signal.SIGHUP if task.record.pty else signal.SIGINT
 
     async def _terminate(self, task: Task, cause: Status, reason: str) -> None:
         """SIGTERM the group, wait a grace period, then SIGKILL it; returns once the task has ended."""
@@ -370,14 +361,13 @@ class TaskManager:
             task.input.detach()
         task.process.release()
         self._live.discard(task)
-        self._running -= 1
         self._finish(task, wait_status)
         self._start_pending()
 
     def _finish(self, task: Task, wait_status: int) -> None:
         record = task.record
-        for timer in task.timers:
-            timer.cancel()
+        if task.deadline is not None:
+            task.deadline.cancel()
         record.ended_at = time.time()
         if os.WIFEXITED(wait_status):
             record.exit_code = os.WEXITSTATUS(wait_status)
@@ -397,7 +387,8 @@ class TaskManager:
         logger.debug("task %s ended: %s", record.id, summaries.status_words(record))
         self._finished.append(task)  # pruned by the watcher, off the reply's path
 
-    def _finish_unstarted(self, task: Task, status: Status, reason: str) -> None:
+    def _end_without_exit(self, task: Task, status: Status, reason: str) -> None:
+        """End a task with no exit to report: cancelled before it started, or found unfinished at start."""
         record = task.record
         record.status = status
         record.end_reason = reason
@@ -408,7 +399,7 @@ class TaskManager:
 
     # ---- todos and persistence -----------------------------------------
 
-    def _want_todo(self, task: Task, state: str) -> None:
+    def _want_todo(self, task: Task, state: TodoState) -> None:
         """Record the wanted todo state (persisted with the record), then hand it to the notifier."""
         record = task.record
         if state == "final" and task.observed:
@@ -423,7 +414,7 @@ class TaskManager:
         else:
             body = summaries.final_todo(record, self.store.out_path(record.id), self.store.err_path(record.id))
             self.notifier.upsert(record.id, body, "final")
-        record.todo_wanted = state  # type: ignore[assignment]
+        record.todo_wanted = state
         record.todo_delivered = not self.notifier.enabled
         self._save(task)
 
@@ -523,20 +514,17 @@ class TaskManager:
             reason = f"timed out: idle, no output for {summaries.seconds(idle_timeout)}"
             self._in_background(self._terminate(task, Status.TIMED_OUT, reason), f"idle-{task.id}")
 
-    def _end_for_limit(self, task: Task, reason: str, truncate: tuple[Path, int] | None = None) -> None:
+    def _end_for_limit(self, task: Task, reason: str, truncate: tuple[Path, int]) -> None:
+        """End a task over a resource limit, then cut its output back to the limit."""
+
         async def end() -> None:
             await self._terminate(task, Status.FAILED, reason)
-            if truncate is not None:
-                os.truncate(*truncate)
+            os.truncate(*truncate)
 
         self._in_background(end(), f"limit-{task.id}")
 
     def last_output_at(self, task: Task) -> float:
         """When stdout or stderr last grew (their mtimes), or the start if neither has any output."""
         record = task.record
-        start = record.started_at or record.created_at
-        latest = start
-        for path in (self.store.out_path(record.id), self.store.err_path(record.id)):
-            if output.file_size(path) > 0:
-                latest = max(latest, output.output_mtime(path) or start)
-        return latest
+        streams = (self.store.out_path(record.id), self.store.err_path(record.id))
+        return output.last_output_time(record.started_at or record.created_at, map(output.size_and_mtime, streams))

@@ -84,7 +84,6 @@ class TodoNotifier:
         self._idle = asyncio.Event()
         self._idle.set()
         self._worker: asyncio.Task[None] | None = None
-        self.failures = 0
 
     @property
     def enabled(self) -> bool:
@@ -160,7 +159,7 @@ class TodoNotifier:
             if await self._deliver(message):
                 backoff = BACKOFF_FIRST_SECS
                 continue
-            await self._sleep_or_wakeup(backoff)
+            await asyncio.sleep(backoff)  # the harness is away: new work cannot go out sooner
             backoff = min(BACKOFF_MAX_SECS, backoff * 2)
 
     async def _deliver(self, message: TodoMessage) -> bool:
@@ -169,7 +168,6 @@ class TodoNotifier:
         try:
             await send_to_harness(self.socket_path, message)
         except (OSError, TimeoutError, HarnessError) as exc:
-            self.failures += 1
             logger.debug("todo %s for %s not delivered: %s", message.kind, message.key, exc)
             return False
         finally:
@@ -182,7 +180,3 @@ class TodoNotifier:
             del self._wanted[message.key]
         self._on_delivered(message)
         return True
-
-    async def _sleep_or_wakeup(self, seconds: float) -> None:
-        # A retry waits out its backoff; new work does not cut it short (the harness is away either way).
-        await asyncio.sleep(seconds)

@@ -65,8 +65,8 @@ def _tools(manager: TaskManager) -> list[Callable[..., Awaitable[CallToolResult]
     ) -> CallToolResult:
         task = manager.get(task_id)
         ended = await manager.wait_for_result(task, wait, abandon=client_gone(ctx))
-        result = results.task_status(manager, task, warning)
-        return tool_result(results.status_text(result, started=from_run and not ended), result)
+        result, text = results.describe(manager, task, warning, started=from_run and not ended)
+        return tool_result(text, result)
 
     @_tool_errors
     async def tool_run(
@@ -148,13 +148,7 @@ def _tools(manager: TaskManager) -> list[Callable[..., Awaitable[CallToolResult]
         task ends as `killed`. If it ignores the polite signal, call kill again with force=true.
         """
         task_id = arguments.task_id("id", id)
-        task = manager.kill(task_id, bool(force))
-        if task.record.status is Status.KILLED and task.process is None:
-            action: Literal["SIGINT", "SIGHUP", "SIGKILL", "cancelled"] = "cancelled"
-        elif force:
-            action = "SIGKILL"
-        else:
-            action = "SIGHUP" if task.record.pty else "SIGINT"
+        task, action = manager.kill(task_id, bool(force))
         result = results.KillResult(id=task.id, status=task.status, action=action)
         text = f"{action} sent to task {task.id}" if action != "cancelled" else f"task {task.id} cancelled"
         return tool_result(text, result)
