@@ -15,7 +15,8 @@ run_line() {
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]" "$spec"
     echo "== mcp $("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))') =="
-    "$venv/bin/python" -m pytest -p no:cacheprovider -m "$markers" "$@"
+    # The venv's console scripts on PATH, as activating it would (tests run hive-bash from PATH).
+    PATH="$PWD/$venv/bin:$PATH" "$venv/bin/python" -m pytest -p no:cacheprovider -m "$markers" "$@"
 }
 
 install_claude_code() {

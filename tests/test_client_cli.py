@@ -35,9 +35,15 @@ RUN_TIMEOUT_SECS = 60
 
 
 def console_script() -> str:
-    """The installed `hive-bash` entry point of the venv running the tests."""
-    path = shutil.which("hive-bash", path=str(Path(sys.executable).parent))
-    assert path is not None, f"no hive-bash console script next to {sys.executable}"
+    """The installed `hive-bash` entry point: the one on PATH, as a user's shell finds it.
+
+    In a Nix build the interpreter is nixpkgs' python and the script is in $out/bin, which
+    preCheck puts on PATH. A venv used without activating it (`.venv/bin/python -m pytest`)
+    has its scripts beside the interpreter instead: that is the fallback.
+    """
+    interpreter_dir = str(Path(sys.executable).parent)
+    path = shutil.which("hive-bash") or shutil.which("hive-bash", path=interpreter_dir)
+    assert path is not None, f"no hive-bash console script on PATH nor in {interpreter_dir}"
     return path
 
 
