@@ -16,24 +16,27 @@
       ];
       eachSystem = f: lib.genAttrs systems (system: f nixpkgs.legacyPackages.${system});
 
-      # Only what the Python package needs, so editing nixos/ or vm-tests/ does
-      # not rebuild (and re-test) it.
+      # How the package is built and tested, as plain data that CI reads too
+      # (scripts/nixpkgs-build.py builds and tests it as nixpkgs would).
+      packageData = import ./nix/package-data.nix;
+
+      # Only what the Python package needs (packageData.keep), so editing
+      # nixos/ or the VM tests' .nix files does not rebuild (and re-test) it.
       packageSource = lib.cleanSourceWith {
         name = "hive-bash-source";
         src = lib.cleanSource ./.;
         filter =
-          path: _type:
+          path: type:
           let
             relative = lib.removePrefix "${toString ./.}/" (toString path);
+            # a kept path, something under one, or a directory on the way to one
+            wanted =
+              keep:
+              relative == keep
+              || lib.hasPrefix "${keep}/" relative
+              || (type == "directory" && lib.hasPrefix "${relative}/" keep);
           in
-          baseNameOf path != "__pycache__"
-          && lib.any (keep: relative == keep || lib.hasPrefix "${keep}/" relative) [
-            "pyproject.toml"
-            "README.md"
-            "LICENSE"
-            "hive_bash"
-            "tests"
-          ];
+          baseNameOf path != "__pycache__" && lib.any wanted packageData.keep;
       };
 
       pythonDependencies = ps: [
@@ -84,24 +87,12 @@
             bash
             coreutils
           ];
-          # Not in the build sandbox: systemd containers, network namespaces,
-          # nix itself, long soaks (pytest -m "not container and not soak ...").
-          disabledTestMarks = [
-            "container"
-            "soak"
-            "nix"
-            "network"
-          ];
-          preCheck = ''
-            export HOME="$(mktemp -d)"
-            # Tests run the installed console scripts.
-            export PATH="$out/bin:$PATH"
-          '';
-
-          pythonImportsCheck = [
-            "hive_bash"
-            "hive_bash.mcp_config"
-          ];
+          inherit (packageData)
+            disabledTestMarks
+            disabledTestPaths
+            preCheck
+            pythonImportsCheck
+            ;
 
           meta = {
             description = "Background shell tasks for AI agents, served as an MCP server over streamable HTTP";
