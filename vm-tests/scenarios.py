@@ -27,9 +27,19 @@ import json
 import shlex
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
-TERMINAL = ("done", "timed_out", "interrupted", "killed")
+if TYPE_CHECKING:
+    # The NixOS test driver's own types: a typed stub in vm-tests/typing/ for mypy
+    # (scripts/typecheck-scenarios.sh); the driver itself at run time.
+    from test_driver.machine import QemuMachine
+
+# The daemon's terminal status names (hive_bash.records.Status). A copy, because the
+# NixOS test driver runs this file without hive_bash importable;
+# tests/test_vm_scenarios.py proves the copy equals the daemon's.
+TERMINAL = ("done", "timed_out", "interrupted", "killed", "failed")
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -48,11 +58,26 @@ class Target:
     cli_env: dict[str, str] = field(default_factory=dict)
 
 
+class Machine(Protocol):
+    """The part of the NixOS test driver's machine API the scenarios use, called as they call
+    it (optional arguments by keyword). mypy proves the driver's QemuMachine and
+    :class:`NixosContainer` below both are one; tests/container/driver.py offers the same."""
+
+    def succeed(self, *commands: str, timeout: int | None = None) -> str: ...
+    def fail(self, *commands: str, timeout: int | None = None) -> str: ...
+    def execute(self, command: str, *, timeout: int | None = 900) -> tuple[int, str]: ...
+    def wait_for_unit(self, unit: str, *, timeout: int = 900) -> None: ...
+    def wait_for_open_port(self, port: int, addr: str = "localhost", *, timeout: int = 900) -> None: ...
+    def wait_until_succeeds(self, command: str, *, timeout: int = 900) -> str: ...
+    def wait_until_fails(self, command: str, *, timeout: int = 900) -> str: ...
+    def reboot(self) -> None: ...
+
+
 # ---------------------------------------------------------------------------
 # helpers (built only on the machine API)
 
 
-def wait_for(what: str, fn: Callable[[], Any], timeout: float = 60, interval: float = 0.5) -> Any:
+def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 60, interval: float = 0.5) -> T:
     """Call ``fn`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
@@ -75,30 +100,33 @@ def as_user(t: Target, command: str) -> str:
     return f"runuser -u {t.user} -- sh -c {shlex.quote(inner)}"
 
 
-def cli(machine, t: Target, args: str) -> tuple[int, str]:
+def cli(machine: Machine, t: Target, args: str) -> tuple[int, str]:
     """Run ``hive-bash ARGS`` as the agent user; (exit status, stdout)."""
     return machine.execute(as_user(t, f"{t.cli} {args}"))
 
 
-def parse_json(out: str) -> dict:
+def parse_json(out: str) -> dict[str, Any]:
     out = out.strip()
     try:
-        return json.loads(out)
+        data = json.loads(out)
     except ValueError:
         start, end = out.find("{"), out.rfind("}")
         if start < 0 or end < start:
             raise AssertionError(f"no JSON object in CLI output: {out!r}") from None
-        return json.loads(out[start : end + 1])
+        data = json.loads(out[start : end + 1])
+    if not isinstance(data, dict):
+        raise AssertionError(f"CLI output is not a JSON object: {out!r}")
+    return data
 
 
-def cli_json(machine, t: Target, args: str) -> tuple[int, dict]:
+def cli_json(machine: Machine, t: Target, args: str) -> tuple[int, dict[str, Any]]:
     """``hive-bash --json ARGS`` (--json is a global option, before the command)."""
     status, out = cli(machine, t, f"--json {args}")
     return status, parse_json(out)
 
 
-def run_task(machine, t: Target, cmd: str, *, wait: float = 0, name: str | None = None,
-             timeout: float | None = None) -> tuple[int, dict]:
+def run_task(machine: Machine, t: Target, cmd: str, *, wait: float = 0, name: str | None = None,
+             timeout: float | None = None) -> tuple[int, dict[str, Any]]:
     args = f"run {shlex.quote(cmd)} --wait {wait:g}"
     if name:
         args += f" --name {shlex.quote(name)}"
@@ -107,11 +135,11 @@ def run_task(machine, t: Target, cmd: str, *, wait: float = 0, name: str | None 
     return cli_json(machine, t, args)
 
 
-def task_status(machine, t: Target, task_id: str, wait: float = 0) -> tuple[int, dict]:
+def task_status(machine: Machine, t: Target, task_id: str, wait: float = 0) -> tuple[int, dict[str, Any]]:
     return cli_json(machine, t, f"status {shlex.quote(task_id)} --wait {wait:g}")
 
 
-def wait_terminal(machine, t: Target, task_id: str, timeout: float = 60) -> dict:
+def wait_terminal(machine: Machine, t: Target, task_id: str, timeout: float = 60) -> dict[str, Any]:
     """Wait (status --wait, deadline-bounded) until the task is terminal; its JSON."""
     deadline = time.monotonic() + timeout
     while True:
@@ -123,7 +151,7 @@ def wait_terminal(machine, t: Target, task_id: str, timeout: float = 60) -> dict
             raise AssertionError(f"task {task_id} not finished after {timeout}s: {res}")
 
 
-def read_todos(machine, t: Target) -> dict[str, str]:
+def read_todos(machine: Machine, t: Target) -> dict[str, str]:
     """The todos the harness holds now, key -> body text."""
     status, out = machine.execute(f"cat {shlex.quote(t.harness_state)}")
     if status != 0 or not out.strip():
@@ -138,10 +166,10 @@ def read_todos(machine, t: Target) -> dict[str, str]:
     return result
 
 
-def wait_for_todo(machine, t: Target, key: str, *needles: str, timeout: float = 60) -> str:
+def wait_for_todo(machine: Machine, t: Target, key: str, *needles: str, timeout: float = 60) -> str:
     """Wait until the harness holds a todo ``key`` whose body contains all ``needles``."""
 
-    def check():
+    def check() -> str | None:
         body = read_todos(machine, t).get(key)
         if body is not None and all(n.lower() in body.lower() for n in needles):
             return body
@@ -150,17 +178,17 @@ def wait_for_todo(machine, t: Target, key: str, *needles: str, timeout: float = 
     return wait_for(f"todo {key!r} containing {needles}", check, timeout=timeout)
 
 
-def wait_daemon_up(machine, t: Target, timeout: int = 60) -> None:
+def wait_daemon_up(machine: Machine, t: Target, timeout: int = 60) -> None:
     machine.wait_for_unit(t.unit, timeout=timeout)
     machine.wait_for_open_port(t.port, "127.0.0.1", timeout=timeout)
     machine.wait_until_succeeds(f"curl -sf http://127.0.0.1:{t.port}/healthz", timeout=timeout)
 
 
-def main_pid(machine, t: Target) -> int:
+def main_pid(machine: Machine, t: Target) -> int:
     return int(machine.succeed(f"systemctl show -P MainPID {t.unit}").strip() or 0)
 
 
-def assert_no_process(machine, cmdline: str) -> None:
+def assert_no_process(machine: Machine, cmdline: str) -> None:
     """No process has exactly this command line (``pgrep -fx``: -f alone would also match
     the shell running the check, whose own command line contains the pattern)."""
     machine.fail(f"pgrep -fx {shlex.quote(cmdline)}")
@@ -170,7 +198,7 @@ def assert_no_process(machine, cmdline: str) -> None:
 # scenarios
 
 
-def scenario_service_on_loopback(machine, t: Target = Target()) -> None:
+def scenario_service_on_loopback(machine: Machine, t: Target = Target()) -> None:
     """The unit comes up and answers on loopback, and only there."""
     wait_daemon_up(machine, t)
     health = json.loads(machine.succeed(f"curl -sf http://127.0.0.1:{t.port}/healthz"))
@@ -192,7 +220,7 @@ def scenario_service_on_loopback(machine, t: Target = Target()) -> None:
     assert machine.succeed(f"ps -o user= -p {pid}").strip() == t.user
 
 
-def scenario_run_status_kill(machine, t: Target = Target()) -> None:
+def scenario_run_status_kill(machine: Machine, t: Target = Target()) -> None:
     """run / status / kill / ls / logs through the hive-bash CLI as the agent user.
 
     (Each CLI call costs a Python start; the daemon's tool semantics are covered by
@@ -248,7 +276,7 @@ def scenario_run_status_kill(machine, t: Target = Target()) -> None:
     assert "hello-from-task" in out, out
 
 
-def scenario_completion_todo(machine, t: Target = Target()) -> None:
+def scenario_completion_todo(machine: Machine, t: Target = Target()) -> None:
     """A task's completion reaches the harness socket as a keyed todo; status clears it."""
     wait_daemon_up(machine, t)
     machine.wait_for_unit(t.harness_unit, timeout=30)
@@ -278,7 +306,7 @@ def scenario_completion_todo(machine, t: Target = Target()) -> None:
     wait_for("no todo for inline-done", lambda: "inline-done" not in read_todos(machine, t), timeout=30)
 
 
-def _start_long_task(machine, t: Target, name: str, marker: int) -> None:
+def _start_long_task(machine: Machine, t: Target, name: str, marker: int) -> None:
     """A named task whose group has two processes (``sleep MARKER`` and ``sleep MARKER+1``)."""
     _, res = run_task(machine, t, f"sleep {marker} & sleep {marker + 1}; wait", name=name, wait=0)
     assert res["id"] == name, res
@@ -286,7 +314,7 @@ def _start_long_task(machine, t: Target, name: str, marker: int) -> None:
     machine.wait_until_succeeds(f"pgrep -fx 'sleep {marker}' && pgrep -fx 'sleep {marker + 1}'", timeout=30)
 
 
-def _assert_interrupted(machine, t: Target, name: str, marker: int) -> None:
+def _assert_interrupted(machine: Machine, t: Target, name: str, marker: int) -> None:
     machine.wait_until_fails(f"pgrep -fx 'sleep {marker}' || pgrep -fx 'sleep {marker + 1}'", timeout=30)
     wait_daemon_up(machine, t)
     # the todo first (a status call clears it), then status
@@ -295,7 +323,7 @@ def _assert_interrupted(machine, t: Target, name: str, marker: int) -> None:
     assert res["status"] == "interrupted", res
 
 
-def scenario_restart_interrupts(machine, t: Target = Target()) -> None:
+def scenario_restart_interrupts(machine: Machine, t: Target = Target()) -> None:
     """`systemctl restart` during a task: processes gone, task interrupted, a todo says so."""
     wait_daemon_up(machine, t)
     _start_long_task(machine, t, "restart-victim", 3201)
@@ -306,7 +334,7 @@ def scenario_restart_interrupts(machine, t: Target = Target()) -> None:
     _assert_interrupted(machine, t, "restart-victim", 3201)
 
 
-def scenario_sigkill_restarts(machine, t: Target = Target()) -> None:
+def scenario_sigkill_restarts(machine: Machine, t: Target = Target()) -> None:
     """`systemctl kill -s KILL`: systemd restarts the daemon; the task reads interrupted."""
     wait_daemon_up(machine, t)
     _start_long_task(machine, t, "sigkill-victim", 3301)
@@ -321,7 +349,7 @@ def scenario_sigkill_restarts(machine, t: Target = Target()) -> None:
     _assert_interrupted(machine, t, "sigkill-victim", 3301)
 
 
-def scenario_main_sigkilled_alone(machine, t: Target = Target()) -> None:
+def scenario_main_sigkilled_alone(machine: Machine, t: Target = Target()) -> None:
     """Only the daemon's main process SIGKILLed (tasks left alive by the kill itself):
     after the restart the task's processes are gone all the same and it reads interrupted."""
     wait_daemon_up(machine, t)
@@ -332,7 +360,7 @@ def scenario_main_sigkilled_alone(machine, t: Target = Target()) -> None:
     _assert_interrupted(machine, t, "orphan-victim", 3401)
 
 
-def scenario_reboot_survives(machine, t: Target = Target()) -> None:
+def scenario_reboot_survives(machine: Machine, t: Target = Target()) -> None:
     """A reboot of the machine: finished records and their output survive; a running task
     reads interrupted afterwards."""
     wait_daemon_up(machine, t)
@@ -382,7 +410,7 @@ class NixosContainer:
     end in CRLF.  Outputs are returned with plain LF, as the other drivers give them.
     """
 
-    def __init__(self, host, name: str = "agent") -> None:
+    def __init__(self, host: QemuMachine, name: str = "agent") -> None:
         self.host = host
         self.name = name
 
@@ -393,30 +421,30 @@ class NixosContainer:
     def _lf(output: str) -> str:
         return output.replace("\r\n", "\n")
 
-    def execute(self, command: str, **kw) -> tuple[int, str]:
-        status, output = self.host.execute(self._wrap(command), **kw)
+    def execute(self, command: str, *, timeout: int | None = 900) -> tuple[int, str]:
+        status, output = self.host.execute(self._wrap(command), timeout=timeout)
         return status, self._lf(output)
 
-    def succeed(self, *commands: str, **kw) -> str:
-        return "".join(self._lf(self.host.succeed(self._wrap(c), **kw)) for c in commands)
+    def succeed(self, *commands: str, timeout: int | None = None) -> str:
+        return "".join(self._lf(self.host.succeed(self._wrap(c), timeout=timeout)) for c in commands)
 
-    def fail(self, *commands: str, **kw) -> str:
-        return "".join(self._lf(self.host.fail(self._wrap(c), **kw)) for c in commands)
+    def fail(self, *commands: str, timeout: int | None = None) -> str:
+        return "".join(self._lf(self.host.fail(self._wrap(c), timeout=timeout)) for c in commands)
 
-    def wait_until_succeeds(self, command: str, timeout: int = 900) -> str:
+    def wait_until_succeeds(self, command: str, *, timeout: int = 900) -> str:
         return self._lf(self.host.wait_until_succeeds(self._wrap(command), timeout=timeout))
 
-    def wait_until_fails(self, command: str, timeout: int = 900) -> str:
+    def wait_until_fails(self, command: str, *, timeout: int = 900) -> str:
         return self._lf(self.host.wait_until_fails(self._wrap(command), timeout=timeout))
 
     def systemctl(self, q: str) -> tuple[int, str]:
         return self.execute(f"systemctl {q}")
 
-    def wait_for_unit(self, unit: str, timeout: int = 900) -> None:
+    def wait_for_unit(self, unit: str, *, timeout: int = 900) -> None:
         self.host.wait_for_unit(f"container@{self.name}.service", timeout=timeout)
         self.wait_until_succeeds(f"systemctl is-active {shlex.quote(unit)}", timeout=timeout)
 
-    def wait_for_open_port(self, port: int, addr: str = "localhost", timeout: int = 900) -> None:
+    def wait_for_open_port(self, port: int, addr: str = "localhost", *, timeout: int = 900) -> None:
         self.wait_until_succeeds(f"nc -z {addr} {port}", timeout=timeout)
 
     def start(self) -> None:
@@ -428,3 +456,13 @@ class NixosContainer:
     def reboot(self) -> None:
         self.host.succeed(f"nixos-container restart {self.name}")
         self.host.wait_for_unit(f"container@{self.name}.service")
+
+
+if TYPE_CHECKING:
+    # For mypy only: the driver's VM and the container seen through it both offer what the
+    # scenarios call, with signatures that accept the scenarios' calls.
+    def _a_vm_is_a_machine(vm: QemuMachine) -> Machine:
+        return vm
+
+    def _a_nixos_container_is_a_machine(container: NixosContainer) -> Machine:
+        return container
