@@ -263,7 +263,8 @@ def run_check_phase(build: Build, data: dict[str, Any]) -> None:
     got = selected_ids(collect.stdout)
     if got != expected:
         missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
-        raise BuildFailed(f"the build selects other tests than the checkout: missing {missing}, extra {extra}")
+        raise BuildFailed(f"the build selects other tests than the checkout: missing {missing}, extra {extra} "
+                          "(the build sees only tracked files under nix/package-data.nix's keep paths)")
     log(f"{len(got)} tests selected, the same as the checkout with {shlex.join(flags)}")
     log(f"check phase: python -m pytest {shlex.join(flags)} (as {BUILD_USER}, loopback only)")
     phase = run(sandboxed(build, data["preCheck"], ["-q", *flags]), cwd=build.source)
