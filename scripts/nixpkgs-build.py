@@ -267,7 +267,7 @@ def run_check_phase(build: Build, data: dict[str, Any]) -> None:
                           "(the build sees only tracked files under nix/package-data.nix's keep paths)")
     log(f"{len(got)} tests selected, the same as the checkout with {shlex.join(flags)}")
     log(f"check phase: python -m pytest {shlex.join(flags)} (as {BUILD_USER}, loopback only)")
-    phase = run(sandboxed(build, data["preCheck"], ["-q", *flags]), cwd=build.source)
+    phase = run(sandboxed(build, data["preCheck"], flags), cwd=build.source)
     if phase.returncode != 0:
         raise BuildFailed(f"the check phase failed (pytest exit {phase.returncode})")
 
