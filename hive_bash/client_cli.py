@@ -38,7 +38,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from .mcp_compat import BashClient, ToolReply, open_client
 from .records import Status
@@ -407,10 +407,10 @@ async def execute(args: argparse.Namespace, connection: Connection, out: Output)
     except (ToolFailed, Unreachable):
         raise
     except Exception as exc:  # noqa: BLE001 - turned into one line and an exit status
-        return classify(exc, connected, connection.url)
+        raise_classified(exc, connected, connection.url)
 
 
-def classify(exc: Exception, connected: bool, url: str) -> int:
+def raise_classified(exc: Exception, connected: bool, url: str) -> NoReturn:
     """Raise the error the caller reports for `exc` (SDK errors come wrapped in exception groups)."""
     leaves = leaf_errors(exc)
     for leaf in leaves:

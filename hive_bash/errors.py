@@ -1,4 +1,8 @@
-"""Tiny exception classes. The tool layer turns them into MCP tool errors; nothing else catches them."""
+"""Tiny exception classes, each message written for the agent that made the call.
+
+The tool layer (hive_bash.tools) turns them into MCP tool errors. The task manager
+catches one itself: SpawnFailed of a pending task ends that task `failed`.
+"""
 
 from __future__ import annotations
 

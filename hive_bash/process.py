@@ -146,7 +146,8 @@ class SpawnRequest:
     stdin: Literal["null", "pipe"] = "null"
     pty: bool = False
 
-    def argv(self) -> list[str]:
+    def prepare_argv(self) -> list[str]:
+        """bash's argv for the command; one too long for an exec argument is written to `script_path` first."""
         if len(self.cmd.encode("utf-8", errors="surrogateescape")) <= MAX_ARGUMENT_BYTES:
             return [*BASH_ARGV, self.cmd]
         fd = os.open(self.script_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, OUTPUT_MODE)
@@ -247,7 +248,7 @@ def _popen(
     # start_new_session: the task is its own session and process group, so one
     # killpg reaches everything it starts (unless a child leaves with setsid).
     return subprocess.Popen(
-        request.argv(),
+        request.prepare_argv(),
         stdin=stdin,
         stdout=stdout,
         stderr=stderr,

@@ -51,10 +51,6 @@ class InputChannel:
     def queued(self) -> int:
         return len(self._backlog)
 
-    @property
-    def eof_sent(self) -> bool:
-        return self._closed and not self.pty
-
     def write(self, data: bytes, eof: bool) -> None:
         if self._closed or self._eof_pending:
             raise InputClosed(self.task_id)
