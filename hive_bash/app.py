@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 def create_app(settings: Settings, token: str | None = None) -> Starlette:
     manager = TaskManager(settings)
-    server = build_server(manager)
+    server = build_server(manager, settings)
     mcp_app = mcp_http_app(server, "/mcp")
 
     async def healthz(request: Request) -> JSONResponse:
@@ -35,8 +35,8 @@ def create_app(settings: Settings, token: str | None = None) -> Starlette:
                 "ok": True,
                 "version": __version__,
                 "running": manager.running_count,
-                "tasks": len(manager.all_tasks()),
-                "todo_backlog": manager.notifier.backlog,
+                "tasks": manager.task_count,
+                "todo_backlog": manager.todo_backlog,
             }
         )
 
@@ -51,7 +51,7 @@ def create_app(settings: Settings, token: str | None = None) -> Starlette:
             await manager.shutdown()
             logger.info("hive-bash-daemon stopped")
 
-    app = Starlette(
+    return Starlette(
         routes=[Route("/healthz", healthz, methods=["GET"]), Mount("/", app=mcp_app)],
         middleware=[
             Middleware(RequestGuard, bind_host=settings.host, port=settings.port, token=token),
@@ -60,5 +60,3 @@ def create_app(settings: Settings, token: str | None = None) -> Starlette:
         ],
         lifespan=lifespan,
     )
-    app.state.manager = manager
-    return app

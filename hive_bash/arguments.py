@@ -1,17 +1,69 @@
-"""The rules for tool arguments. Each check raises InvalidArgument naming the argument and the rule."""
+"""The rules for tool arguments, each checked here and nowhere else.
+
+Each check raises InvalidArgument naming the argument and the rule. `task_options`
+turns what `run` was given into the `TaskOptions` the task manager takes.
+"""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from .errors import InvalidArgument
+from .settings import Settings
 
 NAME_PATTERN = re.compile(r"[a-z0-9-]{1,63}")
 ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 WAIT_CAP_SECS = 30.0
 DEFAULT_RUN_WAIT_SECS = 3.0
+
+StdinMode = Literal["null", "pipe"]
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """What `run` asked for, every rule checked (build it with `task_options`)."""
+
+    cmd: str
+    name: str | None = None
+    timeout_secs: float | None = None
+    idle_timeout_secs: float | None = None
+    cwd: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    pty: bool = False
+    stdin: StdinMode = "null"
+
+
+def task_options(
+    settings: Settings,
+    cmd: str,
+    name: str | None = None,
+    timeout_secs: float | None = None,
+    idle_timeout_secs: float | None = None,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    pty: bool = False,
+    stdin: StdinMode = "null",
+) -> TaskOptions:
+    """`run`'s arguments checked against the rules and the daemon's limits."""
+    if stdin not in ("null", "pipe"):
+        raise InvalidArgument("stdin", "must be 'null' or 'pipe'")
+    if pty and stdin == "pipe":
+        raise InvalidArgument("stdin", "must be 'null' with pty=true (a PTY task's input is its terminal)")
+    return TaskOptions(
+        cmd=command(cmd, settings.max_cmd_bytes),
+        name=None if name is None else task_id("name", name),
+        timeout_secs=positive_seconds("timeout_secs", timeout_secs, settings.max_timeout_secs),
+        idle_timeout_secs=positive_seconds("idle_timeout_secs", idle_timeout_secs, settings.max_timeout_secs),
+        cwd=directory(cwd),
+        env=environment(env),
+        pty=bool(pty),
+        stdin=stdin,
+    )
 
 
 def finite(argument: str, value: float | None) -> float | None:
@@ -24,7 +76,7 @@ def finite(argument: str, value: float | None) -> float | None:
     return float(value)
 
 
-def cmd(value: str, max_bytes: int) -> str:
+def command(value: str, max_bytes: int) -> str:
     if not value or not value.strip():
         raise InvalidArgument("cmd", "must be a non-empty command")
     if "\x00" in value:
@@ -63,7 +115,7 @@ def wait_seconds(value: float | None, default: float) -> float:
     return min(seconds, WAIT_CAP_SECS)
 
 
-def cwd(value: str | None) -> str | None:
+def directory(value: str | None) -> str | None:
     if value is None:
         return None
     if "\x00" in value or not value:
@@ -74,7 +126,7 @@ def cwd(value: str | None) -> str | None:
     return str(path.resolve())
 
 
-def env(value: dict[str, str] | None) -> dict[str, str]:
+def environment(value: dict[str, str] | None) -> dict[str, str]:
     if value is None:
         return {}
     for name, text in value.items():

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,21 @@ class Status(str, enum.Enum):
         return self not in (Status.PENDING, Status.RUNNING)
 
 
+Stream = Literal["stdout", "stderr"]
+
+# The todo state the daemon wants the harness to show for a task.
 TodoState = Literal["running", "final", "clear"]
+
+# Record fields written before the todo fields moved into `TodoProgress`: read, never written.
+LEGACY_TODO_FIELDS = {"todo_wanted": "wanted", "todo_delivered": "wanted_delivered", "todo_ever_sent": "harness_holds"}
+
+
+class TodoProgress(BaseModel):
+    """What must survive a restart of a task's completion todo (hive_bash.todo_state owns it)."""
+
+    wanted: TodoState | None = None  # the latest state wanted for the harness; None: nothing ever wanted
+    wanted_delivered: bool = True  # the harness confirmed `wanted`
+    harness_holds: bool = False  # the harness holds a todo for this task: the last confirmed message was an upsert
 
 
 class TaskRecord(BaseModel):
@@ -58,10 +72,17 @@ class TaskRecord(BaseModel):
     # The kernel's start time of `pid` (clock ticks since boot, /proc/<pid>/stat
     # field 22): with the pid it identifies the process across a restart.
     proc_start_ticks: int | None = None
-    # Todo bookkeeping, so a restart neither loses nor repeats a completion todo.
-    todo_wanted: TodoState | None = None
-    todo_delivered: bool = True
-    todo_ever_sent: bool = False
+    # So a restart neither loses nor repeats a completion todo.
+    todo: TodoProgress = Field(default_factory=TodoProgress)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_legacy_todo_fields(cls, data: object) -> object:
+        """Records written before `todo` existed kept its fields flat, under older names."""
+        if isinstance(data, dict) and "todo" not in data and LEGACY_TODO_FIELDS.keys() & data.keys():
+            data = dict(data)
+            data["todo"] = {new: data.pop(old) for old, new in LEGACY_TODO_FIELDS.items() if old in data}
+        return data
 
     @property
     def duration_secs(self) -> float | None:
@@ -72,7 +93,7 @@ class TaskRecord(BaseModel):
 
 
 class RecordStore:
-    """Reads and writes records in the tasks directory; owns file naming and pruning."""
+    """Reads and writes records in the tasks directory; owns the naming of every task file."""
 
     def __init__(self, tasks_dir: Path) -> None:
         self.tasks_dir = tasks_dir
@@ -82,6 +103,9 @@ class RecordStore:
 
     def err_path(self, task_id: str) -> Path:
         return self.tasks_dir / f"{task_id}.err"
+
+    def output_path(self, task_id: str, stream: Stream) -> Path:
+        return self.out_path(task_id) if stream == "stdout" else self.err_path(task_id)
 
     def script_path(self, task_id: str) -> Path:
         return self.tasks_dir / f"{task_id}.cmd"

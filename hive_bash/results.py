@@ -1,16 +1,23 @@
-"""What the tools return: pydantic models (the advertised output schemas) and the text a model reads."""
+"""What the tools return: pydantic models (the advertised output schemas) and the text a model reads.
+
+One `*_reply` function per tool builds its whole reply from the task and what the
+tool learned from the task manager's public methods; hive_bash.tools only calls them.
+"""
 
 from __future__ import annotations
 
 import datetime
 import time
-from typing import Literal
+from collections.abc import Sequence
+from pathlib import Path
 
+from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from . import output, semantics, summaries
-from .records import Status, TaskRecord
-from .tasks import KillAction, Task, TaskManager
+from .mcp_compat import tool_result
+from .records import Status, Stream, TaskRecord
+from .tasks import KillAction, Task
 
 STATUS_WORDS = "pending, running, done, timed_out, interrupted, killed or failed"
 
@@ -49,10 +56,20 @@ class TaskStatus(BaseModel):
     pty: bool = False
 
 
-def describe(manager: TaskManager, task: Task, warning: str | None = None, started: bool = False) -> tuple[TaskStatus, str]:
+def status_reply(
+    task: Task, paths: tuple[Path, Path], warning: str | None = None, started: bool = False
+) -> CallToolResult:
+    """`run` and `status`: the task's status from its record and its (stdout, stderr) files."""
+    result, text = describe(task, paths, warning, started)
+    return tool_result(text, result)
+
+
+def describe(
+    task: Task, paths: tuple[Path, Path], warning: str | None = None, started: bool = False
+) -> tuple[TaskStatus, str]:
     """A task's status (the structured result) and its text, each stream stat()ed and read once."""
     record = task.record
-    out_path, err_path = manager.store.out_path(record.id), manager.store.err_path(record.id)
+    out_path, err_path = paths
     out, err = output.view(out_path), output.view(err_path)
     semantic_status, semantic_message = semantics.semantic(record)
     last_output_age = None
@@ -149,6 +166,11 @@ def task_summary(task: Task) -> TaskSummary:
     )
 
 
+def list_reply(tasks: Sequence[Task], total: int) -> CallToolResult:
+    result = TaskList(tasks=[task_summary(task) for task in tasks], total=total)
+    return tool_result(list_text(result), result)
+
+
 def list_text(result: TaskList) -> str:
     if not result.tasks:
         return "no tasks"
@@ -166,9 +188,15 @@ class KillResult(BaseModel):
     action: KillAction
 
 
+def kill_reply(task: Task, action: KillAction) -> CallToolResult:
+    result = KillResult(id=task.id, status=task.status, action=action)
+    text = f"{action} sent to task {task.id}" if action != "cancelled" else f"task {task.id} cancelled"
+    return tool_result(text, result)
+
+
 class LogPage(BaseModel):
     id: str
-    stream: Literal["stdout", "stderr"]
+    stream: Stream
     data: str
     offset: int = Field(description="Byte offset this page starts at")
     next_offset: int = Field(description="Pass as offset to continue; equals size when caught up")
@@ -176,6 +204,22 @@ class LogPage(BaseModel):
     eof: bool = Field(description="True when the task has ended and nothing is left after next_offset")
     skipped_bytes: int = Field(description="Bytes at offset skipped because a character began before it")
     status: Status
+
+
+def log_reply(task: Task, stream: Stream, page: output.Page, ended: bool) -> CallToolResult:
+    """`logs`: one page of a stream; `ended` is whether the task had ended before the page was read."""
+    result = LogPage(
+        id=task.id,
+        stream=stream,
+        data=page.data,
+        offset=page.offset,
+        next_offset=page.next_offset,
+        size=page.size,
+        eof=ended and page.next_offset >= page.size,
+        skipped_bytes=page.skipped_bytes,
+        status=task.status,
+    )
+    return tool_result(log_text(result), result)
 
 
 def log_text(page: LogPage) -> str:
@@ -194,3 +238,13 @@ class WriteResult(BaseModel):
     out_offset: int = Field(description="Size of the .out file just before the write: follow with logs(offset=...)")
     queued_bytes: int = Field(description="Input accepted but not yet read by the task")
     eof_sent: bool
+
+
+def write_reply(task: Task, accepted: int, out_offset: int, eof: bool) -> CallToolResult:
+    queued = task.input.queued if task.input is not None else 0
+    result = WriteResult(id=task.id, bytes_accepted=accepted, out_offset=out_offset, queued_bytes=queued, eof_sent=eof)
+    text = f"{accepted} bytes sent to task {task.id}"
+    if queued:
+        text += f" ({queued} bytes still wait for the task to read them)"
+    text += f"; follow with logs(id={task.id!r}, offset={out_offset}, wait_seconds=5)"
+    return tool_result(text, result)

@@ -72,13 +72,16 @@ DeliveredCallback = Callable[[TodoMessage], None]
 
 
 class TodoNotifier:
-    """Holds the latest wanted todo state per key and delivers it in the background."""
+    """Holds the latest wanted message per key and delivers it in the background.
+
+    It knows delivery only (what is queued, what is on the wire); what a task's todo
+    should be is hive_bash.todo_state's business, which it tells through `on_delivered`.
+    """
 
     def __init__(self, socket_path: Path | None, on_delivered: DeliveredCallback | None = None) -> None:
         self.socket_path = socket_path
         self._on_delivered = on_delivered or (lambda message: None)
         self._wanted: dict[str, TodoMessage] = {}  # insertion order = delivery order
-        self._sent_any: set[str] = set()  # keys the harness may hold a todo for
         self._in_flight: str | None = None
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
@@ -100,24 +103,16 @@ class TodoNotifier:
         logger.info("todos go to the harness socket %s", self.socket_path)
         self._worker = asyncio.get_running_loop().create_task(self._run(), name="todo-notifier")
 
-    def remember_sent(self, key: str) -> None:
-        """Seed from a record: the harness may already hold a todo for this key."""
-        self._sent_any.add(key)
-
-    def forget(self, key: str) -> None:
-        self._wanted.pop(key, None)
-        self._sent_any.discard(key)
-
     def upsert(self, key: str, body: str, label: str) -> None:
         self._want(TodoMessage(key, "upsert", body, label))
 
-    def clear(self, key: str) -> bool:
-        """Clear the key's todo. Returns False when the harness never got one (nothing is sent then)."""
-        if key not in self._sent_any and key != self._in_flight:
-            self._wanted.pop(key, None)
-            return False
+    def clear(self, key: str) -> None:
         self._want(TodoMessage(key, "clear", label="clear"))
-        return True
+
+    def withdraw(self, key: str) -> bool:
+        """Drop the key's queued message. False when one is being sent right now: the harness may get it."""
+        self._wanted.pop(key, None)
+        return key != self._in_flight
 
     def _want(self, message: TodoMessage) -> None:
         if not self.enabled:
@@ -172,10 +167,6 @@ class TodoNotifier:
             return False
         finally:
             self._in_flight = None
-        if message.kind == "upsert":
-            self._sent_any.add(message.key)
-        else:
-            self._sent_any.discard(message.key)
         if self._wanted.get(message.key) is message:
             del self._wanted[message.key]
         self._on_delivered(message)

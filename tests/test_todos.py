@@ -66,7 +66,7 @@ async def test_status_of_a_finished_task_clears_its_todo(make_daemon, harness: T
         await call_ok(client, "status", {"id": task_id})
         harness.wait_for(lambda h: task_id not in h.snapshot())
     assert harness.messages_for(task_id)[-1]["cmd"] == "todo_clear"
-    assert daemon.record(task_id)["todo_delivered"] is True
+    assert daemon.record(task_id)["todo"]["wanted_delivered"] is True
 
 
 async def test_harness_absent_at_completion_gets_the_final_state_later(make_daemon, tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ async def test_harness_absent_at_completion_gets_the_final_state_later(make_daem
         late.wait_for(lambda h: "done, exit 5" in h.snapshot().get(task_id, ""), timeout=20)
         # Only the latest state was delivered: the superseded "running" upsert never was.
         assert [m["body"].split(",")[0] for m in late.messages_for(task_id)] == [f"bash task {task_id} done"]
-        wait_until(lambda: daemon.record(task_id)["todo_delivered"], 10, what="delivery recorded")
+        wait_until(lambda: daemon.record(task_id)["todo"]["wanted_delivered"], 10, what="delivery recorded")
     finally:
         late.stop()
     assert final.structured is not None
@@ -164,13 +164,13 @@ async def test_undelivered_final_todo_is_delivered_after_restart_once(make_daemo
     async with daemon.client() as client:
         task_id = (await call_ok(client, "run", {"cmd": "sleep 0.2; exit 3", "wait_seconds": 0})).structured["id"]
         wait_until(lambda: daemon.record(task_id)["status"] == "done", 10, what="task end")
-    assert daemon.record(task_id)["todo_delivered"] is False
+    assert daemon.record(task_id)["todo"]["wanted_delivered"] is False
     daemon.stop()
     harness = TodoHarness(socket_path).start()
     try:
         daemon.restart()
         harness.wait_for(lambda h: "done, exit 3" in h.snapshot().get(task_id, ""), timeout=20)
-        wait_until(lambda: daemon.record(task_id)["todo_delivered"], 10, what="delivery recorded")
+        wait_until(lambda: daemon.record(task_id)["todo"]["wanted_delivered"], 10, what="delivery recorded")
         daemon.stop()
         daemon.restart()
         async with daemon.client() as client:

@@ -1,0 +1,161 @@
+"""Each task's completion todo, as one state machine in one vocabulary.
+
+- **wanted**: the todo state the daemon wants the harness to show: "running" once the
+  task started, "final" once it ended, "clear" once the agent has seen the result.
+- **harness holds**: whether the harness holds a todo for the task (the last message
+  it confirmed was an upsert), so a clear is sent only when there is one to clear.
+- **agent has seen**: the agent got the terminal result from a tool reply (an inline
+  wait or `status`), so no completion todo should linger for it.
+
+While an inline wait is on (`run` waiting, `status` with wait_seconds) a task that ends
+holds its final todo back: the waiter settles it a moment later, either as seen (the
+todo is never sent) or as owed (sent then). Wanted, its delivery and what the harness
+holds are kept in the task's record (``TodoProgress``) so a restart neither loses nor
+repeats a todo; the rest lives only while the daemon runs.
+
+The task manager tells this object what happened to a task and is told, through
+`on_change`, when the record must be saved. Messages go out through
+hive_bash.todos.TodoNotifier, which reports each delivery back here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import summaries
+from .records import RecordStore, TaskRecord, TodoProgress, TodoState
+from .todos import TodoMessage, TodoNotifier
+
+logger = logging.getLogger(__name__)
+
+RecordChanged = Callable[[TaskRecord], None]
+
+
+@dataclass
+class _TaskTodo:
+    record: TaskRecord  # its `todo` is the part that survives a restart
+    agent_has_seen: bool = False
+    inline_waits: int = 0  # inline waits (run/status) in progress
+    held_back: bool = False  # ended during an inline wait: the final todo waits for the waiter to settle it
+
+    @property
+    def progress(self) -> TodoProgress:
+        return self.record.todo
+
+
+class TodoStateMachine:
+    """The completion todo of every known task: what is wanted, what the harness holds, what the agent has seen."""
+
+    def __init__(self, socket_path: Path | None, store: RecordStore, on_change: RecordChanged) -> None:
+        self._notifier = TodoNotifier(socket_path, self._delivered)
+        self._store = store
+        self._on_change = on_change
+        self._todos: dict[str, _TaskTodo] = {}
+
+    @property
+    def backlog(self) -> int:
+        """Messages not yet delivered to the harness."""
+        return self._notifier.backlog
+
+    def start(self) -> None:
+        self._notifier.start()
+
+    async def flush(self, timeout: float) -> bool:
+        """Wait until everything wanted was delivered, at most `timeout` seconds."""
+        return await self._notifier.flush(timeout)
+
+    async def stop(self, flush_secs: float) -> None:
+        """Deliver what is wanted for up to `flush_secs`; what is left is owed in the records for the next start."""
+        await self.flush(flush_secs)
+        await self._notifier.stop()
+
+    # ---- what the task manager tells it ---------------------------------
+
+    def track(self, record: TaskRecord) -> None:
+        """A new task, or one read back from its record at start (whose todo may still be owed)."""
+        todo = self._todos[record.id] = _TaskTodo(record)
+        progress = todo.progress
+        if record.status.is_terminal and not progress.wanted_delivered and progress.wanted is not None:
+            self._want(todo, progress.wanted)
+
+    def forget(self, record: TaskRecord) -> None:
+        if self._todo(record) is not None:
+            del self._todos[record.id]
+            self._notifier.withdraw(record.id)
+
+    def started(self, record: TaskRecord) -> None:
+        self._want(self._todos[record.id], "running")
+
+    def ended(self, record: TaskRecord) -> None:
+        """The task ended. With an inline wait on, the final todo is held back for the waiter to settle."""
+        todo = self._todos[record.id]
+        if not todo.inline_waits:
+            self._want(todo, "final")
+            return
+        # Owed until the waiter settles it: a record saved meanwhile must not lose it.
+        todo.held_back = True
+        todo.progress.wanted, todo.progress.wanted_delivered = "final", not self._notifier.enabled
+
+    def wait_begins(self, record: TaskRecord) -> None:
+        self._todos[record.id].inline_waits += 1
+
+    def wait_over(self, record: TaskRecord, result_seen: bool) -> None:
+        """An inline wait is over; `result_seen`: its reply hands the agent the terminal result."""
+        todo = self._todo(record)
+        if todo is None:  # forgotten meanwhile (pruned, or its name taken by a new task)
+            return
+        todo.inline_waits -= 1
+        if result_seen:
+            self.seen(record)
+        elif todo.held_back and not todo.inline_waits:
+            todo.held_back = False
+            self._want(todo, "final")
+
+    def seen(self, record: TaskRecord) -> None:
+        """The agent has the terminal result in hand: its completion todo goes (or is never sent)."""
+        todo = self._todo(record)
+        if todo is None or todo.agent_has_seen:
+            return
+        todo.agent_has_seen = True
+        todo.held_back = False
+        self._want(todo, "clear")
+
+    def _todo(self, record: TaskRecord) -> _TaskTodo | None:
+        todo = self._todos.get(record.id)
+        return todo if todo is not None and todo.record is record else None
+
+    # ---- the transitions ------------------------------------------------
+
+    def _want(self, todo: _TaskTodo, state: TodoState) -> None:
+        """Hand the wanted state to the notifier and note it in the record (saved through on_change)."""
+        record, progress = todo.record, todo.progress
+        if state == "final" and todo.agent_has_seen:
+            state = "clear"
+        if state == "clear" and not progress.harness_holds and self._notifier.withdraw(record.id):
+            # Nothing reached the harness and nothing is on its way: there is nothing to clear.
+            progress.wanted, progress.wanted_delivered = None, True
+            self._on_change(record)
+            return
+        if state == "clear":
+            self._notifier.clear(record.id)
+        elif state == "running":
+            self._notifier.upsert(record.id, summaries.running_todo(record), "running")
+        else:
+            body = summaries.final_todo(record, self._store.out_path(record.id), self._store.err_path(record.id))
+            self._notifier.upsert(record.id, body, "final")
+        progress.wanted, progress.wanted_delivered = state, not self._notifier.enabled
+        self._on_change(record)
+
+    def _delivered(self, message: TodoMessage) -> None:
+        """The notifier's report: the harness confirmed `message`."""
+        todo = self._todos.get(message.key)
+        if todo is None:
+            return
+        progress = todo.progress
+        progress.harness_holds = message.kind == "upsert"
+        if progress.wanted == message.label:
+            progress.wanted_delivered = True
+        self._on_change(todo.record)
