@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -70,7 +72,7 @@ async def test_status_of_a_finished_task_clears_its_todo(make_daemon, harness: T
 
 
 async def test_harness_absent_at_completion_gets_the_final_state_later(make_daemon, tmp_path: Path) -> None:
-    socket_path = Path(f"/tmp/hb-late-{tmp_path.name[-20:]}.sock")
+    socket_path = Path(f"/tmp/hb-late-{os.getpid()}-{time.monotonic_ns()}.sock")
     daemon = make_daemon(env={"HIVE_AGENT_SOCKET": str(socket_path)})
     async with daemon.client() as client:
         task_id = (await call_ok(client, "run", {"cmd": "sleep 0.2; exit 5", "wait_seconds": 0})).structured["id"]
@@ -159,7 +161,7 @@ async def test_sigterm_ends_tasks_records_them_interrupted_and_leaves_no_process
 
 
 async def test_undelivered_final_todo_is_delivered_after_restart_once(make_daemon, tmp_path: Path) -> None:
-    socket_path = Path(f"/tmp/hb-rs-{tmp_path.name[-20:]}.sock")
+    socket_path = Path(f"/tmp/hb-rs-{os.getpid()}-{time.monotonic_ns()}.sock")
     daemon = make_daemon(env={"HIVE_AGENT_SOCKET": str(socket_path)})
     async with daemon.client() as client:
         task_id = (await call_ok(client, "run", {"cmd": "sleep 0.2; exit 3", "wait_seconds": 0})).structured["id"]
