@@ -227,9 +227,8 @@ let
 
   unknownToolGroups = lib.subtractLists knownToolGroups cfg.toolGroups;
   usedReservedSettings = builtins.filter (name: cfg.bash.settings ? ${name}) reservedSettings;
-  # Another module of the hyperhive namespace (the harness's) may declare the
-  # port of the built-in hyperhive MCP surface here; it must differ from ours.
-  hyperhivePort = cfg.mcp.httpPort or null;
+  # Where the daemon keeps task records and output (HIVE_BASH_TASKS_DIR).
+  tasksDir = "${cfg.stateDir}/harness/bash-tasks";
 in
 {
   options.services.hyperhive.agent = {
@@ -267,8 +266,8 @@ in
       default = "/var/lib/hyperhive-agent";
       description = ''
         The agent's state directory: working directory of hive-bash-daemon, whose
-        task records and output live in `harness/bash-tasks` below it. Created
-        (mode 0750, owned by the agent user) if missing.
+        task records and output live in `harness/bash-tasks` below it
+        (`HIVE_BASH_TASKS_DIR`). Created (mode 0750, owned by the agent user) if missing.
       '';
     };
 
@@ -306,6 +305,17 @@ in
         Loopback TCP port hive-bash-daemon serves MCP on (`http://127.0.0.1:PORT/mcp`);
         the default `bash` entry's URL follows it. Each agent container has a
         private network namespace, so one default port for every agent is safe.
+      '';
+    };
+
+    mcp.httpPort = mkOption {
+      type = types.nullOr types.port;
+      default = null;
+      example = 7522;
+      description = ''
+        Loopback port of the built-in hyperhive MCP surface (hive-mcp-http), when the
+        harness's configuration sets it; {option}`${opt}.mcp.bashHttpPort` must differ.
+        `null`: not known here, not checked.
       '';
     };
 
@@ -442,7 +452,7 @@ in
             message = "${opt}.bash.settings: ${concatStringsSep ", " usedReservedSettings} cannot be set here; the daemon listens on 127.0.0.1:${opt}.mcp.bashHttpPort, keeps tasks under ${opt}.stateDir and reaches the harness at ${opt}.agentSocket.";
           }
           {
-            assertion = !bashEnabled || hyperhivePort != port;
+            assertion = !bashEnabled || cfg.mcp.httpPort != port;
             message = "${opt}.mcp.bashHttpPort (${toString port}) equals ${opt}.mcp.httpPort, the built-in hyperhive MCP surface's port; give hive-bash-daemon another port.";
           }
         ];
@@ -479,17 +489,15 @@ in
           description = "hive-bash: background shell tasks for the agent (MCP over HTTP)";
           wantedBy = [ "multi-user.target" ];
           after = [ "network.target" ];
-          # The agent's shell: tasks inherit the daemon's PATH.
-          path = [
-            pkgs.bash
-            pkgs.coreutils
-          ]
-          ++ cfg.bash.extraPackages;
+          # The agent's shell: tasks inherit the daemon's PATH. bash and coreutils
+          # are on it already: the package's wrapper puts them first.
+          path = cfg.bash.extraPackages;
           environment =
             settingsEnvironment
             // {
               HIVE_BASH_HOST = "127.0.0.1";
               HIVE_BASH_PORT = toString port;
+              HIVE_BASH_TASKS_DIR = tasksDir;
               PYTHONUNBUFFERED = "1";
             }
             // optionalAttrs (cfg.agentSocket != null) { HIVE_AGENT_SOCKET = cfg.agentSocket; };
@@ -502,8 +510,7 @@ in
             ExecStart = lib.getExe' cfg.package "hive-bash-daemon";
             User = cfg.user;
             Group = cfg.group;
-            # Tasks land in <stateDir>/harness/bash-tasks (the daemon's default,
-            # relative to its working directory).
+            # Tasks run here unless `run` names a cwd.
             WorkingDirectory = cfg.stateDir;
             EnvironmentFile = mkIf (cfg.bash.environmentFile != null) cfg.bash.environmentFile;
 

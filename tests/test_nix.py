@@ -96,6 +96,18 @@ def test_default_port_is_the_daemons() -> None:
     assert settings.DEFAULT_PORT == DAEMON_DEFAULT_PORT
 
 
+def test_the_modules_defaults_are_the_daemons(cases: dict[str, Any]) -> None:
+    """Every daemon setting the module passes on by default is the daemon's own default, but the tasks dir,
+    which the module places under stateDir (the daemon's default is relative to its working directory)."""
+    settings = pytest.importorskip("hive_bash.settings", reason="hive_bash.settings needs pydantic-settings")
+    environment = cases["defaults"]["service"]["environment"]
+    passed = {name.removeprefix("HIVE_BASH_").lower(): value for name, value in environment.items()
+              if name.startswith("HIVE_BASH_")}
+    assert passed.pop("tasks_dir") == f"/var/lib/hyperhive-agent/{settings.DEFAULT_TASKS_DIR}"
+    assert passed == {name: str(settings.Settings.model_fields[name].default) for name in passed}
+    assert set(passed) >= {"host", "port", "log_level", "max_running"}
+
+
 def test_defaults(cases: dict[str, Any]) -> None:
     case = cases["defaults"]
     assert case["failedAssertions"] == [] and case["warnings"] == []
@@ -116,9 +128,10 @@ def test_defaults(cases: dict[str, Any]) -> None:
         "HIVE_BASH_LOG_LEVEL": "info",
         "HIVE_BASH_MAX_RUNNING": "64",
         "HIVE_BASH_PORT": str(DAEMON_DEFAULT_PORT),
+        "HIVE_BASH_TASKS_DIR": "/var/lib/hyperhive-agent/harness/bash-tasks",
         "PYTHONUNBUFFERED": "1",
     }
-    assert [Path(p).name.rsplit("-", 1)[0].split("-", 1)[1] for p in service["path"]] == ["bash", "coreutils"]
+    assert service["path"] == []  # bash and coreutils come with the package's wrapper
     assert service["wantedBy"] == ["multi-user.target"]
     assert case["mcpServersFile"] == "/etc/hyperhive/mcp-servers.json"
     document = json.loads(case["serversFile"])
@@ -212,10 +225,11 @@ def test_settings_environment_file_and_packages(cases: dict[str, Any]) -> None:
         "HIVE_BASH_LOG_LEVEL": "debug",
         "HIVE_BASH_MAX_RUNNING": "8",
         "HIVE_BASH_PORT": "7523",
+        "HIVE_BASH_TASKS_DIR": "/var/lib/hyperhive-agent/harness/bash-tasks",
         "PYTHONUNBUFFERED": "1",
     }
     assert service["serviceConfig"]["EnvironmentFile"] == "/run/secrets/hive-bash.env"
-    assert service["path"][-1].endswith("-git-2.50.0")
+    assert [Path(p).name for p in service["path"]] == ["00000000000000000000000000000000-git-2.50.0"]
 
 
 def test_custom_user_and_state_dir(cases: dict[str, Any]) -> None:
@@ -223,6 +237,7 @@ def test_custom_user_and_state_dir(cases: dict[str, Any]) -> None:
     config = case["service"]["serviceConfig"]
     assert (config["User"], config["Group"], config["WorkingDirectory"]) == ("alice", "users", "/agents/alice/state")
     assert case["service"]["unitConfig"]["RequiresMountsFor"] == ["/agents/alice/state"]
+    assert case["service"]["environment"]["HIVE_BASH_TASKS_DIR"] == "/agents/alice/state/harness/bash-tasks"
     assert case["users"] == {} and case["groups"] == []
     assert "d '/agents/alice/state' 0750 alice users - -" in case["tmpfiles"]
 

@@ -15,8 +15,8 @@ unified diff (module on the left, .service file on the right).
 Allowed differences, and only these:
 - store paths: ExecStart compares the program's name below bin/ (and, for the
   harness, the script's file name) plus the arguments;
-- PATH: NixOS derives it from the service's `path` (bash, coreutils); Debian's
-  default PATH has both;
+- PATH: NixOS derives it from the service's `path` (the agent's extra packages;
+  bash and coreutils come with the package's wrapper); Debian's default PATH has both;
 - a `HIVE_BASH_*` variable the module sets to exactly the daemon's own default
   (hive_bash.settings) may be left out of the .service file;
 - `Type=simple` in the .service file is systemd's default, which NixOS leaves unset.

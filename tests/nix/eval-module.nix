@@ -158,13 +158,7 @@ lib.mapAttrs (_: summarize) {
     };
   };
 
-  hyperhivePortClash = {
-    imports = [ (withAgent { }) ];
-    options.services.hyperhive.agent.mcp.httpPort = lib.mkOption {
-      type = lib.types.port;
-      default = 7523;
-    };
-  };
+  hyperhivePortClash = withAgent { mcp.httpPort = 7523; };
 
   unknownPermission = withAgent {
     extraMcpServers.m = {
