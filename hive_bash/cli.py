@@ -26,18 +26,25 @@ class ConfigError(Exception):
     """Bad configuration: reported as one line, exit status 2."""
 
 
+def _setting_help(name: str, text: str) -> str:
+    """Help for a flag: its variable and the daemon's default, read from Settings (stated once, there)."""
+    default = Settings.model_fields[name].default
+    shown = f", default {default}" if default is not None else ""
+    return f"{text} (HIVE_BASH_{name.upper()}{shown})"
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="hive-bash-daemon",
         description="Serve the `bash` MCP server (run/status/kill/list/logs/write) over streamable HTTP.",
         epilog="Every flag has an environment variable HIVE_BASH_<FLAG>; the flag wins. See the README.",
     )
-    parser.add_argument("--host", help="address to bind (HIVE_BASH_HOST, default 127.0.0.1)")
-    parser.add_argument("--port", help="TCP port (HIVE_BASH_PORT, default 7523)")
-    parser.add_argument("--tasks-dir", help="task output and records (HIVE_BASH_TASKS_DIR, default harness/bash-tasks)")
-    parser.add_argument("--max-running", help="tasks running at once (HIVE_BASH_MAX_RUNNING, default 64)")
-    parser.add_argument("--token-file", help="bearer token file (HIVE_BASH_TOKEN_FILE)")
-    parser.add_argument("--log-level", help="debug, info, warning, error (HIVE_BASH_LOG_LEVEL)")
+    parser.add_argument("--host", help=_setting_help("host", "address to bind"))
+    parser.add_argument("--port", help=_setting_help("port", "TCP port"))
+    parser.add_argument("--tasks-dir", help=_setting_help("tasks_dir", "task output and records"))
+    parser.add_argument("--max-running", help=_setting_help("max_running", "tasks running at once"))
+    parser.add_argument("--token-file", help=_setting_help("token_file", "bearer token file"))
+    parser.add_argument("--log-level", help=_setting_help("log_level", "debug, info, warning, error"))
     parser.add_argument("--version", action="version", version=f"hive-bash-daemon {__version__}")
     return parser.parse_args(argv)
 
