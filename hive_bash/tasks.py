@@ -125,6 +125,41 @@ class Task:
         record.end_reason = self.end_reason
 
 
+class Slots:
+    """Which tasks run and which wait: at most max_running at once, then up to max_pending in order."""
+
+    def __init__(self, max_running: int, max_pending: int) -> None:
+        self.max_running = max_running
+        self.max_pending = max_pending
+        self.running: set[Task] = set()
+        self.pending: collections.deque[Task] = collections.deque()
+        self.closed = False  # stopping: nothing more starts
+
+    def free(self) -> bool:
+        return len(self.running) < self.max_running and not self.closed
+
+    def check_room(self) -> None:
+        if len(self.running) >= self.max_running and len(self.pending) >= self.max_pending:
+            raise QueueFull(self.max_pending)
+
+    def next_pending(self) -> Task | None:
+        return self.pending.popleft() if self.pending and self.free() else None
+
+    def close(self) -> list[Task]:
+        """Start nothing more; returns the tasks that were still waiting."""
+        self.closed = True
+        waiting = list(self.pending)
+        self.pending.clear()
+        return waiting
+
+    def cancel(self, task: Task) -> bool:
+        """Take a pending task out of the queue; False if it is not waiting."""
+        if task not in self.pending:
+            return False
+        self.pending.remove(task)
+        return True
+
+
 class RecordSaver:
     """Saves records as they change; a change may wait a moment for the next one, never longer."""
 
@@ -161,6 +196,8 @@ class RecordSaver:
 
 
 class TaskManager:
+    """The registry of tasks and their lifecycle; the watcher, retention and todo state machine report to it."""
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.tasks_dir = settings.tasks_dir.resolve()
@@ -170,14 +207,11 @@ class TaskManager:
         self._watcher = Watcher(self._store, settings.max_output_bytes, self._end_for_watcher)
         self._retention = Retention(settings.retain_count, settings.retain_secs)
         self._tasks: dict[str, Task] = {}
-        self._pending: collections.deque[Task] = collections.deque()
-        self._live: set[Task] = set()  # running tasks (their count is what max_running limits)
+        self._slots = Slots(settings.max_running, settings.max_pending)
         self._base_env = process.base_environment(os.environ, settings.hidden_env_names)
         self._background: set[asyncio.Task[None]] = set()
         self._watching: asyncio.Task[None] | None = None
-        self._stopping = False
 
-    # ---- start and stop -------------------------------------------------
 
     async def start(self) -> None:
         """Load the records a previous daemon left (what was pending or running is now interrupted), then serve."""
@@ -195,18 +229,16 @@ class TaskManager:
 
     async def shutdown(self) -> None:
         """End every task (pending cancelled, running terminated group by group), then flush todos."""
-        self._stopping = True
         if self._watching is not None:
             self._watching.cancel()
-        for task in self._pending:
+        for task in self._slots.close():
             self._ended(task, Status.INTERRUPTED, "interrupted: the daemon stopped before it started")
-        self._pending.clear()
         stopped = "interrupted: the daemon stopped"
-        await asyncio.gather(*(self._terminate(task, Status.INTERRUPTED, stopped) for task in list(self._live)))
+        grace = self.settings.kill_grace_secs
+        await asyncio.gather(*(task.terminate(Status.INTERRUPTED, stopped, grace) for task in list(self._slots.running)))
         self._saver.save_all()
         await self._todos.stop(SHUTDOWN_TODO_FLUSH_SECS)
 
-    # ---- queries -------------------------------------------------------
 
     def get(self, task_id: str) -> Task:
         task = self._tasks.get(task_id)
@@ -227,7 +259,7 @@ class TaskManager:
 
     @property
     def running_count(self) -> int:
-        return len(self._live)
+        return len(self._slots.running)
 
     @property
     def todo_backlog(self) -> int:
@@ -249,32 +281,21 @@ class TaskManager:
             self._todos.wait_over(task.record, result_seen)
         return task.ended.is_set()
 
-    # ---- submit and start ---------------------------------------------
 
     def submit(self, options: TaskOptions) -> Task:
         task_id = self._claim_id(options.name)
-        if len(self._live) >= self.settings.max_running and len(self._pending) >= self.settings.max_pending:
-            raise QueueFull(self.settings.max_pending)
-        record = TaskRecord(
-            id=task_id,
-            cmd=options.cmd,
-            created_at=time.time(),
-            timeout_secs=options.timeout_secs,
-            idle_timeout_secs=options.idle_timeout_secs,
-            cwd=options.cwd or os.getcwd(),
-            pty=options.pty,
-            stdin=options.stdin,
-        )
+        self._slots.check_room()
+        record = _new_record(task_id, options)
         task = Task(record, dict(options.env))
         self._todos.track(record)
-        if len(self._live) < self.settings.max_running:
+        if self._slots.free():
             try:
                 self._start(task)
             except SpawnFailed:
                 self._todos.forget(record)
                 raise
         else:
-            self._pending.append(task)
+            self._slots.pending.append(task)
             self._saver.save(record)
         self._tasks[task_id] = task
         return task
@@ -296,16 +317,14 @@ class TaskManager:
         record = task.record
         proc = _spawn(task, self._store, self._base_env)
         task.started(proc)
-        self._live.add(task)
+        self._slots.running.add(task)
         self._watcher.watch(record)
         self._todos.started(record)  # the record is saved when its todo state changes
         self._in_background(self._await_exit(task), f"task-{record.id}")
         logger.debug("task %s started: pid %d", record.id, proc.pid)
-        logger.debug("task %s started: pid %d", record.id, proc.pid)
 
     def _start_pending(self) -> None:
-        while self._pending and len(self._live) < self.settings.max_running and not self._stopping:
-            task = self._pending.popleft()
+        while (task := self._slots.next_pending()) is not None:
             try:
                 self._start(task)
             except SpawnFailed as exc:
@@ -317,7 +336,6 @@ class TaskManager:
         self._background.add(background)
         background.add_done_callback(self._background.discard)
 
-    # ---- input and kill ------------------------------------------------
 
     def write_input(self, task_id: str, data: bytes, eof: bool) -> tuple[Task, int]:
         """Queue input for a task; returns it and the .out size just before the write."""
@@ -331,13 +349,11 @@ class TaskManager:
         task = self.get(task_id)
         if task.ended.is_set():
             raise TaskFinished(task_id, task.status.value)
-        if task in self._pending:
-            self._pending.remove(task)
+        if self._slots.cancel(task):
             self._ended(task, Status.KILLED, "killed before it started")
             return task, "cancelled"
         return task, task.send_kill(force)
 
-    # ---- ending --------------------------------------------------------
 
     def _end_for_watcher(self, record: TaskRecord, cause: Status, reason: str, truncate: Path | None) -> None:
         """The watcher found a limit passed: end the task, then cut an over-long file back to the cap."""
@@ -346,18 +362,15 @@ class TaskManager:
             return
 
         async def end() -> None:
-            await self._terminate(task, cause, reason)
+            await task.terminate(cause, reason, self.settings.kill_grace_secs)
             if truncate is not None:
                 os.truncate(truncate, self.settings.max_output_bytes)
 
         self._in_background(end(), f"end-{task.id}")
 
-    async def _terminate(self, task: Task, cause: Status, reason: str) -> None:
-        await task.terminate(cause, reason, self.settings.kill_grace_secs)
-
     async def _await_exit(self, task: Task) -> None:
         await task.exited()
-        self._live.discard(task)
+        self._slots.running.discard(task)
         self._watcher.unwatch(task.record)
         if task.end_cause is None and output.disk_full(self.tasks_dir):
             # Its writes failed with ENOSPC: what it printed is not all in the files.
@@ -384,7 +397,6 @@ class TaskManager:
         self._retention.ended(record)  # pruned by the watcher's tick, off the reply's path
         logger.debug("task %s ended: %s", record.id, summaries.status_words(record))
 
-    # ---- persistence and retention ---------------------------------------
 
     def _forget(self, task: Task) -> None:
         del self._tasks[task.id]
@@ -400,6 +412,19 @@ class TaskManager:
     def _is_current(self, record: TaskRecord) -> bool:
         task = self._tasks.get(record.id)
         return task is not None and task.record is record
+
+
+def _new_record(task_id: str, options: TaskOptions) -> TaskRecord:
+    return TaskRecord(
+        id=task_id,
+        cmd=options.cmd,
+        created_at=time.time(),
+        timeout_secs=options.timeout_secs,
+        idle_timeout_secs=options.idle_timeout_secs,
+        cwd=options.cwd or os.getcwd(),
+        pty=options.pty,
+        stdin=options.stdin,
+    )
 
 
 def _spawn(task: Task, store: RecordStore, base_env: dict[str, str]) -> process.TaskProcess:
