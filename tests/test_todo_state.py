@@ -1,10 +1,8 @@
-"""The todo state machine on its own: a real notifier on a real unix socket (tests/harness.py), no daemon."""
+"""The todo state machine on its own: a real notifier and the reference harness (tests/harness.py) on a real socket."""
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,13 +14,6 @@ from hive_bash.todo_state import TodoStateMachine
 pytestmark = pytest.mark.anyio
 
 FLUSH_SECS = 10.0
-
-
-@pytest.fixture
-def socket_path() -> Iterator[Path]:
-    path = Path(f"/tmp/hb-ts-{os.getpid()}-{time.monotonic_ns()}.sock")
-    yield path
-    path.unlink(missing_ok=True)
 
 
 class Saves:
@@ -48,63 +39,52 @@ def machine(tmp_path: Path, socket_path: Path | None, saves: Saves | None = None
     return TodoStateMachine(socket_path, RecordStore(tmp_path), saves or Saves())
 
 
-async def test_start_then_end_delivers_the_final_todo_and_records_it(tmp_path: Path, socket_path: Path) -> None:
-    harness = TodoHarness(socket_path).start()
-    try:
-        todos = machine(tmp_path, socket_path)
-        record = running_record()
-        todos.track(record)
-        todos.started(record)
-        end(record, 3)
-        todos.ended(record)
-        todos.start()
-        await todos.stop(FLUSH_SECS)
-    finally:
-        harness.stop()
+def start_task(todos: TodoStateMachine) -> TaskRecord:
+    record = running_record()
+    todos.track(record)
+    todos.started(record)
+    return record
+
+
+async def test_start_then_end_delivers_the_final_todo_and_records_it(tmp_path: Path, harness: TodoHarness) -> None:
+    todos = machine(tmp_path, harness.socket_path)
+    record = start_task(todos)
+    end(record, 3)
+    todos.ended(record)
+    todos.start()
+    await todos.stop(FLUSH_SECS)
     assert harness.snapshot()["build"].startswith("bash task build done, exit 3")
     # The running upsert was superseded before the worker ran: only the final one went out.
     assert [message["cmd"] for message in harness.messages_for("build")] == ["todo_upsert"]
     assert record.todo == TodoProgress(wanted="final", wanted_delivered=True, harness_holds=True)
 
 
-async def test_a_result_seen_inline_never_becomes_a_todo(tmp_path: Path, socket_path: Path) -> None:
-    harness = TodoHarness(socket_path).start()
-    try:
-        todos = machine(tmp_path, socket_path)
-        record = running_record()
-        todos.track(record)
-        todos.started(record)
-        todos.wait_begins(record)
-        end(record)
-        todos.ended(record)  # held back for the waiter
-        assert todos.backlog == 1  # only the running upsert
-        todos.wait_over(record, result_seen=True)
-        assert todos.backlog == 0
-        todos.start()
-        await todos.stop(FLUSH_SECS)
-    finally:
-        harness.stop()
+async def test_a_result_seen_inline_never_becomes_a_todo(tmp_path: Path, harness: TodoHarness) -> None:
+    todos = machine(tmp_path, harness.socket_path)
+    record = start_task(todos)
+    todos.wait_begins(record)
+    end(record)
+    todos.ended(record)  # held back for the waiter
+    assert todos.backlog == 1  # only the running upsert
+    todos.wait_over(record, result_seen=True)
+    assert todos.backlog == 0
+    todos.start()
+    await todos.stop(FLUSH_SECS)
     assert harness.messages_for("build") == []
     assert record.todo == TodoProgress(wanted=None, wanted_delivered=True, harness_holds=False)
 
 
-async def test_seeing_a_delivered_result_clears_the_harness_todo(tmp_path: Path, socket_path: Path) -> None:
-    harness = TodoHarness(socket_path).start()
-    try:
-        todos = machine(tmp_path, socket_path)
-        record = running_record()
-        todos.track(record)
-        todos.started(record)
-        end(record)
-        todos.ended(record)
-        todos.start()
-        assert await todos.flush(FLUSH_SECS)
-        assert harness.snapshot()["build"].startswith("bash task build done")
-        todos.seen(record)
-        todos.seen(record)  # seeing it twice sends nothing more
-        await todos.stop(FLUSH_SECS)
-    finally:
-        harness.stop()
+async def test_seeing_a_delivered_result_clears_the_harness_todo(tmp_path: Path, harness: TodoHarness) -> None:
+    todos = machine(tmp_path, harness.socket_path)
+    record = start_task(todos)
+    end(record)
+    todos.ended(record)
+    todos.start()
+    assert await todos.flush(FLUSH_SECS)
+    assert harness.snapshot()["build"].startswith("bash task build done")
+    todos.seen(record)
+    todos.seen(record)  # seeing it twice sends nothing more
+    await todos.stop(FLUSH_SECS)
     assert [message["cmd"] for message in harness.messages_for("build")][-1] == "todo_clear"
     assert "build" not in harness.snapshot()
     assert record.todo == TodoProgress(wanted="clear", wanted_delivered=True, harness_holds=False)
@@ -141,9 +121,7 @@ async def test_an_owed_todo_in_a_record_is_sent_again_after_a_restart(tmp_path: 
 
 async def test_without_a_harness_every_state_counts_as_delivered(tmp_path: Path) -> None:
     todos = machine(tmp_path, None)
-    record = running_record()
-    todos.track(record)
-    todos.started(record)
+    record = start_task(todos)
     assert record.todo.wanted == "running" and record.todo.wanted_delivered
     end(record)
     todos.ended(record)
