@@ -147,6 +147,7 @@ class TodoStateMachine:
             body = summaries.final_todo(record, self._store.out_path(record.id), self._store.err_path(record.id))
             self._notifier.upsert(record.id, body, "final")
         progress.wanted, progress.wanted_delivered = state, not self._notifier.enabled
+        logger.debug("task %s: todo %s wanted", record.id, state)
         self._on_change(record)
 
     def _delivered(self, message: TodoMessage) -> None:
