@@ -1,4 +1,4 @@
-"""Completion todos on a real unix socket, and records that survive restarts (issue: todos + registry)."""
+"""hive_bash.todos end to end: completion todos on a real unix socket, and records that survive restarts."""
 
 from __future__ import annotations
 

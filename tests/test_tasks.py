@@ -1,4 +1,4 @@
-"""run / status / kill through the real MCP client against the real daemon (issue: daemon core)."""
+"""hive_bash.tasks end to end: a task's lifecycle (run, status, kill, deadlines, pending, names) through the real MCP client and daemon."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PTY tasks and input to running tasks through `write` (issue: interactive tasks)."""
+"""hive_bash.task_input end to end: PTY tasks and input to running tasks through `write`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""list, logs, liveness, semantic status, warnings, head+tail, cwd/env, idle timeout (issue: beyond the spec)."""
+"""hive_bash.tools and results end to end: list, logs, liveness, semantic status, warnings, head+tail, cwd/env, idle timeout."""
 
 from __future__ import annotations
 
