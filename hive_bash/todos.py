@@ -47,7 +47,11 @@ class TodoMessage:
 
 
 class HarnessError(Exception):
-    pass
+    """The harness answered, but not with ok; `kind` groups failures for logging (once per kind)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 async def send_to_harness(socket_path: Path, message: TodoMessage, timeout: float = REPLY_TIMEOUT_SECS) -> None:
@@ -57,15 +61,34 @@ async def send_to_harness(socket_path: Path, message: TodoMessage, timeout: floa
         try:
             writer.write(message.wire())
             await writer.drain()
-            line = await reader.readline()
+            line = await _read_reply_line(reader)
         finally:
             writer.close()
+    reply = _parse_reply(line)
+    if reply.get("ok") is not True:
+        raise HarnessError(f"harness refused: {reply!r}"[:300], "refused")
+
+
+async def _read_reply_line(reader: asyncio.StreamReader) -> bytes:
+    try:
+        return await reader.readuntil(b"\n")
+    except asyncio.LimitOverrunError:
+        raise HarnessError(f"reply longer than {MAX_REPLY_BYTES} bytes", "too long") from None
+    except asyncio.IncompleteReadError as exc:  # closed without a newline: judge what came
+        return exc.partial
+
+
+def _parse_reply(line: bytes) -> dict[str, object]:
+    """The reply object; anything else (not JSON, nested past the parser's depth, not an object) is a HarnessError."""
     try:
         reply = json.loads(line)
+    except RecursionError:
+        raise HarnessError(f"reply nested too deeply to parse: {line[:80]!r}", "too deep") from None
     except ValueError as exc:
-        raise HarnessError(f"unreadable reply {line[:200]!r}") from exc
-    if not isinstance(reply, dict) or reply.get("ok") is not True:
-        raise HarnessError(f"harness refused: {reply!r}"[:300])
+        raise HarnessError(f"reply is not JSON: {line[:200]!r}: {exc}", "not JSON") from None
+    if not isinstance(reply, dict):
+        raise HarnessError(f"reply is not an object: {line[:200]!r}", "not an object")
+    return reply
 
 
 DeliveredCallback = Callable[[TodoMessage], None]
@@ -87,6 +110,7 @@ class TodoNotifier:
         self._idle = asyncio.Event()
         self._idle.set()
         self._worker: asyncio.Task[None] | None = None
+        self._failing: str | None = None  # the kind of the current run of failures, logged once
 
     @property
     def enabled(self) -> bool:
@@ -113,6 +137,16 @@ class TodoNotifier:
         """Drop the key's queued message. False when one is being sent right now: the harness may get it."""
         self._wanted.pop(key, None)
         return key != self._in_flight
+
+    def _note_failure(self, message: TodoMessage, exc: Exception) -> None:
+        """Log a failure once, not on every retry: again only when the kind of failure changes."""
+        reason = str(exc) or type(exc).__name__
+        kind = exc.kind if isinstance(exc, HarnessError) else type(exc).__name__
+        if kind != self._failing:
+            self._failing = kind
+            logger.warning("todo delivery to %s failing (retrying with backoff): %s", self.socket_path, reason)
+        else:
+            logger.debug("todo %s for %s not delivered: %s", message.kind, message.key, reason)
 
     def _want(self, message: TodoMessage) -> None:
         if not self.enabled:
@@ -162,11 +196,14 @@ class TodoNotifier:
         self._in_flight = message.key
         try:
             await send_to_harness(self.socket_path, message)
-        except (OSError, TimeoutError, HarnessError) as exc:
-            logger.debug("todo %s for %s not delivered: %s", message.kind, message.key, exc)
+        except Exception as exc:  # noqa: BLE001 - whatever the harness does, the worker must live on
+            self._note_failure(message, exc)
             return False
         finally:
             self._in_flight = None
+        if self._failing is not None:
+            logger.info("todo delivery to %s works again", self.socket_path)
+            self._failing = None
         if self._wanted.get(message.key) is message:
             del self._wanted[message.key]
         self._on_delivered(message)

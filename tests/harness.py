@@ -6,7 +6,9 @@ from a background thread so sync and async tests alike can use it); the
 container tests run it as a service: `python3 harness.py --socket PATH --state-file PATH`.
 
 Misbehaviour can be switched on to test the daemon's retries: `mode` "ok",
-"silent" (accept, never reply), "garbage" (reply nonsense) or "refuse" (ok=false).
+"silent" (accept, never reply), "refuse" (ok=false), or one of MISBEHAVIOUR's
+replies: "garbage" (not JSON), "huge" (a line over the daemon's 64 KiB limit),
+"deep" (30,000 nested brackets), "list" (JSON, but not an object).
 """
 
 from __future__ import annotations
@@ -21,6 +23,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# Replies a hostile or broken harness might send instead of {"ok": true}.
+MISBEHAVIOUR = {
+    "garbage": b"this is not json\n",
+    "huge": b'{"ok": true, "pad": "' + b"x" * (80 * 1024) + b'"}\n',
+    "deep": b"[" * 30_000 + b"]" * 30_000 + b"\n",
+    "list": b"[true]\n",
+}
+
 
 class TodoHarness:
     def __init__(self, socket_path: Path, state_file: Path | None = None) -> None:
@@ -29,6 +39,7 @@ class TodoHarness:
         self.todos: dict[str, str] = {}
         self.messages: list[dict[str, Any]] = []  # every accepted request, in arrival order
         self.mode = "ok"
+        self.served: list[str] = []  # the mode each connection was answered in
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -39,11 +50,13 @@ class TodoHarness:
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             line = await reader.readline()
+            self.served.append(self.mode)
             if self.mode == "silent":
                 await asyncio.sleep(3600)
                 return
-            if self.mode == "garbage":
-                writer.write(b"this is not json\n")
+            if self.mode in MISBEHAVIOUR:
+                writer.write(MISBEHAVIOUR[self.mode])
+                await writer.drain()
                 return
             reply = self.apply(line)
             if self.mode == "refuse":

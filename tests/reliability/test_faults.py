@@ -70,3 +70,27 @@ async def test_sigkill_under_load_then_restart_interrupts_everything_cleanly(mak
     assert running.structured["tasks"] == []
     harness.wait_for(lambda h: all("interrupted" in h.snapshot().get(task_id, "") for task_id in ids), timeout=30)
     assert not list(daemon.tasks_dir.glob(".*.tmp"))
+
+
+async def test_any_harness_reply_leaves_the_todo_worker_alive_and_each_failure_is_logged_once(
+    make_daemon, harness: TodoHarness
+) -> None:
+    """Issue 17, finding 6: one reply over 64 KiB or 30,000 brackets deep used to kill the worker for good."""
+    daemon = make_daemon(env={"HIVE_AGENT_SOCKET": str(harness.socket_path)})
+    modes = ["huge", "deep", "garbage", "list"]
+    async with daemon.client() as client:
+        for mode in modes:
+            harness.mode = mode
+            await call_ok(client, "run", {"cmd": "exit 3", "name": f"after-{mode}", "wait_seconds": 0})
+            # a second attempt in the same mode: the worker survived the first reply and retried
+            wait_until(lambda: harness.served.count(mode) >= 2, 15, what=f"a retry after a {mode!r} reply")
+        harness.mode = "ok"
+        harness.wait_for(lambda h: all("done, exit 3" in h.snapshot().get(f"after-{mode}", "") for mode in modes),
+                         timeout=30)
+    wait_until(lambda: daemon.health()["todo_backlog"] == 0, 10, what="backlog drained")
+    log = daemon.log_path.read_text()
+    failures = [line for line in log.splitlines() if "todo delivery to" in line and "failing" in line]
+    assert len(failures) == len(modes), "\n".join(failures)  # one line per kind of failure, not per retry
+    for line, words in zip(failures, ["longer than 65536 bytes", "nested too deeply", "not JSON", "not an object"]):
+        assert words in line, line
+    assert log.count("todo delivery to") == len(modes) + 1 and "works again" in log
