@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import signal
+import stat
 import sys
 from pathlib import Path
 
@@ -60,12 +61,27 @@ def load_settings(args: argparse.Namespace) -> Settings:
 
 
 def prepare_tasks_dir(path: Path) -> Path:
+    """Create the tasks dir 0700, or accept an existing one only if it is private to this user.
+
+    Another user who can write there could plant symlinks or records the daemon would follow
+    or act on, so a symlinked, foreign or group/other-writable dir is refused, not repaired.
+    """
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = path.lstat()
     except OSError as exc:
         raise ConfigError(f"tasks dir {path}: cannot create it: {exc.strerror}") from None
-    if not path.is_dir():
+    if stat.S_ISLNK(info.st_mode):
+        raise ConfigError(f"tasks dir {path}: is a symlink; point HIVE_BASH_TASKS_DIR at the real directory")
+    if not stat.S_ISDIR(info.st_mode):
         raise ConfigError(f"tasks dir {path}: exists and is not a directory")
+    if info.st_uid != os.geteuid():
+        raise ConfigError(f"tasks dir {path}: owned by uid {info.st_uid}, not by this user (uid {os.geteuid()})")
+    if info.st_mode & 0o022:
+        raise ConfigError(f"tasks dir {path}: writable by group or others (mode {info.st_mode & 0o777:04o}); chmod 700 it")
+    if info.st_mode & 0o077:
+        logger.warning("tasks dir %s had mode %04o; making it 0700", path, info.st_mode & 0o777)
+        os.chmod(path, 0o700)
     if not os.access(path, os.W_OK | os.X_OK):
         raise ConfigError(f"tasks dir {path}: not writable by this user")
     return path.resolve()
@@ -87,6 +103,24 @@ def read_token(settings: Settings) -> str | None:
     return token
 
 
+def drop_hidden_environment(hidden: frozenset[str]) -> None:
+    """Re-execute the daemon without the HIVE_BASH_HIDE_ENV variables, if any are set.
+
+    Filtering them out of a task's environment is not enough: a task runs as the daemon's
+    user and can read the daemon's own environment (`/proc/$PPID/environ`, its memory).
+    After execve the process (same pid, so systemd still tracks it) holds no copy at all;
+    the daemon never needs the values itself.
+    """
+    present = sorted(hidden & os.environ.keys())
+    if not present:
+        return
+    logger.info("re-executing without the hidden variable(s) %s", ", ".join(present))
+    env = {name: value for name, value in os.environ.items() if name not in hidden}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, sys.orig_argv, env)
+
+
 def configure_logging(level: str) -> None:
     logging.basicConfig(
         level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
@@ -98,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings(args)
         configure_logging(settings.log_level)
+        drop_hidden_environment(settings.hidden_env_names)
         settings.tasks_dir = prepare_tasks_dir(settings.tasks_dir)
         token = read_token(settings)
     except ConfigError as exc:

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .private_files import create_private
+
 logger = logging.getLogger(__name__)
 
 BASH_ARGV = ("bash", "--noprofile", "--norc", "-c")
@@ -37,7 +39,8 @@ STARTUP_ENV_PREFIXES = ("ZSH_",)
 # The daemon's own configuration is not the task's business (the token file above all).
 DAEMON_ENV_PREFIXES = ("HIVE_BASH_",)
 PTY_ROWS, PTY_COLUMNS = 40, 200
-OUTPUT_MODE = 0o600
+# Set in every task's environment; also how a leftover task leader is recognised after a restart.
+TASK_ID_ENV = "HIVE_BASH_TASK_ID"
 
 
 def base_environment(environ: Mapping[str, str], hidden: frozenset[str]) -> dict[str, str]:
@@ -60,7 +63,7 @@ def task_environment(base: Mapping[str, str], extra: Mapping[str, str], task_id:
     if pty:
         env["TERM"] = "dumb"
     env.update(extra)
-    env["HIVE_BASH_TASK_ID"] = task_id
+    env[TASK_ID_ENV] = task_id
     return env
 
 
@@ -76,9 +79,24 @@ def read_start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
-def same_process_alive(pid: int, start_ticks: int | None) -> bool:
-    """True only if `pid` still names the very process we started (pid AND start time match)."""
-    return start_ticks is not None and read_start_ticks(pid) == start_ticks
+def same_process_alive(pid: int, start_ticks: int | None, task_id: str) -> bool:
+    """True only if `pid` still names the very process we started for `task_id`.
+
+    Pid and start time must match, and since a record may be forged, the process must
+    also look like a task leader: leading its own session and group (start_new_session)
+    and started with HIVE_BASH_TASK_ID=<task_id> in its environment.
+    """
+    if start_ticks is None:
+        return False
+    fields = _stat_fields(str(pid))
+    # fields: state(0) ppid(1) pgrp(2) session(3) ... starttime(19)
+    if fields is None or not int(fields[2]) == int(fields[3]) == pid or int(fields[19]) != start_ticks:
+        return False
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            return f"{TASK_ID_ENV}={task_id}".encode() in environ.read().split(b"\0")
+    except OSError:
+        return False
 
 
 def _stat_fields(pid: str) -> list[bytes] | None:
@@ -96,8 +114,8 @@ def leftover_group_members(pgid: int, leader_start_ticks: int | None) -> list[in
     Members must be in the session and group the leader created and must have started
     no earlier than it; a stranger would need to reuse the very pid as a new session id.
     """
-    if leader_start_ticks is None:
-        return []
+    if leader_start_ticks is None or read_start_ticks(pgid) == leader_start_ticks:
+        return []  # the leader lives but is no task of ours (a forged record): leave its group alone
     members = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -124,7 +142,7 @@ def signal_group(pgid: int, sig: int) -> bool:
 
 
 def _open_output(path: Path) -> int:
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, OUTPUT_MODE)
+    return create_private(path)
 
 
 def _set_window_size(fd: int) -> None:
@@ -150,7 +168,7 @@ class SpawnRequest:
         """bash's argv for the command; one too long for an exec argument is written to `script_path` first."""
         if len(self.cmd.encode("utf-8", errors="surrogateescape")) <= MAX_ARGUMENT_BYTES:
             return [*BASH_ARGV, self.cmd]
-        fd = os.open(self.script_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, OUTPUT_MODE)
+        fd = create_private(self.script_path)
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as script:
             script.write(self.cmd)
         return [*BASH_SCRIPT_ARGV, str(self.script_path)]

@@ -16,10 +16,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from .private_files import create_private, read_own_file
+
 logger = logging.getLogger(__name__)
 
 RECORD_SUFFIX = ".json"
-FILE_MODE = 0o600
 
 
 class Status(str, enum.Enum):
@@ -118,7 +119,7 @@ class RecordStore:
         final = self.record_path(record.id)
         temp = final.with_name(f".{final.name}.tmp")
         data = record.model_dump_json().encode()
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+        fd = create_private(temp)  # never through a planted .<id>.json.tmp symlink
         try:
             os.write(fd, data)
         finally:
@@ -135,7 +136,8 @@ class RecordStore:
 
     def _load(self, path: Path) -> TaskRecord | None:
         try:
-            record = TaskRecord.model_validate_json(path.read_bytes())
+            # A record makes the daemon signal its pid at start: only one we wrote counts.
+            record = TaskRecord.model_validate_json(read_own_file(path))
         except (OSError, ValidationError, ValueError) as exc:
             logger.warning("skipping unreadable task record %s: %s", path, exc)
             return None

@@ -1,4 +1,4 @@
-"""What a previous daemon left running: ended by process identity (pid and kernel start time), never by pid alone."""
+"""What a previous daemon left running: ended by process identity (pid, kernel start time and task id), never by pid alone."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def end_leftover_processes(record: TaskRecord) -> None:
     if record.pid is None:
         return
     pgid, start_ticks = record.pid, record.proc_start_ticks
-    if process.same_process_alive(pgid, start_ticks):
+    if process.same_process_alive(pgid, start_ticks, record.id):
         logger.warning("task %s (pid %d) outlived the previous daemon; ending its group", record.id, pgid)
         process.signal_group(pgid, signal.SIGKILL)
         return

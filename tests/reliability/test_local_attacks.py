@@ -1,0 +1,148 @@
+"""A local attacker against the daemon's files and secrets (issue 17, findings 4 and 5).
+
+Each test performs the attack the red-team pass used: read the daemon's environment
+from a task, plant symlinks, loose modes and forged records in the tasks dir, and
+hand the daemon a tasks dir it must not use. Planting happens as the test's own user
+(a stand-in for another user who can write the directory); tests that need a file
+owned by someone else run only as root and are skipped with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hivetest import call_ok, pid_alive, wait_until
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "hunter2-" + "x" * 8
+NOBODY = 65534
+
+
+def start_daemon_process(workdir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run hive-bash-daemon expecting it to refuse to start; returns the finished process."""
+    base = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
+    return subprocess.run([sys.executable, "-m", "hive_bash.cli", "--port", "1", *args], cwd=workdir,
+                          env={**base, **(env or {})}, capture_output=True, text=True, timeout=30)
+
+
+def start_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        return int(stat.read().rsplit(b")", 1)[1].split()[19])
+
+
+# --- finding 4: hidden variables ---------------------------------------------------------
+
+
+async def test_hidden_variables_are_not_readable_from_the_daemons_own_environment(make_daemon) -> None:
+    daemon = make_daemon(env={"HIVE_BASH_HIDE_ENV": "DEPLOY_KEY", "DEPLOY_KEY": SECRET, "VISIBLE": "shown"})
+    environ = f"/proc/{daemon.proc.pid}/environ"
+    attack = f"tr '\\0' '\\n' </proc/$PPID/environ; tr '\\0' '\\n' <{environ}; env; echo PPID=$PPID"
+    async with daemon.client() as client:
+        reply = await call_ok(client, "run", {"cmd": attack, "wait_seconds": 10})
+    out = (daemon.tasks_dir / f"{reply.structured['id']}.out").read_text()
+    assert f"PPID={daemon.proc.pid}\n" in out  # the task's parent is the daemon: the attack aimed right
+    assert "VISIBLE=shown" in out  # the environment was readable, and is passed on
+    assert SECRET not in out
+    assert SECRET.encode() not in Path(environ).read_bytes()  # same pid: systemd keeps tracking it
+
+
+# --- finding 5: the tasks dir and its files -------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["symlink", "group-writable", "other-writable", "foreign-owner"])
+def test_an_unsafe_tasks_dir_is_refused_with_one_line(tmp_path: Path, kind: str) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    tasks_dir = tmp_path / "tasks"
+    if kind == "symlink":
+        tasks_dir.symlink_to(real)
+    else:
+        tasks_dir.mkdir(mode=0o700)
+    if kind == "group-writable":
+        tasks_dir.chmod(0o770)
+    elif kind == "other-writable":
+        tasks_dir.chmod(0o1777)
+    elif kind == "foreign-owner":
+        if os.geteuid() != 0:
+            pytest.skip("needs root to make a directory owned by another user")
+        os.chown(tasks_dir, NOBODY, NOBODY)
+    proc = start_daemon_process(tmp_path, "--tasks-dir", str(tasks_dir))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    expected = {"symlink": "is a symlink", "group-writable": "writable by group or others",
+                "other-writable": "writable by group or others", "foreign-owner": "owned by uid 65534"}[kind]
+    assert lines[0].startswith(f"hive-bash-daemon: tasks dir {tasks_dir}: {expected}"), lines[0]
+
+
+async def test_a_readable_tasks_dir_is_made_private(make_daemon, tmp_path: Path) -> None:
+    tasks_dir = tmp_path / "harness" / "bash-tasks"
+    tasks_dir.mkdir(parents=True)
+    tasks_dir.chmod(0o755)
+    daemon = make_daemon()
+    assert daemon.tasks_dir.stat().st_mode & 0o777 == 0o700
+    assert "had mode 0755; making it 0700" in daemon.log()
+
+
+async def test_planted_symlinks_and_loose_modes_are_not_followed_or_kept(make_daemon, tmp_path: Path) -> None:
+    victim = tmp_path / "bashrc"
+    victim.write_text("# the agent's own file\n")
+    tasks_dir = tmp_path / "harness" / "bash-tasks"
+    tasks_dir.mkdir(parents=True, mode=0o700)
+    (tasks_dir / "build.out").symlink_to(victim)
+    (tasks_dir / "build.err").symlink_to(victim)
+    (tasks_dir / ".build.json.tmp").symlink_to(victim)
+    loose = tasks_dir / "loose.out"
+    loose.write_text("planted\n")
+    loose.chmod(0o666)
+    daemon = make_daemon()
+    async with daemon.client() as client:
+        built = await call_ok(client, "run", {"cmd": "echo overwritten; echo oops >&2", "name": "build",
+                                              "wait_seconds": 10})
+        await call_ok(client, "run", {"cmd": "echo mine", "name": "loose", "wait_seconds": 10})
+    assert built.structured["stdout_tail"] == "overwritten\n"
+    assert victim.read_text() == "# the agent's own file\n"
+    for name in ("build.out", "build.err", "build.json", "loose.out", "loose.json"):
+        path = tasks_dir / name
+        assert not path.is_symlink() and path.stat().st_mode & 0o777 == 0o600, name
+    assert loose.read_text() == "mine\n"
+    assert not (tasks_dir / ".build.json.tmp").exists()
+
+
+def _forged_record(task_id: str, pid: int) -> dict[str, object]:
+    return {"id": task_id, "cmd": "sleep 1000", "status": "running", "created_at": time.time() - 5,
+            "started_at": time.time() - 5, "cwd": "/", "pid": pid, "proc_start_ticks": start_ticks(pid)}
+
+
+@pytest.mark.parametrize("owner", ["daemon-user", "another-user"])
+async def test_a_forged_running_record_never_gets_an_innocent_process_killed(make_daemon, tmp_path: Path,
+                                                                              owner: str) -> None:
+    if owner == "another-user" and os.geteuid() != 0:
+        pytest.skip("needs root to plant a record owned by another user")
+    tasks_dir = tmp_path / "harness" / "bash-tasks"
+    tasks_dir.mkdir(parents=True, mode=0o700)
+    # An agent-owned process that is no task, though like a task leader it leads its own session.
+    innocent = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+    try:
+        forged = tasks_dir / "x.json"
+        forged.write_text(json.dumps(_forged_record("x", innocent.pid)))
+        if owner == "another-user":
+            os.chown(forged, NOBODY, NOBODY)
+        daemon = make_daemon()
+        async with daemon.client() as client:
+            await call_ok(client, "list", {})  # the daemon has read its records and settled them
+        assert pid_alive(innocent.pid), daemon.log()
+        if owner == "another-user":
+            assert "is owned by uid 65534, not by this user" in daemon.log()
+        else:
+            wait_until(lambda: daemon.record("x")["status"] == "interrupted", 10, what="the record settled")
+    finally:
+        innocent.kill()
+        innocent.wait()
