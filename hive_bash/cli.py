@@ -13,7 +13,7 @@ from pathlib import Path
 import uvicorn
 from pydantic import ValidationError
 
-from . import __version__
+from . import __version__, tokens
 from .app import create_app
 from .settings import Settings
 
@@ -45,6 +45,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tasks-dir", help=_setting_help("tasks_dir", "task output and records"))
     parser.add_argument("--max-running", help=_setting_help("max_running", "tasks running at once"))
     parser.add_argument("--token-file", help=_setting_help("token_file", "bearer token file"))
+    parser.add_argument(
+        "--generate-token",
+        action="store_const",
+        const="true",
+        help=_setting_help(
+            "generate_token",
+            "require a bearer token, generated into the token file (default harness/bash-token) "
+            "unless it already holds one",
+        ),
+    )
     parser.add_argument("--log-level", help=_setting_help("log_level", "debug, info, warning, error"))
     parser.add_argument("--version", action="version", version=f"hive-bash-daemon {__version__}")
     return parser.parse_args(argv)
@@ -88,18 +98,25 @@ def prepare_tasks_dir(path: Path) -> Path:
 
 
 def read_token(settings: Settings) -> str | None:
-    if settings.token_file is None:
+    path = settings.token_path
+    if path is None:
         if not settings.is_loopback:
             raise ConfigError(
                 f"host {settings.host} is not loopback: set HIVE_BASH_TOKEN_FILE so requests need a bearer token"
             )
         return None
     try:
-        token = settings.token_file.read_text().strip()
+        if settings.generate_token:
+            token, generated = tokens.ensure_token_file(path)
+            logger.info("%s the bearer token in %s", "generated" if generated else "kept", path)
+            return token
+        token, warning = tokens.read_token_file(path)
+    except tokens.TokenError as exc:
+        raise ConfigError(f"token file {path}: {exc}") from None
     except OSError as exc:
-        raise ConfigError(f"token file {settings.token_file}: {exc.strerror}") from None
-    if not token:
-        raise ConfigError(f"token file {settings.token_file}: is empty")
+        raise ConfigError(f"token file {path}: {exc.strerror or exc}") from None
+    if warning is not None:
+        logger.warning("token file %s: %s", path, warning)
     return token
 
 

@@ -10,7 +10,8 @@ list, logs, write) over streamable HTTP, exactly as an agent would::
 
 Connection: ``--url`` (else ``$HIVE_BASH_URL``, else
 ``http://127.0.0.1:$HIVE_BASH_PORT/mcp`` with port 7523); ``--token-file`` (else
-``$HIVE_BASH_TOKEN_FILE``) sends ``Authorization: Bearer <token>``.
+``$HIVE_BASH_TOKEN_FILE``, else the ``bearerTokenFile`` of the NixOS module's server
+entry for that URL) sends ``Authorization: Bearer <token>``.
 
 Exit status (see docs/client-cli.md):
 
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from . import mcp_config, tokens
 from .mcp_compat import BashClient, ToolReply, open_client
 from .records import Status
 from .settings import DEFAULT_PORT
@@ -153,6 +155,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         default=env.get(TOKEN_FILE_ENV) or None,
         help=f"file holding the bearer token (${TOKEN_FILE_ENV})",
     )
+    parser.set_defaults(servers_file=env.get(mcp_config.SERVERS_FILE_ENV) or str(mcp_config.DEFAULT_SERVERS_FILE))
     parser.add_argument("--json", action="store_true", help="print the structured result as one JSON object")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -195,15 +198,27 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 def connection_for(args: argparse.Namespace) -> Connection:
     """URL and headers from the parsed options; an unreadable token file is a usage error (ValueError)."""
     headers: dict[str, str] = {}
-    if args.token_file is not None:
+    token_file = args.token_file or module_token_file(Path(args.servers_file), args.url)
+    if token_file is not None:
         try:
-            token = Path(args.token_file).read_text().strip()
-        except OSError as exc:
-            raise ValueError(f"cannot read token file {args.token_file}: {exc.strerror or exc}") from None
-        if not token:
-            raise ValueError(f"token file {args.token_file} is empty")
+            token, _ = tokens.read_token_file(Path(token_file))
+        except tokens.TokenError as exc:
+            raise ValueError(f"token file {token_file}: {exc}") from None
         headers["Authorization"] = f"Bearer {token}"
     return Connection(url=args.url, headers=headers)
+
+
+def module_token_file(servers_file: Path, url: str) -> Path | None:
+    """The NixOS module's token file for `url`: the `bearerTokenFile` of the server file's entry
+    with that URL, so `hive-bash` needs no flag on an agent machine. None when there is none."""
+    try:
+        parsed = mcp_config.load_servers_file(servers_file)
+    except mcp_config.ConfigError:
+        return None  # no module here (or a broken file, which hive-bash-mcp-config reports)
+    for server in parsed.servers.values():
+        if server.type == "http" and server.url == url and server.bearer_token_file is not None:
+            return Path(server.bearer_token_file)
+    return None
 
 
 # --------------------------------------------------------------------------- exit status

@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import tokens
+
 log = logging.getLogger(__name__)
 
 PROG = "hive-bash-mcp-config"
@@ -57,8 +59,12 @@ EXIT_INPUT_ERROR = 2
 
 SERVER_TYPES = ("stdio", "http")
 # Claude Code names MCP tools mcp__<server>__<tool>; keep both parts to plain identifiers.
-NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
-TOOL_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+# Checked with fullmatch: "$" would let a trailing newline through into the allowed-tools lines.
+NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
+TOOL_RE = re.compile(r"[A-Za-z0-9_.-]+")
+# RFC 9110 field names; values without control characters (no header injection into Claude's requests).
+HEADER_NAME_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+HEADER_VALUE_RE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 ENTRY_FIELDS = frozenset(
     {
         "type",
@@ -70,6 +76,7 @@ ENTRY_FIELDS = frozenset(
         "allowedTools",
         "availableToSubagents",
         "requiredPermission",
+        "bearerTokenFile",
     }
 )
 
@@ -92,6 +99,8 @@ class McpServer:
     allowed_tools: tuple[str, ...] = ()
     available_to_subagents: bool = False
     required_permission: str | None = None
+    # http entries: a file holding the daemon's token, rendered as "Authorization: Bearer <token>".
+    bearer_token_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -136,17 +145,25 @@ def _str_map(entry: Mapping[str, Any], name: str, key: str) -> dict[str, str]:
     return dict(value)
 
 
+def _headers(entry: Mapping[str, Any], name: str) -> dict[str, str]:
+    headers = _str_map(entry, name, "headers")
+    for key, value in headers.items():
+        if not HEADER_NAME_RE.fullmatch(key) or not HEADER_VALUE_RE.fullmatch(value):
+            raise ConfigError(f"{_where(name, 'headers')}: {key!r} is not a valid HTTP header name and value")
+    return headers
+
+
 def _allowed_tools(entry: Mapping[str, Any], name: str) -> tuple[str, ...]:
     tools = _str_list(entry, name, "allowedTools")
     for tool in tools:
-        if tool != "*" and not TOOL_RE.match(tool):
+        if tool != "*" and not TOOL_RE.fullmatch(tool):
             raise ConfigError(f'{_where(name, "allowedTools")}: {tool!r} is neither "*" nor a tool name')
     return tools
 
 
 def parse_server(name: str, entry: Any) -> McpServer:
     """Validate one entry; raise ConfigError naming the entry and field."""
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise ConfigError(f"mcpServers.{name}: server names may use only letters, digits, '_' and '-'")
     if not isinstance(entry, dict):
         raise ConfigError(f"mcpServers.{name}: expected an object, got {entry!r}")
@@ -166,15 +183,18 @@ def parse_server(name: str, entry: Any) -> McpServer:
         args=_str_list(entry, name, "args"),
         env=_str_map(entry, name, "env"),
         url=_opt_str(entry, name, "url"),
-        headers=_str_map(entry, name, "headers"),
+        headers=_headers(entry, name),
         allowed_tools=_allowed_tools(entry, name),
         available_to_subagents=subagents,
         required_permission=_opt_str(entry, name, "requiredPermission"),
+        bearer_token_file=_opt_str(entry, name, "bearerTokenFile"),
     )
     if server.type == "http" and server.url is None:
         raise ConfigError(f"{_where(name, 'url')}: an http entry needs a url")
     if server.type == "stdio" and server.command is None:
         raise ConfigError(f"{_where(name, 'command')}: a stdio entry needs a command")
+    if server.type == "stdio" and server.bearer_token_file is not None:
+        raise ConfigError(f"{_where(name, 'bearerTokenFile')}: only an http entry sends a token")
     return server
 
 
@@ -200,15 +220,33 @@ def parse_servers_file(data: Any) -> ServersFile:
     return ServersFile(servers=servers, tool_groups=None if groups is None else frozenset(groups))
 
 
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ConfigError(f"duplicate key {key!r}: which one is meant is ambiguous")
+        seen[key] = value
+    return seen
+
+
 def load_servers_file(path: Path) -> ServersFile:
+    """Read and validate the file; every way it can be wrong is a ConfigError (one line, exit 2)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8: byte {exc.object[exc.start]:#04x} at offset {exc.start}") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_refuse_duplicates)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    except RecursionError:
+        raise ConfigError("not JSON this program can read: nested too deeply") from None
+    except ConfigError:
+        raise
+    except ValueError as exc:  # e.g. an integer past Python's 4300-digit conversion limit
+        raise ConfigError(f"not JSON this program can read: {str(exc).splitlines()[0]}") from None
     return parse_servers_file(data)
 
 
@@ -243,12 +281,25 @@ def select_servers(
     return selected
 
 
+def read_bearer_token(server: McpServer) -> str:
+    """The token in the entry's bearerTokenFile; a ConfigError naming the entry when it cannot be used."""
+    assert server.bearer_token_file is not None
+    try:
+        token, _ = tokens.read_token_file(Path(server.bearer_token_file))
+    except tokens.TokenError as exc:
+        raise ConfigError(f"{_where(server.name, 'bearerTokenFile')}: {server.bearer_token_file}: {exc}") from None
+    return token
+
+
 def render_server(server: McpServer) -> dict[str, Any]:
     """One ``mcpServers`` value in Claude Code's --mcp-config shape."""
     if server.type == "http":
         rendered: dict[str, Any] = {"type": "http", "url": server.url}
-        if server.headers:
-            rendered["headers"] = dict(server.headers)
+        headers = dict(server.headers)
+        if server.bearer_token_file is not None:
+            headers["Authorization"] = f"Bearer {read_bearer_token(server)}"
+        if headers:
+            rendered["headers"] = headers
         return rendered
     return {"type": "stdio", "command": server.command, "args": list(server.args), "env": dict(server.env)}
 
@@ -281,8 +332,8 @@ def dumps(value: Any) -> str:
 # --- command line ----------------------------------------------------------
 
 
-def write_output(target: str, text: str) -> None:
-    """Write to stdout for "-", else replace the file atomically."""
+def write_output(target: str, text: str, mode: int = 0o644) -> None:
+    """Write to stdout for "-", else replace the file atomically (created with `mode`)."""
     if target == "-":
         sys.stdout.write(text)
         return
@@ -290,8 +341,8 @@ def write_output(target: str, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), mode)
             handle.write(text)
-        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -331,19 +382,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     servers_path = args.servers_file or Path(os.environ.get(SERVERS_FILE_ENV) or DEFAULT_SERVERS_FILE)
     try:
         servers_file = load_servers_file(servers_path)
+        groups = resolve_tool_groups(args.tool_groups, os.environ, servers_file.tool_groups)
+        result = render(servers_file, groups, subagent=args.subagent)
     except ConfigError as exc:
         print(f"{PROG}: error: {servers_path}: {exc}", file=sys.stderr)
         return EXIT_INPUT_ERROR
-    groups = resolve_tool_groups(args.tool_groups, os.environ, servers_file.tool_groups)
-    result = render(servers_file, groups, subagent=args.subagent)
+    try:
+        write_results(args, result)
+    except OSError as exc:
+        print(f"{PROG}: error: cannot write {exc.filename or 'the output'}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    return 0
+
+
+def write_results(args: argparse.Namespace, result: dict[str, Any]) -> None:
     if args.out_config is None and args.out_allowed_tools is None:
         sys.stdout.write(dumps(result))
-        return 0
+        return
     if args.out_config is not None:
-        write_output(args.out_config, dumps(result["mcpConfig"]))
+        # A rendered bearer token makes the config a secret: only its owner may read it.
+        carries_token = any("Authorization" in server.get("headers", {})
+                            for server in result["mcpConfig"]["mcpServers"].values())
+        write_output(args.out_config, dumps(result["mcpConfig"]), 0o600 if carries_token else 0o644)
     if args.out_allowed_tools is not None:
         write_output(args.out_allowed_tools, "".join(f"{tool}\n" for tool in result["allowedTools"]))
-    return 0
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ logger = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+LOOPBACK_BINDS = ("127.0.0.1", "::1", "localhost")
+OPEN_ON_LOOPBACK = frozenset({"/healthz"})
 
 
 def allowed_hosts(bind_host: str, port: int) -> frozenset[str] | None:
@@ -44,6 +46,9 @@ class RequestGuard:
         self.hosts = allowed_hosts(bind_host, port)
         self.origins = allowed_origins(self.hosts)
         self.token = token
+        # On loopback the liveness probe stays open (service checks, `curl /healthz`): it runs
+        # nothing and tells only counts. Bound to other addresses everything needs the token.
+        self.open_paths = OPEN_ON_LOOPBACK if bind_host in LOOPBACK_BINDS else frozenset()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -58,7 +63,8 @@ class RequestGuard:
         if origin is not None and self.origins is not None and origin not in self.origins:
             await _refuse(send, 403, f"origin {origin!r} is not allowed")
             return
-        if self.token is not None and not _bearer_matches(headers.get("authorization", ""), self.token):
+        needs_token = self.token is not None and scope["path"] not in self.open_paths
+        if needs_token and not _bearer_matches(headers.get("authorization", ""), self.token):
             await _refuse(send, 401, "missing or wrong bearer token", {"www-authenticate": "Bearer"})
             return
         await self.app(scope, receive, send)
@@ -66,7 +72,8 @@ class RequestGuard:
 
 def _bearer_matches(header: str, token: str) -> bool:
     scheme, _, value = header.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+    # `header` is the wire bytes decoded as latin-1: compare those bytes with the token's UTF-8.
+    return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode("latin-1"), token.encode())
 
 
 async def _refuse(send: Send, status: int, message: str, extra: dict[str, str] | None = None) -> None:

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 # its own network namespace, so one fixed default cannot clash.
 DEFAULT_PORT = 7523
 DEFAULT_TASKS_DIR = Path("harness/bash-tasks")
+DEFAULT_TOKEN_FILE = Path("harness/bash-token")
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
 KIB = 1024
@@ -37,6 +38,9 @@ class Settings(BaseSettings):
         description="Unix socket of the agent harness for todos (HIVE_AGENT_SOCKET). Unset: todos off.",
     )
     token_file: Path | None = Field(None, description="File holding a bearer token every request must carry.")
+    generate_token: bool = Field(
+        False, description="Write a random token to token_file (default harness/bash-token) at start and require it."
+    )
     log_level: str = Field("info", description="debug, info, warning or error.")
 
     max_running: int = Field(64, ge=1, description="Tasks running at once; more wait as pending.")
@@ -60,6 +64,13 @@ class Settings(BaseSettings):
     @property
     def hidden_env_names(self) -> frozenset[str]:
         return frozenset(name.strip() for name in self.hide_env.split(",") if name.strip())
+
+    @property
+    def token_path(self) -> Path | None:
+        """Where the token is read from (or generated into); None: no token."""
+        if self.generate_token and self.token_file is None:
+            return DEFAULT_TOKEN_FILE
+        return self.token_file
 
     @property
     def endpoint_url(self) -> str:

@@ -200,6 +200,10 @@ def test_tool_group_precedence(
         (servers_doc(m={"command": "m", "comand": "typo"}), "mcpServers.m.comand: unknown field"),
         (servers_doc(m="x"), "mcpServers.m: expected an object"),
         (servers_doc(**{"my server": {"command": "x"}}), "mcpServers.my server: server names may use only"),
+        (servers_doc(**{"bash\n": {"command": "x"}}), "mcpServers.bash\n: server names may use only"),
+        (servers_doc(m={"command": "m", "allowedTools": ["run\n"]}), "mcpServers.m.allowedTools: 'run\\n' is"),
+        (servers_doc(m={"type": "http", "url": "u", "headers": {"X": "a\r\nInjected: 1"}}), "mcpServers.m.headers:"),
+        (servers_doc(m={"command": "m", "bearerTokenFile": "/t"}), "mcpServers.m.bearerTokenFile: only an http"),
     ],
 )
 def test_malformed_input_names_entry_and_field(doc: Any, message: str) -> None:
@@ -287,3 +291,79 @@ def test_cli_missing_file_exits_2(tmp_path: Path) -> None:
     proc = run_cli("--servers-file", str(tmp_path / "absent.json"))
     assert proc.returncode == 2
     assert "cannot read" in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+# --- any input: exit 2 and one line (issue 17, finding 8) ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "not JSON this program can read: nested too deeply"),
+        (b'{"version": 1, "mcpServers": {"b\xffd": {}}}', "not UTF-8: byte 0xff at offset 32"),
+        (b'{"version": ' + b"9" * 4301 + b', "mcpServers": {}}', "not JSON this program can read: Exceeds the limit"),
+        (b'{"version": 1, "mcpServers": {"bash": {"type": "http", "url": "http://a/"}, '
+         b'"bash": {"type": "stdio", "command": "/bin/evil"}}}', "duplicate key 'bash'"),
+        (b'{"version": 1, "version": 1, "mcpServers": {}}', "duplicate key 'version'"),
+    ],
+    ids=["deep", "non-utf8", "4301-digits", "duplicate-server", "duplicate-top-level"],
+)
+def test_cli_holds_its_contract_on_hostile_input(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "servers.json"
+    path.write_bytes(content)
+    proc = run_cli("--servers-file", str(path), "--tool-groups", "execution")
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and proc.stdout == "", proc.stderr[-2000:]
+    assert lines[0].startswith(f"hive-bash-mcp-config: error: {path}: {message}"), lines[0]
+
+
+def test_cli_unwritable_output_exits_2_with_one_line(servers_file: Path, tmp_path: Path) -> None:
+    proc = run_cli("--servers-file", str(servers_file), "--out-config", str(tmp_path / "absent" / "mcp.json"))
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "cannot write" in proc.stderr
+
+
+# --- the daemon's token, rendered into headers (issue 17, finding 7) -----------------------------
+
+
+def token_doc(token_file: Path) -> dict[str, Any]:
+    return servers_doc(bash={**BASH_ENTRY, "headers": {"X-Agent": "a"}, "bearerTokenFile": str(token_file)})
+
+
+def test_bearer_token_file_is_rendered_into_headers_and_the_config_kept_private(tmp_path: Path) -> None:
+    token_file = tmp_path / "bash-token"
+    token_file.write_text("s3cret-token\n")
+    token_file.chmod(0o600)
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps(token_doc(token_file)))
+    config_path = tmp_path / "mcp.json"
+    proc = run_cli("--servers-file", str(servers), "--out-config", str(config_path))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(config_path.read_text())["mcpServers"]["bash"]["headers"] == {
+        "Authorization": "Bearer s3cret-token", "X-Agent": "a"}
+    assert config_path.stat().st_mode & 0o777 == 0o600  # it holds a secret now
+
+
+@pytest.mark.parametrize(
+    ("content", "mode", "message"),
+    [
+        (None, 0o600, "No such file or directory"),
+        ("s3cret-token\n", 0o644, "mode 0644 lets other users read or change the token"),
+        ("s\u00e9cret\n", 0o600, "the token must be printable ASCII"),
+    ],
+    ids=["missing", "world-readable", "non-ascii"],
+)
+def test_an_unusable_bearer_token_file_exits_2_with_one_line(tmp_path: Path, content: str | None, mode: int,
+                                                            message: str) -> None:
+    token_file = tmp_path / "bash-token"
+    if content is not None:
+        token_file.write_text(content, encoding="utf-8")
+        token_file.chmod(mode)
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps(token_doc(token_file)))
+    proc = run_cli("--servers-file", str(servers))
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(
+        f"hive-bash-mcp-config: error: {servers}: mcpServers.bash.bearerTokenFile: {token_file}: {message}"
+    ), lines[0]

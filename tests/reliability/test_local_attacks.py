@@ -1,4 +1,4 @@
-"""A local attacker against the daemon's files and secrets (issue 17, findings 4 and 5).
+"""A local attacker against the daemon's files, secrets and loopback port (issue 17, findings 4, 5, 7, 8).
 
 Each test performs the attack the red-team pass used: read the daemon's environment
 from a task, plant symlinks, loose modes and forged records in the tasks dir, and
@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from hivetest import call_ok, pid_alive, wait_until
+from hive_bash.mcp_compat import open_client
 
 pytestmark = pytest.mark.anyio
 
@@ -146,3 +150,86 @@ async def test_a_forged_running_record_never_gets_an_innocent_process_killed(mak
     finally:
         innocent.kill()
         innocent.wait()
+
+
+# --- finding 7 and 8: a token on loopback ------------------------------------------------------
+
+INIT = (b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        b'"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}')
+
+
+def post_mcp(port: int, headers: dict[str, str] | None = None) -> int:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=INIT, method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def hive_bash(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    installed = shutil.which("hive-bash")
+    command = [installed] if installed else [sys.executable, "-m", "hive_bash.client_cli"]
+    base = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
+    return subprocess.run([*command, *args], env={**base, **env}, capture_output=True, text=True, timeout=60)
+
+
+async def test_generated_token_is_required_kept_across_restarts_and_never_reaches_a_task(make_daemon) -> None:
+    daemon = make_daemon(args=["--generate-token"])
+    token_file = daemon.workdir / "harness" / "bash-token"
+    token = token_file.read_text().strip()
+    assert token_file.stat().st_mode & 0o777 == 0o600 and len(token) >= 40
+    assert post_mcp(daemon.port) == 401
+    assert post_mcp(daemon.port, {"Authorization": "Bearer wrong"}) == 401
+    assert post_mcp(daemon.port, {"Authorization": f"Bearer {token}"}) == 200
+    assert daemon.health()["ok"] is True  # the liveness probe stays open on loopback
+    attack = "env; tr '\\0' '\\n' </proc/$PPID/environ; cat /proc/$PPID/cmdline"
+    async with open_client(daemon.url, {"Authorization": f"Bearer {token}"}) as client:
+        reply = await call_ok(client, "run", {"cmd": attack, "wait_seconds": 10})
+    out = (daemon.tasks_dir / f"{reply.structured['id']}.out").read_text()
+    assert "HIVE_BASH_TASK_ID=" in out and token not in out and "HIVE_BASH_TOKEN" not in out
+    daemon.stop()
+    daemon.restart()  # a client configured with the token keeps working
+    assert token_file.read_text().strip() == token
+    assert post_mcp(daemon.port, {"Authorization": f"Bearer {token}"}) == 200
+
+
+async def test_the_cli_finds_the_token_through_the_module_server_file(make_daemon, tmp_path: Path) -> None:
+    daemon = make_daemon(args=["--generate-token"])
+    servers = tmp_path / "mcp-servers.json"
+    servers.write_text(json.dumps({"version": 1, "mcpServers": {"bash": {
+        "type": "http", "url": daemon.url, "bearerTokenFile": str(daemon.workdir / "harness" / "bash-token")}}}))
+    env = {"HIVE_BASH_URL": daemon.url, "HIVE_MCP_SERVERS_FILE": str(servers)}
+    ran = hive_bash("run", "echo through the module", "--wait", "10", env=env)
+    assert ran.returncode == 0 and "through the module" in ran.stdout, ran.stderr
+    refused = hive_bash("run", "echo no", env={"HIVE_BASH_URL": daemon.url,
+                                                "HIVE_MCP_SERVERS_FILE": str(tmp_path / "absent.json")})
+    assert refused.returncode == 3 and len(refused.stderr.splitlines()) == 1, refused.stderr
+
+
+@pytest.mark.parametrize(("content", "mode", "message"), [
+    ("s3cret-token\n", 0o644, "mode 0644 lets other users read or change the token; chmod 600 it"),
+    ("s3cret-token\n", 0o620, "mode 0620 lets other users read or change the token"),
+    ("sécret\n", 0o600, "the token must be printable ASCII without spaces (it is sent in an HTTP header)"),
+    ("two words\n", 0o600, "the token must be printable ASCII without spaces"),
+    ("\n", 0o600, "is empty"),
+])
+def test_an_unusable_token_file_is_refused_with_one_line(tmp_path: Path, content: str, mode: int,
+                                                        message: str) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(content, encoding="utf-8")
+    token_file.chmod(mode)
+    proc = start_daemon_process(tmp_path, "--token-file", str(token_file))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"hive-bash-daemon: token file {token_file}: {message}"), lines[0]
+
+
+def test_a_group_readable_token_file_is_used_with_a_warning(make_daemon, tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token\n")
+    token_file.chmod(0o640)
+    daemon = make_daemon(args=["--token-file", str(token_file)])
+    assert post_mcp(daemon.port, {"Authorization": "Bearer s3cret-token"}) == 200
+    assert f"token file {token_file}: mode 0640: the token is readable by the file's group" in daemon.log()

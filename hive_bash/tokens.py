@@ -1,0 +1,94 @@
+"""The bearer token: read from a file, or generated into one, and checked the same way everywhere.
+
+Used by the daemon (it requires the token), `hive-bash` (it sends it) and
+`hive-bash-mcp-config` (it renders it into Claude Code's `headers`). Standard
+library only: the renderer runs on every agent turn.
+
+A token is printable ASCII without spaces: it travels in an HTTP header, which
+clients encode as latin-1 or refuse outright beyond ASCII (Node does), so a
+non-ASCII token could never match and is refused up front with that reason.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from pathlib import Path
+
+GENERATED_TOKEN_BYTES = 32
+MAX_TOKEN_FILE_BYTES = 4096
+
+
+class TokenError(ValueError):
+    """The token file is missing, unsafe or holds no usable token; the message says which and how to fix it."""
+
+
+def check_token(text: str) -> str:
+    token = text.strip()
+    if not token:
+        raise TokenError("is empty")
+    bad = next((char for char in token if not "!" <= char <= "~"), None)
+    if bad is not None:
+        raise TokenError(
+            f"the token must be printable ASCII without spaces (it is sent in an HTTP header); found {bad!r}"
+        )
+    return token
+
+
+def read_token_file(path: Path) -> tuple[str, str | None]:
+    """(token, warning or None). Refuses a file others may read or anyone but its owner may write."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise TokenError(exc.strerror or str(exc)) from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise TokenError("is not a regular file")
+        mode = info.st_mode & 0o777
+        if mode & 0o026:
+            raise TokenError(f"mode {mode:04o} lets other users read or change the token; chmod 600 it")
+        data = handle.read(MAX_TOKEN_FILE_BYTES + 1)
+    if len(data) > MAX_TOKEN_FILE_BYTES:
+        raise TokenError(f"is larger than {MAX_TOKEN_FILE_BYTES} bytes; a token file holds one token")
+    try:
+        token = check_token(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise TokenError("is not UTF-8 text; the token must be printable ASCII") from None
+    warning = f"mode {mode:04o}: the token is readable by the file's group" if mode & 0o040 else None
+    return token, warning
+
+
+def generate_token_file(path: Path) -> str:
+    """Write a fresh random token to `path` (mode 0600, owned by this user), replacing the file atomically."""
+    token = secrets.token_urlsafe(GENERATED_TOKEN_BYTES)
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, f"{token}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.replace(temp, path)  # a symlink at `path` is replaced, never followed
+    except OSError:
+        temp.unlink(missing_ok=True)
+        raise
+    return token
+
+
+def ensure_token_file(path: Path) -> tuple[str, bool]:
+    """(token, generated): keep the token already in `path` if the file is this user's own, mode 0600
+    and sound, so a restarted daemon does not lock out clients configured with it; else write a new one."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return generate_token_file(path), True
+    if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and info.st_mode & 0o077 == 0:
+        try:
+            return read_token_file(path)[0], False
+        except TokenError:
+            pass
+    return generate_token_file(path), True
