@@ -153,7 +153,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         "--token-file",
         type=Path,
         default=env.get(TOKEN_FILE_ENV) or None,
-        help=f"file holding the bearer token (${TOKEN_FILE_ENV})",
+        help=f"file holding the bearer token (${TOKEN_FILE_ENV}; else the NixOS module's bearerTokenFile for the URL)",
     )
     parser.set_defaults(servers_file=env.get(mcp_config.SERVERS_FILE_ENV) or str(mcp_config.DEFAULT_SERVERS_FILE))
     parser.add_argument("--json", action="store_true", help="print the structured result as one JSON object")

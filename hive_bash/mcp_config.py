@@ -26,8 +26,13 @@ Output: without ``--out-*`` flags one JSON object is printed,
 stdout). Files are replaced atomically. Output is deterministic (sorted keys,
 sorted tool names).
 
-Exit status: 0 on success, 2 on unreadable or malformed input (one line on
-stderr naming the entry and field).
+An http entry's ``bearerTokenFile`` (the daemon's token, kept out of the world-
+readable store) is read on every run and rendered as ``"Authorization": "Bearer
+<token>"`` in its ``headers``; a config file carrying one is written 0600.
+
+Exit status: 0 on success, 2 on any bad input: unreadable, non-UTF-8, malformed or
+too deeply nested JSON, duplicate keys, an unusable token file, an unwritable
+output (one line on stderr naming the entry and field; never a traceback).
 
 Only the standard library is used: this runs every turn and must stay fast.
 """

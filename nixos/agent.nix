@@ -107,6 +107,17 @@ let
           world-readable Nix store: no secrets here.
         '';
       };
+      bearerTokenFile = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        example = "/var/lib/hyperhive-agent/harness/bash-token";
+        description = ''
+          File holding a bearer token (http entries): `hive-bash-mcp-config` reads it
+          on every turn and renders `Authorization: Bearer <token>` into the entry's
+          headers, so the secret itself never enters the Nix store. The default
+          `bash` entry points at {option}`${opt}.bash.tokenFile`.
+        '';
+      };
       allowedTools = mkOption {
         type = types.listOf types.str;
         default = [ ];
@@ -139,6 +150,10 @@ let
   bashEnabled = cfg.enable && servers ? bash;
   port = cfg.mcp.bashHttpPort;
   bashUrl = "http://127.0.0.1:${toString port}/mcp";
+  # The daemon's default token file, relative to its working directory (stateDir):
+  # stateDir/harness is 0750 agent:agent and the daemon writes the file 0600.
+  tokenFile = "${cfg.stateDir}/harness/bash-token";
+  requireToken = cfg.bash.requireToken;
 
   # The file hive-bash-mcp-config reads (format version 1). builtins.toJSON sorts keys.
   serversDocument = {
@@ -155,6 +170,7 @@ let
         allowedTools
         availableToSubagents
         requiredPermission
+        bearerTokenFile
         ;
     }) servers;
   };
@@ -192,6 +208,7 @@ let
     "tasks_dir"
     "agent_socket"
     "token_file"
+    "generate_token"
   ];
 
   entryAssertions = lib.concatLists (
@@ -203,6 +220,10 @@ let
       {
         assertion = server.type != "http" || server.url != null;
         message = "${opt}.extraMcpServers.${name}: type is \"http\" but url is not set; set url (e.g. \"http://127.0.0.1:PORT/mcp\") or use type = \"stdio\" with a command.";
+      }
+      {
+        assertion = server.type == "http" || server.bearerTokenFile == null;
+        message = "${opt}.extraMcpServers.${name}.bearerTokenFile is set on a stdio entry; only http entries send a token: remove it or set type = \"http\".";
       }
       {
         assertion = server.type != "stdio" || server.command != null;
@@ -351,6 +372,32 @@ in
     };
 
     bash = {
+      requireToken = mkOption {
+        type = types.bool;
+        default = true;
+        description = ''
+          Whether hive-bash-daemon requires a bearer token on its loopback port, so
+          that another user in the agent's network namespace cannot run commands as
+          the agent. The daemon generates the token at its first start into
+          {option}`${opt}.bash.tokenFile` (mode 0600, readable only by the agent user
+          and root) and keeps it across restarts; the default `bash` entry renders it
+          into Claude's headers via `bearerTokenFile`, and `hive-bash` finds it through
+          the server file. It never enters the tasks' environment. Delete the file and
+          restart the daemon to rotate it.
+        '';
+      };
+
+      tokenFile = mkOption {
+        type = types.str;
+        default = tokenFile;
+        defaultText = literalExpression ''"''${config.${opt}.stateDir}/harness/bash-token"'';
+        readOnly = true;
+        description = ''
+          Where the daemon writes its bearer token when {option}`${opt}.bash.requireToken`
+          is on; point `bearerTokenFile` of a replaced `bash` entry here.
+        '';
+      };
+
       extraPackages = mkOption {
         type = types.listOf types.package;
         default = [ ];
@@ -412,7 +459,12 @@ in
               type = types.listOf types.str;
               default = [ ];
               example = [ "GITHUB_TOKEN" ];
-              description = "Variable names never passed to tasks (`HIVE_BASH_HIDE_ENV`).";
+              description = ''
+                Variable names never passed to tasks (`HIVE_BASH_HIDE_ENV`). The daemon
+                drops them from its own environment at start (it re-executes itself
+                without them, same pid), so tasks cannot read them from
+                `/proc/<daemon>/environ` either.
+              '';
             };
           };
         };
@@ -426,7 +478,8 @@ in
           upper-cased; lists joined with commas; `null` values left out, so the
           daemon's default applies). Any daemon setting may be given, e.g.
           `max_pending`, `max_output_bytes`, `kill_grace_secs`; `host`, `port`,
-          `tasks_dir`, `agent_socket` and `token_file` come from other options.
+          `tasks_dir`, `agent_socket`, `token_file` and `generate_token` come from
+          other options.
         '';
       };
     };
@@ -440,6 +493,7 @@ in
           url = bashUrl;
           allowedTools = [ "*" ];
           requiredPermission = "execution";
+          bearerTokenFile = if requireToken then tokenFile else null;
         };
 
         assertions = entryAssertions ++ [
@@ -450,6 +504,11 @@ in
           {
             assertion = usedReservedSettings == [ ];
             message = "${opt}.bash.settings: ${concatStringsSep ", " usedReservedSettings} cannot be set here; the daemon listens on 127.0.0.1:${opt}.mcp.bashHttpPort, keeps tasks under ${opt}.stateDir and reaches the harness at ${opt}.agentSocket.";
+          }
+          {
+            assertion =
+              !bashEnabled || !requireToken || servers.bash.type != "http" || servers.bash.bearerTokenFile != null;
+            message = "${opt}.extraMcpServers.bash has no bearerTokenFile, but the daemon requires its token (${opt}.bash.requireToken); set extraMcpServers.bash.bearerTokenFile = config.${opt}.bash.tokenFile, or bash.requireToken = false.";
           }
           {
             assertion = !bashEnabled || cfg.mcp.httpPort != port;
@@ -500,6 +559,11 @@ in
               HIVE_BASH_TASKS_DIR = tasksDir;
               PYTHONUNBUFFERED = "1";
             }
+            // optionalAttrs requireToken {
+              # Generated at the first start (0600, the agent user's), kept across restarts.
+              HIVE_BASH_GENERATE_TOKEN = "true";
+              HIVE_BASH_TOKEN_FILE = tokenFile;
+            }
             // optionalAttrs (cfg.agentSocket != null) { HIVE_AGENT_SOCKET = cfg.agentSocket; };
           unitConfig = {
             RequiresMountsFor = [ cfg.stateDir ];
@@ -512,6 +576,9 @@ in
             Group = cfg.group;
             # Tasks run here unless `run` names a cwd.
             WorkingDirectory = cfg.stateDir;
+            # Read by systemd as root, so the file itself may stay root-only. The daemon
+            # re-executes itself without the bash.settings.hide_env names at start, so a
+            # task cannot read them back from /proc/<daemon>/environ either.
             EnvironmentFile = mkIf (cfg.bash.environmentFile != null) cfg.bash.environmentFile;
 
             Restart = "always";
@@ -527,7 +594,10 @@ in
             TimeoutStopSec = "30s";
 
             # Hardening. Everything is lib.mkDefault; the loosened settings are
-            # the ones an agent's shell needs.
+            # the ones an agent's shell needs. The loopback port itself is guarded by
+            # the bearer token (bash.requireToken): other users in the container's
+            # network namespace cannot run commands as the agent. Tasks run as the
+            # agent and can read the token file: it is no boundary against the agent.
             NoNewPrivileges = mkDefault true; # no sudo/setuid: the agent has its user's rights only
             CapabilityBoundingSet = mkDefault "";
             AmbientCapabilities = mkDefault "";

@@ -29,6 +29,10 @@ EVAL_CASES = ROOT / "tests" / "nix" / "eval-module.nix"
 PRUNED_DIRS = {".git", ".venv", "node_modules", "__pycache__", "test-tmp"}
 OPT = "services.hyperhive.agent"
 DAEMON_DEFAULT_PORT = 7523  # hive_bash.settings.DEFAULT_PORT; checked below
+TOKEN_FILE = "/var/lib/hyperhive-agent/harness/bash-token"
+TEST_TOKEN = "test-token"
+BASH_WITH_TOKEN = {"type": "http", "url": f"http://127.0.0.1:{DAEMON_DEFAULT_PORT}/mcp",
+                   "headers": {"Authorization": f"Bearer {TEST_TOKEN}"}}
 NIXPKGS_LIB_REASON = (
     "module evaluation needs nixpkgs' lib: set NIXPKGS to a nixpkgs checkout or NIXPKGS_LIB to a "
     "checkout of github:nix-community/nixpkgs.lib"
@@ -53,9 +57,17 @@ def servers(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def render(case: dict[str, Any], tmp_path: Path, *args: str) -> dict[str, Any]:
-    """Run the real renderer on the evaluated /etc/hyperhive/mcp-servers.json."""
+    """Run the real renderer on the evaluated /etc/hyperhive/mcp-servers.json; a bearerTokenFile
+    (the daemon writes it at start) is stood in for by a file holding TEST_TOKEN under tmp_path."""
+    document = json.loads(case["serversFile"])
+    for entry in document["mcpServers"].values():
+        if entry.get("bearerTokenFile"):
+            token_file = tmp_path / Path(entry["bearerTokenFile"]).name
+            token_file.write_text(TEST_TOKEN)
+            token_file.chmod(0o600)
+            entry["bearerTokenFile"] = str(token_file)
     servers_file = tmp_path / "mcp-servers.json"
-    servers_file.write_text(case["serversFile"])
+    servers_file.write_text(json.dumps(document))
     installed = shutil.which("hive-bash-mcp-config")
     command = [installed] if installed else [sys.executable, "-m", "hive_bash.mcp_config"]
     env = {k: v for k, v in os.environ.items() if k != "HIVE_TOOL_GROUPS"}
@@ -124,6 +136,8 @@ def test_defaults(cases: dict[str, Any]) -> None:
     assert config["NoNewPrivileges"] is True and config["PrivateTmp"] is False
     assert service["environment"] == {
         "HIVE_AGENT_SOCKET": "/run/hive/mcp.sock",
+        "HIVE_BASH_GENERATE_TOKEN": "true",
+        "HIVE_BASH_TOKEN_FILE": TOKEN_FILE,
         "HIVE_BASH_HOST": "127.0.0.1",
         "HIVE_BASH_LOG_LEVEL": "info",
         "HIVE_BASH_MAX_RUNNING": "64",
@@ -147,6 +161,7 @@ def test_defaults(cases: dict[str, Any]) -> None:
         "args": [],
         "env": {},
         "headers": {},
+        "bearerTokenFile": TOKEN_FILE,
     }
     assert list(case["users"]) == ["agent"] and case["users"]["agent"]["isSystemUser"] is True
     assert case["groups"] == ["agent"]
@@ -186,9 +201,7 @@ def test_dropping_the_bash_entry_removes_the_service(cases: dict[str, Any], name
 
 def test_removing_execution_removes_bash_from_the_rendered_config(cases: dict[str, Any], tmp_path: Path) -> None:
     with_execution = render(cases["defaults"], tmp_path)
-    assert with_execution["mcpConfig"]["mcpServers"] == {
-        "bash": {"type": "http", "url": f"http://127.0.0.1:{DAEMON_DEFAULT_PORT}/mcp"}
-    }
+    assert with_execution["mcpConfig"]["mcpServers"] == {"bash": BASH_WITH_TOKEN}
     assert with_execution["allowedTools"] == ["mcp__bash__*"]
 
     case = cases["noExecution"]
@@ -202,7 +215,7 @@ def test_removing_execution_removes_bash_from_the_rendered_config(cases: dict[st
 def test_rendered_shapes_of_module_entries(cases: dict[str, Any], tmp_path: Path) -> None:
     rendered = render(cases["mixed"], tmp_path, "--tool-groups", "execution,web_tools")
     assert rendered["mcpConfig"]["mcpServers"] == {
-        "bash": {"type": "http", "url": "http://127.0.0.1:7523/mcp"},
+        "bash": BASH_WITH_TOKEN,
         "matrix": {
             "type": "stdio",
             "command": "/run/current-system/sw/bin/matrix-mcp",
@@ -219,6 +232,8 @@ def test_rendered_shapes_of_module_entries(cases: dict[str, Any], tmp_path: Path
 def test_settings_environment_file_and_packages(cases: dict[str, Any]) -> None:
     service = cases["settings"]["service"]
     assert service["environment"] == {
+        "HIVE_BASH_GENERATE_TOKEN": "true",
+        "HIVE_BASH_TOKEN_FILE": TOKEN_FILE,
         "HIVE_BASH_HIDE_ENV": "GITHUB_TOKEN,AWS_SECRET_ACCESS_KEY",
         "HIVE_BASH_HOST": "127.0.0.1",
         "HIVE_BASH_KILL_GRACE_SECS": "5",
@@ -264,6 +279,13 @@ def test_hardening_is_overridable_without_mkforce(cases: dict[str, Any]) -> None
         ("unknownToolGroup", f"{OPT}.toolGroups: unknown tool group(s) sudo; known: messaging, meta"),
         ("reservedSetting", f"{OPT}.bash.settings: port cannot be set here"),
         ("badName", f'{OPT}.extraMcpServers."my server": server names may use only letters'),
+        (
+            "bashWithoutToken",
+            f"{OPT}.extraMcpServers.bash has no bearerTokenFile, but the daemon requires its token "
+            f"({OPT}.bash.requireToken); set extraMcpServers.bash.bearerTokenFile = config.{OPT}.bash.tokenFile",
+        ),
+        ("stdioWithToken", f"{OPT}.extraMcpServers.m.bearerTokenFile is set on a stdio entry"),
+        ("reservedGenerateToken", f"{OPT}.bash.settings: generate_token cannot be set here"),
     ],
 )
 def test_assertions(cases: dict[str, Any], name: str, message: str | None) -> None:
@@ -287,3 +309,21 @@ def test_bash_url_off_the_daemon_port_warns(cases: dict[str, Any]) -> None:
             f"{OPT}.mcp.bashHttpPort = 7523."
         )
     ]
+
+
+def test_without_require_token_the_daemon_and_entry_carry_none(cases: dict[str, Any], tmp_path: Path) -> None:
+    case = cases["noToken"]
+    assert case["failedAssertions"] == []
+    environment = case["service"]["environment"]
+    assert "HIVE_BASH_TOKEN_FILE" not in environment and "HIVE_BASH_GENERATE_TOKEN" not in environment
+    assert servers(case)["bash"]["bearerTokenFile"] is None
+    assert render(case, tmp_path)["mcpConfig"]["mcpServers"]["bash"] == {
+        "type": "http", "url": f"http://127.0.0.1:{DAEMON_DEFAULT_PORT}/mcp"}
+
+
+def test_the_token_file_is_where_the_daemon_writes_it(cases: dict[str, Any]) -> None:
+    """The module's path is the daemon's default token file below its working directory."""
+    settings = pytest.importorskip("hive_bash.settings", reason="hive_bash.settings needs pydantic-settings")
+    service = cases["defaults"]["service"]
+    working = Path(service["serviceConfig"]["WorkingDirectory"])
+    assert working / settings.DEFAULT_TOKEN_FILE == Path(TOKEN_FILE)

@@ -1,7 +1,7 @@
 """The container suite's hand-written units say what the NixOS module says.
 
-tests/container/hive-bash-daemon.service (and hive-harness.service) are kept in
-step with nixos/agent.nix by hand, because the Debian container of the
+tests/container/hive-bash-daemon.service (and hive-harness.service, and the
+server file mcp-servers.json) are kept in step with nixos/agent.nix by hand, because the Debian container of the
 container suite has no Nix. This test evaluates the agent container of the VM
 tests (vm-tests/common/agent-container.nix: the module with its defaults plus
 log_level debug and the reference harness; tests/nix/container-units.nix) with
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import configparser
 import difflib
+import json
 import re
 import shlex
 import sys
@@ -220,6 +221,16 @@ def test_harness_unit_matches_the_vm_tests(evaluated: dict[str, Any]) -> None:
     assert_same(HARNESS_ORIGIN, module, file_settings(unit_file, module, {}), unit_file)
 
 
+def test_servers_file_matches_the_module(evaluated: dict[str, Any]) -> None:
+    """The container suite installs tests/container/mcp-servers.json as /etc/hyperhive/mcp-servers.json
+    (hive-bash finds the daemon's token through it): it must be what the module writes."""
+    installed = json.loads((CONTAINER_DIR / "mcp-servers.json").read_text())
+    assert installed == json.loads(evaluated["serversFile"]), (
+        "tests/container/mcp-servers.json drifted from the module's /etc/hyperhive/mcp-servers.json; "
+        f"the module writes:\n{json.dumps(json.loads(evaluated['serversFile']), indent=2, sort_keys=True)}"
+    )
+
+
 def test_the_comparison_covers_what_matters(evaluated: dict[str, Any]) -> None:
     """Guard against a vacuous pass: the settings the issue names are all compared."""
     module = module_settings(evaluated["hive-bash-daemon"], {})
@@ -237,7 +248,7 @@ def test_the_comparison_covers_what_matters(evaluated: dict[str, Any]) -> None:
         "ExecStart",
     ):
         assert f"[Service] {key}" in module, key
-    for name in ("HIVE_BASH_HOST", "HIVE_BASH_PORT", "HIVE_AGENT_SOCKET"):
+    for name in ("HIVE_BASH_HOST", "HIVE_BASH_PORT", "HIVE_AGENT_SOCKET", "HIVE_BASH_TOKEN_FILE"):
         assert f"[Service] Environment {name}" in module, name
 
 

@@ -928,6 +928,11 @@ def make_hive_machine(name: str = "agent", log_console: bool = False) -> Machine
         units = machine.host_path("/etc/systemd/system")
         wants = units / "multi-user.target.wants"
         wants.mkdir(parents=True, exist_ok=True)
+        # The module's server file: `hive-bash` finds the daemon's bearer token through it.
+        etc_hyperhive = machine.host_path("/etc/hyperhive")
+        etc_hyperhive.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(HERE / "mcp-servers.json", etc_hyperhive / "mcp-servers.json")
+        (etc_hyperhive / "mcp-servers.json").chmod(0o644)
         for unit in UNIT_FILES:
             shutil.copy2(HERE / unit, units / unit)
             link = wants / unit

@@ -7,7 +7,7 @@
 #   nix-instantiate --eval --strict --json tests/nix/container-units.nix \
 #     --argstr libDir "$NIXPKGS_LIB/lib"
 #
-# Result: { "hive-bash-daemon" = <unit>; "hive-harness" = <unit>; failedAssertions; }
+# Result: { "hive-bash-daemon" = <unit>; "hive-harness" = <unit>; serversFile; failedAssertions; }
 # where <unit> has the NixOS service options the units are rendered from.
 { libDir }:
 
@@ -73,5 +73,7 @@ in
 {
   hive-bash-daemon = unit "hive-bash-daemon";
   hive-harness = unit "hive-harness";
+  # /etc/hyperhive/mcp-servers.json: `hive-bash` finds the daemon's token through it.
+  serversFile = config.environment.etc."hyperhive/mcp-servers.json".text;
   failedAssertions = map (a: a.message) (builtins.filter (a: !a.assertion) config.assertions);
 }

@@ -74,6 +74,7 @@ lib.mapAttrs (_: summarize) {
       ];
       availableToSubagents = true;
       requiredPermission = "execution";
+      bearerTokenFile = "/var/lib/hyperhive-agent/harness/bash-token";
     };
   };
 
@@ -184,8 +185,27 @@ lib.mapAttrs (_: summarize) {
       url = "http://127.0.0.1:7999/mcp";
       allowedTools = [ "*" ];
       requiredPermission = "execution";
+      bearerTokenFile = "/var/lib/hyperhive-agent/harness/bash-token";
     };
   };
+
+  noToken = withAgent { bash.requireToken = false; };
+
+  bashWithoutToken = withAgent {
+    extraMcpServers.bash = {
+      type = "http";
+      url = "http://127.0.0.1:7523/mcp";
+    };
+  };
+
+  stdioWithToken = withAgent {
+    extraMcpServers.m = {
+      command = "m";
+      bearerTokenFile = "/run/m-token";
+    };
+  };
+
+  reservedGenerateToken = withAgent { bash.settings.generate_token = false; };
 }
 // {
   _meta.libVersion = lib.version;
