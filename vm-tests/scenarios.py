@@ -203,6 +203,12 @@ def scenario_service_on_loopback(machine: Machine, t: Target = Target()) -> None
     wait_daemon_up(machine, t)
     health = json.loads(machine.succeed(f"curl -sf http://127.0.0.1:{t.port}/healthz"))
     assert isinstance(health, dict), health
+    # bash.requireToken (the default): on loopback too, a request without the token is refused
+    refused = machine.succeed(
+        f"curl -s -o /dev/null -w '%{{http_code}}' -X POST -H 'Content-Type: application/json' "
+        f"-d '{{}}' http://127.0.0.1:{t.port}/mcp"
+    ).strip()
+    assert refused == "401", f"POST /mcp without the token answered {refused}"
     listeners = machine.succeed(f"ss -Hltn 'sport = :{t.port}'").strip().splitlines()
     assert listeners, "nothing listens on the daemon port"
     for line in listeners:
