@@ -201,7 +201,7 @@ def connection_for(args: argparse.Namespace) -> Connection:
     token_file = args.token_file or module_token_file(Path(args.servers_file), args.url)
     if token_file is not None:
         try:
-            token, _ = tokens.read_token_file(Path(token_file))
+            token, _ = tokens.read_token_file(Path(token_file), check_mode=False)
         except tokens.TokenError as exc:
             raise ValueError(f"token file {token_file}: {exc}") from None
         headers["Authorization"] = f"Bearer {token}"

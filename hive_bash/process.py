@@ -114,7 +114,10 @@ def leftover_group_members(pgid: int, leader_start_ticks: int | None) -> list[in
     Members must be in the session and group the leader created and must have started
     no earlier than it; a stranger would need to reuse the very pid as a new session id.
     """
-    if leader_start_ticks is None or read_start_ticks(pgid) == leader_start_ticks:
+    if leader_start_ticks is None:
+        return []
+    leader = _stat_fields(str(pgid))
+    if leader is not None and leader[0] not in (b"Z", b"X") and int(leader[19]) == leader_start_ticks:
         return []  # the leader lives but is no task of ours (a forged record): leave its group alone
     members = []
     for entry in os.listdir("/proc"):

@@ -36,8 +36,9 @@ def check_token(text: str) -> str:
     return token
 
 
-def read_token_file(path: Path) -> tuple[str, str | None]:
-    """(token, warning or None). Refuses a file others may read or anyone but its owner may write."""
+def read_token_file(path: Path, check_mode: bool = True) -> tuple[str, str | None]:
+    """(token, warning or None). Refuses a file others may read or anyone but its owner may write
+    (`check_mode`: the daemon's and the renderer's; a client's copy of a token is its owner's business)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -47,7 +48,7 @@ def read_token_file(path: Path) -> tuple[str, str | None]:
         if not stat.S_ISREG(info.st_mode):
             raise TokenError("is not a regular file")
         mode = info.st_mode & 0o777
-        if mode & 0o026:
+        if check_mode and mode & 0o026:
             raise TokenError(f"mode {mode:04o} lets other users read or change the token; chmod 600 it")
         data = handle.read(MAX_TOKEN_FILE_BYTES + 1)
     if len(data) > MAX_TOKEN_FILE_BYTES:

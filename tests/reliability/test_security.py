@@ -39,6 +39,7 @@ def test_foreign_host_gets_421_and_foreign_origin_403(daemon: Daemon) -> None:
 async def test_non_loopback_bind_needs_a_token_and_every_request_carries_it(make_daemon, tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-token\n")
+    token_file.chmod(0o600)  # a token others can read is refused
     daemon = make_daemon(env={"HIVE_BASH_HOST": "0.0.0.0", "HIVE_BASH_TOKEN_FILE": str(token_file)},
                          health_headers={"Authorization": "Bearer s3cret-token"})
     assert post(daemon.port, "/mcp", MCP_HEADERS) == 401
