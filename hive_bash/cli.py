@@ -135,7 +135,10 @@ def drop_hidden_environment(hidden: frozenset[str]) -> None:
     env = {name: value for name, value in os.environ.items() if name not in hidden}
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, sys.orig_argv, env)
+    try:
+        os.execve(sys.executable, sys.orig_argv, env)
+    except OSError as exc:
+        raise ConfigError(f"cannot re-execute {sys.executable} without HIVE_BASH_HIDE_ENV: {exc.strerror}") from None
 
 
 def configure_logging(level: str) -> None:

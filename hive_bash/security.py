@@ -63,8 +63,8 @@ class RequestGuard:
         if origin is not None and self.origins is not None and origin not in self.origins:
             await _refuse(send, 403, f"origin {origin!r} is not allowed")
             return
-        needs_token = self.token is not None and scope["path"] not in self.open_paths
-        if needs_token and not _bearer_matches(headers.get("authorization", ""), self.token):
+        token = None if scope["path"] in self.open_paths else self.token
+        if token is not None and not _bearer_matches(headers.get("authorization", ""), token):
             await _refuse(send, 401, "missing or wrong bearer token", {"www-authenticate": "Bearer"})
             return
         await self.app(scope, receive, send)

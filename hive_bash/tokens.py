@@ -86,6 +86,7 @@ def ensure_token_file(path: Path) -> tuple[str, bool]:
     try:
         info = os.lstat(path)
     except FileNotFoundError:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         return generate_token_file(path), True
     if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and info.st_mode & 0o077 == 0:
         try:

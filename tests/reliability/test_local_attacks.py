@@ -92,7 +92,7 @@ async def test_a_readable_tasks_dir_is_made_private(make_daemon, tmp_path: Path)
     tasks_dir.chmod(0o755)
     daemon = make_daemon()
     assert daemon.tasks_dir.stat().st_mode & 0o777 == 0o700
-    assert "had mode 0755; making it 0700" in daemon.log()
+    assert "had mode 0755; making it 0700" in daemon.log_path.read_text()
 
 
 async def test_planted_symlinks_and_loose_modes_are_not_followed_or_kept(make_daemon, tmp_path: Path) -> None:
@@ -144,7 +144,7 @@ async def test_a_forged_running_record_never_gets_an_innocent_process_killed(mak
             await call_ok(client, "list", {})  # the daemon has read its records and settled them
         assert pid_alive(innocent.pid), daemon.log()
         if owner == "another-user":
-            assert "is owned by uid 65534, not by this user" in daemon.log()
+            assert "is owned by uid 65534, not by this user" in daemon.log_path.read_text()
         else:
             wait_until(lambda: daemon.record("x")["status"] == "interrupted", 10, what="the record settled")
     finally:
@@ -232,4 +232,4 @@ def test_a_group_readable_token_file_is_used_with_a_warning(make_daemon, tmp_pat
     token_file.chmod(0o640)
     daemon = make_daemon(args=["--token-file", str(token_file)])
     assert post_mcp(daemon.port, {"Authorization": "Bearer s3cret-token"}) == 200
-    assert f"token file {token_file}: mode 0640: the token is readable by the file's group" in daemon.log()
+    assert f"token file {token_file}: mode 0640: the token is readable by the file's group" in daemon.log_path.read_text()
