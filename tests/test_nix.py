@@ -110,12 +110,15 @@ def test_default_port_is_the_daemons() -> None:
 
 def test_the_modules_defaults_are_the_daemons(cases: dict[str, Any]) -> None:
     """Every daemon setting the module passes on by default is the daemon's own default, but the tasks dir,
-    which the module places under stateDir (the daemon's default is relative to its working directory)."""
+    which the module places under stateDir (the daemon's default is relative to its working directory), and
+    the loopback token, which the module turns on (bash.requireToken) and the plain daemon leaves opt-in."""
     settings = pytest.importorskip("hive_bash.settings", reason="hive_bash.settings needs pydantic-settings")
     environment = cases["defaults"]["service"]["environment"]
     passed = {name.removeprefix("HIVE_BASH_").lower(): value for name, value in environment.items()
               if name.startswith("HIVE_BASH_")}
     assert passed.pop("tasks_dir") == f"/var/lib/hyperhive-agent/{settings.DEFAULT_TASKS_DIR}"
+    assert passed.pop("generate_token") == "true"
+    assert passed.pop("token_file") == "/var/lib/hyperhive-agent/harness/bash-token"
     assert passed == {name: str(settings.Settings.model_fields[name].default) for name in passed}
     assert set(passed) >= {"host", "port", "log_level", "max_running"}
 
