@@ -77,6 +77,18 @@ def children_of(pid: int) -> list[tuple[int, str]]:
     return [(child, fields[0]) for child, fields in proc_stats() if int(fields[1]) == pid]
 
 
+def runs_child(pid: int, name: str) -> bool:
+    """`pid` has a live child running `name` (its /proc comm): e.g. a shell waiting for its
+    `sleep`, so a signal sent now finds the command mid-run, not between two commands."""
+    for child, state in children_of(pid):
+        try:
+            if state != "Z" and Path(f"/proc/{child}/comm").read_text().strip() == name:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 class Daemon:
     """A hive-bash-daemon process started for a test."""
 
