@@ -36,6 +36,7 @@ class TaskOptions:
     env: Mapping[str, str] = field(default_factory=dict)
     pty: bool = False
     stdin: StdinMode = "null"
+    session: str | None = None  # the shell session it starts from and leaves its state to
 
 
 def task_options(
@@ -48,6 +49,7 @@ def task_options(
     env: dict[str, str] | None = None,
     pty: bool = False,
     stdin: StdinMode = "null",
+    session: str | None = None,
 ) -> TaskOptions:
     """`run`'s arguments checked against the rules and the daemon's limits."""
     if stdin not in ("null", "pipe"):
@@ -63,6 +65,7 @@ def task_options(
         env=environment(env),
         pty=bool(pty),
         stdin=stdin,
+        session=None if session is None else session_name(session, env),
     )
 
 
@@ -92,6 +95,14 @@ def task_id(argument: str, value: str) -> str:
     if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
         raise InvalidArgument(argument, "must be 1 to 63 characters of a-z, 0-9 and '-'")
     return value
+
+
+def session_name(value: str, env: Mapping[str, str] | None) -> str:
+    """A session name (the task-name rule); its run must leave BASH_ENV to the session."""
+    name = task_id("session", value)
+    if env and "BASH_ENV" in env:
+        raise InvalidArgument("env", "must not set BASH_ENV in a session run (the session uses it)")
+    return name
 
 
 def positive_seconds(argument: str, value: float | None, maximum: float) -> float | None:

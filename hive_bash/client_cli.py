@@ -169,6 +169,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     run.add_argument("--cwd", help="working directory (default the daemon's)")
     run.add_argument("--pty", action="store_true", help="run under a pseudo-terminal (input via write)")
     run.add_argument("--stdin", choices=("null", "pipe"), help="'pipe' to send input later with write")
+    run.add_argument("--session", help="shell session: start in its cwd with its exported variables, keep yours")
 
     status = commands.add_parser("status", help="a task's status, exit and output tails")
     status.add_argument("id", metavar="ID")
@@ -181,6 +182,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     listing = commands.add_parser("ls", help="list known tasks, newest first (tool `list`)")
     listing.add_argument("--status", choices=STATUSES, help="only tasks with this status")
     listing.add_argument("--limit", type=int, help="at most N tasks (default 50)")
+    listing.add_argument("--session", help="only tasks of this shell session")
 
     logs = commands.add_parser("logs", help="print a task's output (raw); -f follows it until the task ends")
     logs.add_argument("id", metavar="ID")
@@ -295,6 +297,7 @@ async def cmd_run(client: BashClient, args: argparse.Namespace, out: Output) -> 
         "cwd": args.cwd,
         "pty": True if args.pty else None,
         "stdin": args.stdin,
+        "session": args.session,
     }
     reply = await call(client, "run", arguments)
     reply = await wait_for_end(client, reply, deadline)
@@ -319,7 +322,7 @@ async def cmd_kill(client: BashClient, args: argparse.Namespace, out: Output) ->
 
 async def cmd_ls(client: BashClient, args: argparse.Namespace, out: Output) -> int:
     """List tasks, newest first."""
-    out.emit(await call(client, "list", {"status": args.status, "limit": args.limit}))
+    out.emit(await call(client, "list", {"status": args.status, "limit": args.limit, "session": args.session}))
     return EXIT_OK
 
 

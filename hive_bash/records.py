@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from .private_files import create_private, read_own_file
+from .sessions import SESSION_TASK_SUFFIXES
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ class TaskRecord(BaseModel):
     timeout_secs: float | None = None
     idle_timeout_secs: float | None = None
     cwd: str
+    session: str | None = None  # the shell session it started in and left its state to
+    session_note: str | None = None  # one line when the session's directory or state could not be used
     pty: bool = False
     stdin: Literal["null", "pipe"] = "null"
     pid: int | None = None
@@ -147,7 +150,8 @@ class RecordStore:
         return record
 
     def delete(self, task_id: str) -> None:
-        paths = (self.record_path(task_id), self.out_path(task_id), self.err_path(task_id), self.script_path(task_id))
+        paths = [self.record_path(task_id), self.out_path(task_id), self.err_path(task_id), self.script_path(task_id)]
+        paths += [self.tasks_dir / f"{task_id}{suffix}" for suffix in SESSION_TASK_SUFFIXES]
         for path in paths:
             try:
                 path.unlink()

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from . import output, semantics, summaries
 from .mcp_compat import tool_result
 from .records import Status, Stream, TaskRecord
+from .sessions import SessionState
 from .tasks import KillAction, Task
 
 STATUS_WORDS = "pending, running, done, timed_out, interrupted, killed or failed"
@@ -54,6 +55,8 @@ class TaskStatus(BaseModel):
     stderr_path: str
     warning: str | None = Field(None, description="Set by run when the command looks destructive")
     pty: bool = False
+    session: str | None = Field(None, description="The shell session it ran in")
+    session_note: str | None = Field(None, description="Why the session's directory or state was not used")
 
 
 def status_reply(
@@ -98,6 +101,8 @@ def describe(
         stderr_path=str(err_path),
         warning=warning,
         pty=record.pty,
+        session=record.session,
+        session_note=record.session_note,
     )
     return result, _status_text(result, out.excerpt, err.excerpt, started)
 
@@ -120,6 +125,8 @@ def _status_text(result: TaskStatus, out_excerpt: str, err_excerpt: str, started
             meaning += f" ({result.semantic_message})"
         lines.append(meaning)
     facts = [f"id={result.id}"]
+    if result.session is not None:
+        facts.append(f"session={result.session} cwd={result.cwd}")
     if result.duration_secs is not None:
         facts.append(f"duration={summaries.seconds(result.duration_secs)}")
     if result.last_output_age_secs is not None:
@@ -127,6 +134,8 @@ def _status_text(result: TaskStatus, out_excerpt: str, err_excerpt: str, started
     lines.append(" ".join(facts))
     if result.end_reason:
         lines.append(f"reason: {result.end_reason}")
+    if result.session_note:
+        lines.append(f"note: {result.session_note}")
     lines.append(_stream_block("stdout", result.stdout_path, result.stdout_bytes, out_excerpt))
     lines.append(_stream_block("stderr", result.stderr_path, result.stderr_bytes, err_excerpt))
     return "\n".join(lines)
@@ -146,11 +155,19 @@ class TaskSummary(BaseModel):
     duration_secs: float | None
     exit_code: int | None
     signal: str | None
+    session: str | None = None
+
+
+class SessionSummary(BaseModel):
+    name: str
+    cwd: str | None = Field(description="Where its next task starts; null until one of its tasks ended")
+    tasks: int = Field(description="Its known tasks")
 
 
 class TaskList(BaseModel):
     tasks: list[TaskSummary]
     total: int = Field(description="Known tasks matching the filter, before the limit")
+    sessions: list[SessionSummary] = Field(default_factory=list, description="Shell sessions (run's session)")
 
 
 def task_summary(task: Task) -> TaskSummary:
@@ -163,22 +180,32 @@ def task_summary(task: Task) -> TaskSummary:
         duration_secs=_rounded(record.duration_secs),
         exit_code=record.exit_code,
         signal=record.signal,
+        session=record.session,
     )
 
 
-def list_reply(tasks: Sequence[Task], total: int) -> CallToolResult:
-    result = TaskList(tasks=[task_summary(task) for task in tasks], total=total)
+def list_reply(
+    tasks: Sequence[Task], total: int, sessions: Sequence[tuple[SessionState, int]] = ()
+) -> CallToolResult:
+    """`list`: tasks (already filtered and cut to the limit), then the shell sessions with their task counts."""
+    result = TaskList(
+        tasks=[task_summary(task) for task in tasks],
+        total=total,
+        sessions=[SessionSummary(name=state.name, cwd=state.cwd, tasks=count) for state, count in sessions],
+    )
     return tool_result(list_text(result), result)
 
 
 def list_text(result: TaskList) -> str:
-    if not result.tasks:
-        return "no tasks"
-    lines = [f"{len(result.tasks)} of {result.total} task(s), newest first:"]
+    lines = [f"{len(result.tasks)} of {result.total} task(s), newest first:" if result.tasks else "no tasks"]
     for item in result.tasks:
         words = summaries.ending_words(item.status, item.exit_code, item.signal)
         duration = summaries.seconds(item.duration_secs) if item.duration_secs is not None else "-"
-        lines.append(f"{item.id}  {words}  {duration}  {item.cmd}")
+        session = f"[{item.session}]  " if item.session else ""
+        lines.append(f"{item.id}  {words}  {duration}  {session}{item.cmd}")
+    if result.sessions:
+        lines.append("sessions (name, cwd of its next run, tasks):")
+        lines.extend(f"{item.name}  {item.cwd or '-'}  {item.tasks}" for item in result.sessions)
     return "\n".join(lines)
 
 

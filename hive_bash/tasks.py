@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import output, process, recovery, summaries
+from .sessions import SessionState, SessionStore
 from .arguments import TaskOptions
 from .errors import NameInUse, NoInput, QueueFull, SpawnFailed, TaskFinished, TaskNotFound
 from .records import RecordStore, Status, Stream, TaskRecord
@@ -43,9 +44,10 @@ KillAction = Literal["SIGINT", "SIGHUP", "SIGKILL", "cancelled"]
 class Task:
     """A record plus what only lives while the daemon runs: its process, input channel and how it is being ended."""
 
-    def __init__(self, record: TaskRecord, env: dict[str, str] | None = None) -> None:
+    def __init__(self, record: TaskRecord, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
         self.record = record
         self.env = env or {}
+        self.cwd = cwd  # the cwd `run` asked for; a session's task otherwise starts in its session's
         self.ended = asyncio.Event()
         self.process: process.TaskProcess | None = None
         # Input for `write`: only for tasks started with pty or stdin='pipe'.
@@ -209,12 +211,14 @@ class TaskManager:
         self._tasks: dict[str, Task] = {}
         self._slots = Slots(settings.max_running, settings.max_pending)
         self._base_env = process.base_environment(os.environ, settings.hidden_env_names)
+        self._sessions = SessionStore(self.tasks_dir, self._base_env, settings.hidden_env_names)
         self._background: set[asyncio.Task[None]] = set()
         self._watching: asyncio.Task[None] | None = None
 
 
     async def start(self) -> None:
         """Load the records a previous daemon left (what was pending or running is now interrupted), then serve."""
+        self._sessions.load()
         for record in sorted(self._store.load_all(), key=lambda record: record.ended_at or time.time()):
             task = self._tasks[record.id] = Task(record)
             self._todos.track(record)
@@ -222,8 +226,10 @@ class TaskManager:
                 self._retention.ended(record)
             else:
                 recovery.end_leftover_processes(record)
+                if record.pid is not None:
+                    self._collect_session(task)  # a shell that ended while no daemon watched left its state
                 self._ended(task, Status.INTERRUPTED, recovery.interrupted_reason(record))
-        self.prune()
+        self.prune(sessions_too=True)
         self._todos.start()
         self._watching = asyncio.get_running_loop().create_task(self._watcher.run(self.prune), name="task-watcher")
 
@@ -246,9 +252,26 @@ class TaskManager:
             raise TaskNotFound(task_id)
         return task
 
-    def newest_first(self, status: Status | None = None) -> list[Task]:
-        tasks = [task for task in self._tasks.values() if status is None or task.status is status]
+    def newest_first(self, status: Status | None = None, session: str | None = None) -> list[Task]:
+        tasks = [
+            task
+            for task in self._tasks.values()
+            if (status is None or task.status is status) and (session is None or task.record.session == session)
+        ]
         return sorted(tasks, key=lambda task: task.record.created_at, reverse=True)
+
+    def sessions(self, name: str | None = None) -> list[tuple[SessionState, int]]:
+        """Each shell session (or only `name`) by name, with how many known tasks it has."""
+        counts: dict[str, int] = {}
+        for task in self._tasks.values():
+            if task.record.session is not None:
+                counts[task.record.session] = counts.get(task.record.session, 0) + 1
+        names = sorted({*counts, *(state.name for state in self._sessions.all())})
+        return [
+            (self._sessions.get(item) or SessionState(item), counts.get(item, 0))
+            for item in names
+            if name is None or item == name
+        ]
 
     def output_path(self, task: Task, stream: Stream) -> Path:
         return self._store.output_path(task.id, stream)
@@ -286,7 +309,7 @@ class TaskManager:
         task_id = self._claim_id(options.name)
         self._slots.check_room()
         record = _new_record(task_id, options)
-        task = Task(record, dict(options.env))
+        task = Task(record, dict(options.env), options.cwd)
         self._todos.track(record)
         if self._slots.free():
             try:
@@ -315,7 +338,7 @@ class TaskManager:
 
     def _start(self, task: Task) -> None:
         record = task.record
-        proc = _spawn(task, self._store, self._base_env)
+        proc = _spawn(task, self._store, self._task_env(task), self._sessions)
         task.started(proc)
         self._slots.running.add(task)
         self._watcher.watch(record)
@@ -329,6 +352,24 @@ class TaskManager:
                 self._start(task)
             except SpawnFailed as exc:
                 self._ended(task, Status.FAILED, str(exc))
+
+    def _task_env(self, task: Task) -> dict[str, str]:
+        """The environment a task starts with; a session's task also learns its directory from it."""
+        record = task.record
+        base = self._base_env
+        if record.session is not None:
+            launch = self._sessions.launch(record.session, task.cwd, os.getcwd())
+            base, record.cwd, record.session_note = launch.env, launch.cwd, launch.note
+        return process.task_environment(base, task.env, record.id, record.pty)
+
+    def _collect_session(self, task: Task) -> None:
+        """A session's task ended: what its shell left becomes the session's state (the later end wins)."""
+        record = task.record
+        if record.session is None:
+            return
+        note = self._sessions.collect(record.session, record.id, time.time(), record.signal)
+        if note is not None:
+            record.session_note = f"{record.session_note}; {note}" if record.session_note else note
 
     def _in_background(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
         """Run a coroutine as a task we hold a reference to (the loop itself keeps only weak ones)."""
@@ -370,6 +411,7 @@ class TaskManager:
 
     async def _await_exit(self, task: Task) -> None:
         await task.exited()
+        self._collect_session(task)
         self._slots.running.discard(task)
         self._watcher.unwatch(task.record)
         if task.end_cause is None and output.disk_full(self.tasks_dir):
@@ -404,10 +446,14 @@ class TaskManager:
         self._todos.forget(task.record)
         self._store.delete(task.id)
 
-    def prune(self) -> None:
-        """Drop the finished records retention says are too many or too old, files with them."""
-        for record in self._retention.expired(self._is_current):
+    def prune(self, sessions_too: bool = False) -> None:
+        """Drop the finished records retention says are too many or too old, files with them,
+        then the shell sessions no retained task belongs to."""
+        expired = self._retention.expired(self._is_current)
+        for record in expired:
             self._forget(self._tasks[record.id])
+        if expired or sessions_too:
+            self._sessions.prune(task.record.session for task in self._tasks.values() if task.record.session)
 
     def _is_current(self, record: TaskRecord) -> bool:
         task = self._tasks.get(record.id)
@@ -424,15 +470,16 @@ def _new_record(task_id: str, options: TaskOptions) -> TaskRecord:
         cwd=options.cwd or os.getcwd(),
         pty=options.pty,
         stdin=options.stdin,
+        session=options.session,
     )
 
 
-def _spawn(task: Task, store: RecordStore, base_env: dict[str, str]) -> process.TaskProcess:
+def _spawn(task: Task, store: RecordStore, env: dict[str, str], sessions: SessionStore) -> process.TaskProcess:
     record = task.record
     request = process.SpawnRequest(
         cmd=record.cmd,
         cwd=record.cwd,
-        env=process.task_environment(base_env, task.env, record.id, record.pty),
+        env=env,
         stdout_path=store.out_path(record.id),
         stderr_path=store.err_path(record.id),
         script_path=store.script_path(record.id),
@@ -440,6 +487,8 @@ def _spawn(task: Task, store: RecordStore, base_env: dict[str, str]) -> process.
         pty=record.pty,
     )
     try:
+        if record.session is not None:
+            sessions.wrap(record.id, env)
         return process.spawn(request)
     except OSError as exc:
         logger.warning("task %s could not start: %s", record.id, exc)

@@ -91,6 +91,9 @@ class BashTools:
         stdin: Annotated[
             arguments.StdinMode, Field(description="'null' (default: reading gets EOF) or 'pipe' (input via write)")
         ] = "null",
+        session: Annotated[
+            str | None, Field(description="Shell session: cwd and exported vars carry between its runs")
+        ] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, results.TaskStatus]:
         """Run a bash command as a background task; stdout/stderr go to files, nothing is lost.
@@ -100,10 +103,11 @@ class BashTools:
         end arrives as a todo, or use status(id, wait_seconds) / logs(id, wait_seconds) to follow
         and kill(id) to stop. stdin is /dev/null unless stdin='pipe' or pty=true. Read
         semantic_status before exit_code (grep exit 1 = ok, "no match"). `warning` flags
-        destructive-looking commands (the command still runs).
+        destructive-looking commands (the command still runs). Each run is a fresh shell
+        unless you name a session.
         """
         options = arguments.task_options(
-            self.settings, cmd, name, timeout_secs, idle_timeout_secs, cwd, env, pty, stdin
+            self.settings, cmd, name, timeout_secs, idle_timeout_secs, cwd, env, pty, stdin, session
         )
         wait = arguments.wait_seconds(wait_seconds, arguments.DEFAULT_RUN_WAIT_SECS)
         task = self.manager.submit(options)
@@ -155,14 +159,17 @@ class BashTools:
         self,
         status: Annotated[Status | None, Field(description="Only tasks with this status (e.g. running)")] = None,
         limit: Annotated[int | None, Field(description="At most this many (default 50, max 500)")] = None,
+        session: Annotated[str | None, Field(description="Only this session's")] = None,
     ) -> Annotated[CallToolResult, results.TaskList]:
-        """List known tasks, newest first: id, status, cmd, start time, duration, exit code.
+        """List known tasks, newest first: id, status, cmd, start time, duration, exit code;
+        and shell sessions with their cwd.
 
         Use it to find task ids you lost track of, or to see what is still running.
         """
         count = arguments.non_negative_int("limit", limit, LIST_DEFAULT, LIST_MAX)
-        tasks = self.manager.newest_first(status)
-        return results.list_reply(tasks[:count], total=len(tasks))
+        name = None if session is None else arguments.task_id("session", session)
+        tasks = self.manager.newest_first(status, name)
+        return results.list_reply(tasks[:count], total=len(tasks), sessions=self.manager.sessions(name))
 
     @tool_errors
     async def logs(
