@@ -30,6 +30,7 @@ aliases or options.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
@@ -275,6 +276,13 @@ class SessionStore:
 
     def all(self) -> list[SessionState]:
         return list(self._states.values())
+
+    def listing(self, task_sessions: Iterable[str | None], name: str | None = None) -> list[tuple[SessionState, int]]:
+        """Each session (or only `name`) by name with its count in `task_sessions` (the session of
+        every known task); a session whose tasks have not ended yet has no state: cwd None."""
+        counts = collections.Counter(item for item in task_sessions if item is not None)
+        names = sorted({*counts, *self._states})
+        return [(self._states.get(item) or SessionState(item), counts[item]) for item in names if name in (None, item)]
 
     # ---- loading and pruning ------------------------------------------------
 

@@ -262,16 +262,7 @@ class TaskManager:
 
     def sessions(self, name: str | None = None) -> list[tuple[SessionState, int]]:
         """Each shell session (or only `name`) by name, with how many known tasks it has."""
-        counts: dict[str, int] = {}
-        for task in self._tasks.values():
-            if task.record.session is not None:
-                counts[task.record.session] = counts.get(task.record.session, 0) + 1
-        names = sorted({*counts, *(state.name for state in self._sessions.all())})
-        return [
-            (self._sessions.get(item) or SessionState(item), counts.get(item, 0))
-            for item in names
-            if name is None or item == name
-        ]
+        return self._sessions.listing((task.record.session for task in self._tasks.values()), name)
 
     def output_path(self, task: Task, stream: Stream) -> Path:
         return self._store.output_path(task.id, stream)
@@ -365,11 +356,9 @@ class TaskManager:
     def _collect_session(self, task: Task) -> None:
         """A session's task ended: what its shell left becomes the session's state (the later end wins)."""
         record = task.record
-        if record.session is None:
-            return
-        note = self._sessions.collect(record.session, record.id, time.time(), record.signal)
-        if note is not None:
-            record.session_note = f"{record.session_note}; {note}" if record.session_note else note
+        if record.session is not None:
+            note = self._sessions.collect(record.session, record.id, time.time(), record.signal)
+            record.session_note = "; ".join(filter(None, (record.session_note, note))) or None
 
     def _in_background(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
         """Run a coroutine as a task we hold a reference to (the loop itself keeps only weak ones)."""
