@@ -36,7 +36,6 @@ import logging
 import os
 import re
 import shlex
-import stat
 import string
 import time
 from collections.abc import Iterable, Mapping
@@ -44,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .arguments import ENV_NAME_PATTERN, NAME_PATTERN
+from .private_files import create_private, read_own_file
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,6 @@ SESSION_SUFFIX = ".session"
 RC_SUFFIX = ".rc"
 CAPTURE_SUFFIX = ".state"
 SESSION_TASK_SUFFIXES = (RC_SUFFIX, CAPTURE_SUFFIX)  # a task's files, deleted with its record
-FILE_MODE = 0o600
 CAPTURE_MAGIC = "hive-bash-state-1"
 CAPTURE_END = b"end"
 # A bigger environment could not be passed to the next task anyway (the kernel's
@@ -62,8 +61,6 @@ MAX_SESSION_FILE_BYTES = 8 * MAX_STATE_BYTES  # the same state as JSON, escapes 
 # strips from every task (BASH_ENV is also how the state is carried).
 NEVER_CARRIED = frozenset({"_", "SHLVL", "BASH_ENV", "ENV", "ZDOTDIR"})
 NEVER_CARRIED_PREFIXES = ("HIVE_BASH_", "ZSH_")
-LOAD_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class SessionFileError(Exception):
@@ -174,31 +171,25 @@ def apply_env(base: Mapping[str, str], state: SessionState, hidden: frozenset[st
 # ---- files -----------------------------------------------------------------
 
 
-def _read_regular(path: Path, limit: int) -> bytes | None:
-    """A regular file's bytes, never through a symlink; None if it is not there.
+def _read_own(path: Path, limit: int) -> bytes | None:
+    """A regular file of ours, never read through a symlink; None if it is not there.
 
     Raises SessionFileError when it is something else or larger than `limit`."""
     try:
-        fd = os.open(path, LOAD_FLAGS)
+        data = read_own_file(path)
     except FileNotFoundError:
         return None
-    except OSError as exc:  # ELOOP: a symlink planted in the tasks dir
-        raise SessionFileError(f"{path}: {exc.strerror}") from exc
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise SessionFileError(f"{path}: not a regular file")
-        data = file.read(limit + 1)
+    except OSError as exc:  # ELOOP (a symlink planted in the tasks dir), NotOurs
+        raise SessionFileError(f"{path}: {exc.strerror or exc}") from exc
     if len(data) > limit:
         raise SessionFileError(f"{path}: larger than {limit} bytes")
     return data
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Write-then-rename, created 0600 and never through a symlink: readers see old or new, never half."""
+    """Write-then-rename, created fresh and 0600, never through a planted name: readers see old or new, never half."""
     temp = path.with_name(f".{path.name}.tmp")
-    _unlink(temp)
-    fd = os.open(temp, WRITE_FLAGS, FILE_MODE)
+    fd = create_private(temp)
     try:
         with os.fdopen(fd, "wb") as file:
             file.write(data)
@@ -293,7 +284,7 @@ class SessionStore:
             if not NAME_PATTERN.fullmatch(name):
                 continue  # not a file this daemon wrote: no session can be named so
             try:
-                data = _read_regular(path, MAX_SESSION_FILE_BYTES)
+                data = _read_own(path, MAX_SESSION_FILE_BYTES)
                 if data is not None:
                     self._states[name] = _state_from_json(name, data)
             except (SessionFileError, ValueError, KeyError, TypeError) as exc:
@@ -330,9 +321,8 @@ class SessionStore:
     def wrap(self, task_id: str, env: dict[str, str]) -> None:
         """Write the task's BASH_ENV file and point `env` at it (last, so nothing overrides it)."""
         rc_path = self.rc_path(task_id)
-        _unlink(self.capture_path(task_id))
-        _unlink(rc_path)
-        fd = os.open(rc_path, WRITE_FLAGS, FILE_MODE)
+        _unlink(self.capture_path(task_id))  # the trap creates it exclusively
+        fd = create_private(rc_path)
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as rc:
             rc.write(wrapper_rc(rc_path, self.capture_path(task_id)))
         env["BASH_ENV"] = str(rc_path)
@@ -343,7 +333,7 @@ class SessionStore:
         Returns None, or one line saying why the session stayed as it was. Called in the
         order tasks end, so of two tasks running at once the later end wins."""
         try:
-            data = _read_regular(self.capture_path(task_id), MAX_STATE_BYTES)
+            data = _read_own(self.capture_path(task_id), MAX_STATE_BYTES)
         except SessionFileError as exc:
             logger.warning("task %s: its session state is not usable: %s", task_id, exc)
             return f"session {name} unchanged: the state its shell left is not usable ({exc})"
