@@ -34,10 +34,8 @@ import collections
 import json
 import logging
 import os
-import re
 import shlex
 import string
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path

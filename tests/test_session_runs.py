@@ -145,8 +145,11 @@ async def test_state_survives_a_restart_and_a_task_ended_by_the_stop_carries(mak
     assert daemon.stop() == 0  # SIGTERM: the daemon ends the task with SIGTERM, its trap saves the state
     daemon.restart()
     async with daemon.client() as client:
+        interrupted = await final(client, task_id)
         persisted = await run(client, 'echo "$PWD $SURVIVES"', session="persist")
         stopped = await run(client, 'echo "$PWD $STOPPED"', session="stopping")
+    assert interrupted["status"] == "interrupted" and interrupted["signal"] == "SIGTERM"
+    assert interrupted["session_note"] is None
     assert persisted["stdout_tail"] == "/ 1\n"
     assert stopped["stdout_tail"] == "/tmp 1\n"
 
