@@ -102,12 +102,12 @@ class Task:
             self.process.signal(signal.SIGKILL)
         await self.ended.wait()
 
-    def started(self, proc: process.TaskProcess) -> None:
+    def started(self, proc: process.TaskProcess, started_at: float) -> None:
         self.process = proc
         if self.input is not None:
             self.input.attach(proc)
         record = self.record
-        record.status, record.started_at = Status.RUNNING, time.time()
+        record.status, record.started_at = Status.RUNNING, started_at
         record.pid, record.proc_start_ticks = proc.pid, proc.start_ticks
 
     async def exited(self) -> None:
@@ -329,8 +329,12 @@ class TaskManager:
 
     def _start(self, task: Task) -> None:
         record = task.record
-        proc = _spawn(task, self._store, self._task_env(task), self._sessions)
-        task.started(proc)
+        env = self._task_env(task)
+        # Taken before the spawn: the command may be running before spawn() returns, and a
+        # start time taken after it would make a loaded daemon report `sleep 1` as 0.98 s.
+        started_at = time.time()
+        proc = _spawn(task, self._store, env, self._sessions)
+        task.started(proc, started_at)
         self._slots.running.add(task)
         self._watcher.watch(record)
         self._todos.started(record)  # the record is saved when its todo state changes
