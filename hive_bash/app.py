@@ -17,7 +17,7 @@ from .disconnects import DisconnectWatch
 from .mcp_compat import mcp_http_app
 from .security import RequestGuard
 from .settings import Settings
-from .strict_json import StrictJsonNumbers
+from .strict_json import StrictJsonBodies
 from .tasks import TaskManager
 from .tools import build_server
 
@@ -55,7 +55,7 @@ def create_app(settings: Settings, token: str | None = None) -> Starlette:
         routes=[Route("/healthz", healthz, methods=["GET"]), Mount("/", app=mcp_app)],
         middleware=[
             Middleware(RequestGuard, bind_host=settings.host, port=settings.port, token=token),
-            Middleware(StrictJsonNumbers),
+            Middleware(StrictJsonBodies),
             Middleware(DisconnectWatch),
         ],
         lifespan=lifespan,
