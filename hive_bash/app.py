@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -13,6 +14,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from . import __version__
+from .connections import log_accept_errors_once_per_burst
 from .disconnects import DisconnectWatch
 from .mcp_compat import mcp_http_app
 from .security import RequestGuard
@@ -42,6 +44,7 @@ def create_app(settings: Settings, token: str | None = None) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        log_accept_errors_once_per_burst(asyncio.get_running_loop())
         await manager.start()
         try:
             async with server.session_manager.run():

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from . import __version__, tokens
 from .app import create_app
+from .connections import ConnectionGuard, connection_budget, raise_open_files_limit
 from .settings import Settings
 
 logger = logging.getLogger("hive_bash")
@@ -145,6 +146,19 @@ def configure_logging(level: str) -> None:
     logging.basicConfig(
         level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    # sse_starlette logs every event it sends at debug: whole tool replies, output tails included.
+    logging.getLogger("sse_starlette").setLevel(max(logging.INFO, logging.getLogger().level))
+
+
+def connection_guard(settings: Settings) -> tuple[ConnectionGuard, int]:
+    """The guard for HTTP connections, and the accept backlog, sized to the open files limit."""
+    open_files = raise_open_files_limit()
+    allowed, backlog = connection_budget(settings.max_connections, open_files)
+    if allowed < settings.max_connections:
+        logger.warning(
+            "max_connections %d lowered to %d: the open files limit is %d", settings.max_connections, allowed, open_files
+        )
+    return ConnectionGuard(allowed, settings.request_timeout_secs), backlog
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,10 +173,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hive-bash-daemon: {exc}", file=sys.stderr)
         return 2
     app = create_app(settings, token)
+    guard, backlog = connection_guard(settings)
     config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
+        http=guard.protocol_class(),
+        backlog=backlog,
         log_config=None,
         log_level=settings.log_level,
         access_log=settings.log_level == "debug",

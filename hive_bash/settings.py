@@ -52,6 +52,10 @@ class Settings(BaseSettings):
     retain_count: int = Field(1000, ge=1, description="Finished task records kept (oldest pruned first).")
     retain_secs: float = Field(7 * 24 * 3600, gt=0, description="Finished task records older than this are pruned.")
     hide_env: str = Field("", description="Comma-separated variable names never passed to tasks.")
+    max_connections: int = Field(256, ge=8, description="HTTP connections open at once; more close the idlest.")
+    request_timeout_secs: float = Field(10.0, gt=0, description="Time a request has to arrive whole.")
+    max_mcp_sessions: int = Field(64, ge=1, description="MCP sessions kept; more end the least recently used.")
+    mcp_session_idle_secs: float = Field(1800.0, gt=0, description="A session with nothing in flight this long ends.")
 
     @field_validator("log_level")
     @classmethod

@@ -592,6 +592,11 @@ in
             KillMode = "mixed";
             KillSignal = "SIGTERM";
             TimeoutStopSec = "30s";
+            # systemd's default soft limit (1024) is what a flood of idle connections
+            # exhausted; the daemon raises its soft limit to this hard one at start
+            # and tasks inherit it. 65536, not more: some programs walk every
+            # possible descriptor.
+            LimitNOFILE = mkDefault 65536;
 
             # Hardening. Everything is lib.mkDefault; the loosened settings are
             # the ones an agent's shell needs. The loopback port itself is guarded by

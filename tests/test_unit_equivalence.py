@@ -245,6 +245,7 @@ def test_the_comparison_covers_what_matters(evaluated: dict[str, Any]) -> None:
         "ProtectSystem",
         "PrivateTmp",
         "RestrictAddressFamilies",
+        "LimitNOFILE",
         "ExecStart",
     ):
         assert f"[Service] {key}" in module, key

@@ -79,7 +79,7 @@ async def test_disk_full_ends_the_writer_with_the_reason_and_the_daemon_keeps_se
 
 async def test_out_of_file_descriptors_is_a_clear_error_and_nothing_leaks(make_daemon) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    daemon = make_daemon(args=[], env={}, preexec_limits={resource.RLIMIT_NOFILE: (96, hard)})
+    daemon = make_daemon(args=[], env={}, preexec_limits={resource.RLIMIT_NOFILE: (96, 96)})
     fds = lambda: len(os.listdir(f"/proc/{daemon.proc.pid}/fd"))  # noqa: E731
     async with daemon.client() as client:
         baseline = fds()
