@@ -18,6 +18,7 @@ from .connections import log_accept_errors_once_per_burst
 from .disconnects import DisconnectWatch
 from .mcp_compat import mcp_http_app
 from .security import RequestGuard
+from .mcp_sessions import SessionLimit
 from .settings import Settings
 from .strict_json import StrictJsonBodies
 from .tasks import TaskManager
@@ -30,6 +31,9 @@ def create_app(settings: Settings, token: str | None = None) -> Starlette:
     manager = TaskManager(settings)
     server = build_server(manager, settings)
     mcp_app = mcp_http_app(server, "/mcp")
+    mcp_sessions = SessionLimit(
+        mcp_app, server.session_manager.handle_request, settings.max_mcp_sessions, settings.mcp_session_idle_secs
+    )
 
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse(
@@ -39,6 +43,7 @@ def create_app(settings: Settings, token: str | None = None) -> Starlette:
                 "running": manager.running_count,
                 "tasks": manager.task_count,
                 "todo_backlog": manager.todo_backlog,
+                "mcp_sessions": len(mcp_sessions.sessions),
             }
         )
 
@@ -48,14 +53,18 @@ def create_app(settings: Settings, token: str | None = None) -> Starlette:
         await manager.start()
         try:
             async with server.session_manager.run():
+                reaper = asyncio.create_task(mcp_sessions.reap_idle())
                 logger.info("hive-bash-daemon serving MCP at %s", settings.endpoint_url)
-                yield
+                try:
+                    yield
+                finally:
+                    reaper.cancel()
         finally:
             await manager.shutdown()
             logger.info("hive-bash-daemon stopped")
 
     return Starlette(
-        routes=[Route("/healthz", healthz, methods=["GET"]), Mount("/", app=mcp_app)],
+        routes=[Route("/healthz", healthz, methods=["GET"]), Mount("/", app=mcp_sessions)],
         middleware=[
             Middleware(RequestGuard, bind_host=settings.host, port=settings.port, token=token),
             Middleware(StrictJsonBodies),

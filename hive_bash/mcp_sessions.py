@@ -1,0 +1,136 @@
+"""MCP sessions sized for one agent: a cap with least-recently-used eviction, and an idle timeout.
+
+The SDK keeps a session (~31 KB) for 30 idle minutes and refuses new ones with
+503 once 10,000 are open: a local flood of `initialize` calls then locks the agent
+out, since its harness opens a new session every turn. One agent needs a handful
+at a time, so the daemon keeps at most `max_mcp_sessions`: a new session beyond that
+ends the one used least recently, preferring sessions with no request in flight
+(the agent's live session has its event stream or a tool call open). A session
+with nothing in flight for `mcp_session_idle_secs` is ended too.
+
+Sessions are ended the way a client ends one, with a DELETE carrying its id sent
+to the SDK's own endpoint: that works the same on every SDK line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+logger = logging.getLogger(__name__)
+
+SESSION_HEADER = b"mcp-session-id"
+REAP_INTERVAL_CEILING_SECS = 60.0
+
+
+@dataclass
+class _Session:
+    in_flight: int = 0
+    last_used: float = 0.0
+
+
+class SessionLimit:
+    """ASGI wrapper of the MCP app: tracks sessions by their header, ends the surplus and the idle."""
+
+    def __init__(self, app: ASGIApp, endpoint: ASGIApp, max_sessions: int, idle_secs: float) -> None:
+        self.app = app
+        self.endpoint = endpoint  # the SDK session manager's request handler, for the DELETEs
+        self.max_sessions = max_sessions
+        self.idle_secs = idle_secs
+        self.sessions: OrderedDict[str, _Session] = OrderedDict()  # least recently used first
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        session_id = _header(scope, SESSION_HEADER)
+        created: str | None = None
+
+        async def watched_send(message: Message) -> None:
+            nonlocal created
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                if session_id is None and status < 400:
+                    created = _header(message, SESSION_HEADER)
+                elif session_id is not None and status == 404:
+                    self.sessions.pop(session_id, None)  # the SDK no longer knows it
+            await send(message)
+
+        self._use(session_id, +1)
+        try:
+            await self.app(scope, receive, watched_send)
+        finally:
+            self._use(session_id, -1)
+            if session_id is not None and scope["method"] == "DELETE":
+                self.sessions.pop(session_id, None)
+        if created is not None:
+            self.sessions[created] = _Session(last_used=time.monotonic())
+            await self._evict_beyond_cap()
+
+    def _use(self, session_id: str | None, change: int) -> None:
+        session = self.sessions.get(session_id) if session_id is not None else None
+        if session is None:
+            return
+        session.in_flight += change
+        session.last_used = time.monotonic()
+        self.sessions.move_to_end(session_id)  # type: ignore[arg-type]
+
+    async def _evict_beyond_cap(self) -> None:
+        while len(self.sessions) > self.max_sessions:
+            idle = (key for key, session in self.sessions.items() if session.in_flight == 0)
+            victim = next(idle, None) or next(iter(self.sessions))
+            del self.sessions[victim]
+            logger.debug("ending session %s: %d sessions open, the limit is %d", victim, len(self.sessions) + 1,
+                         self.max_sessions)
+            await self._end(victim)
+
+    async def reap_idle(self) -> None:
+        """Forever: end sessions with nothing in flight for idle_secs. Run by the app's lifespan."""
+        interval = min(REAP_INTERVAL_CEILING_SECS, self.idle_secs / 2)
+        while True:
+            await asyncio.sleep(interval)
+            deadline = time.monotonic() - self.idle_secs
+            for key, session in list(self.sessions.items()):
+                if session.in_flight == 0 and session.last_used < deadline and self.sessions.pop(key, None):
+                    logger.debug("ending session %s: idle for %gs", key, self.idle_secs)
+                    await self._end(key)
+
+    async def _end(self, session_id: str) -> None:
+        scope: Scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": "1.1",
+            "method": "DELETE",
+            "scheme": "http",
+            "path": "/mcp",
+            "raw_path": b"/mcp",
+            "root_path": "",
+            "query_string": b"",
+            "headers": [(SESSION_HEADER, session_id.encode()), (b"host", b"127.0.0.1")],
+            "client": None,
+            "server": None,
+            "state": {},
+        }
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def discard(message: Message) -> None:
+            pass
+
+        try:
+            await self.endpoint(scope, receive, discard)
+        except Exception:  # a session that ended meanwhile must not take the caller's request down
+            logger.exception("could not end session %s", session_id)
+
+
+def _header(scope_or_message: Scope | Message, name: bytes) -> str | None:
+    for key, value in scope_or_message.get("headers", ()):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
