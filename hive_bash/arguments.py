@@ -20,6 +20,8 @@ NAME_PATTERN = re.compile(r"[a-z0-9-]{1,63}")
 ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 WAIT_CAP_SECS = 30.0
 DEFAULT_RUN_WAIT_SECS = 3.0
+PATH_MAX = 4096  # Linux: the longest path a system call takes, NUL included
+SHOWN_CHARS = 200
 
 StdinMode = Literal["null", "pipe"]
 
@@ -131,10 +133,20 @@ def directory(value: str | None) -> str | None:
         return None
     if "\x00" in value or not value:
         raise InvalidArgument("cwd", "must be a non-empty path without NUL bytes")
+    if len(value.encode("utf-8", "surrogatepass")) >= PATH_MAX:
+        raise InvalidArgument("cwd", f"must be a path shorter than {PATH_MAX} bytes (got {len(value)} characters)")
     path = Path(value)
-    if not path.is_dir():
-        raise InvalidArgument("cwd", f"{value!r} is not an existing directory")
-    return str(path.resolve())
+    try:
+        if path.is_dir():
+            return str(path.resolve())
+    except OSError as exc:  # a component too long, a loop of links: is_dir() raises for some
+        raise InvalidArgument("cwd", f"{_shown(value)} cannot be used: {exc.strerror}") from None
+    raise InvalidArgument("cwd", f"{_shown(value)} is not an existing directory")
+
+
+def _shown(value: str) -> str:
+    """The value as quoted in an error: whole when short, else its start."""
+    return repr(value) if len(value) <= SHOWN_CHARS else f"{value[:SHOWN_CHARS]!r}..."
 
 
 def environment(value: dict[str, str] | None) -> dict[str, str]:
