@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from . import __version__, tokens
 from .app import create_app
-from .connections import ConnectionGuard, connection_budget, raise_open_files_limit
+from .connections import ConnectionGuard, connection_budget, listening_socket, raise_open_files_limit
 from .settings import Settings
 
 logger = logging.getLogger("hive_bash")
@@ -187,11 +187,12 @@ def main(argv: list[str] | None = None) -> int:
         lifespan="on",
     )
     server = uvicorn.Server(config)
+    listener = listening_socket(config, settings.request_timeout_secs)
     # uvicorn re-raises a captured SIGTERM/SIGINT once it has shut down, through the
     # handler that was installed before it; a no-op one lets us exit 0 as a clean stop.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _stopped_cleanly)
-    server.run()
+    server.run(sockets=[listener])
     return 0 if server.started else 1
 
 

@@ -9,9 +9,13 @@ accept. Here:
 - a request must arrive whole (headers and body) within `request_timeout_secs` of
   the connection opening or of its previous response, or the connection is closed;
 - at most `max_connections` connections are open; a new one beyond that closes the
-  connection that has waited longest without a whole request (idle keep-alives,
-  silent or half-sent ones), so the agent always gets in. Connections serving a
-  request (a tool call, the agent's event stream) are never closed to make room;
+  connection that has waited longest without a whole request, so the agent always
+  gets in: first one that never completed a request (silent or half-sent, as a
+  flood's are), then an idle keep-alive. Connections serving a request (a tool
+  call, the agent's event stream) are never closed to make room;
+- the kernel hands a connection over only once it has sent something (TCP_DEFER_ACCEPT),
+  and one whose bytes already wait in the kernel is not closed to make room (under a
+  flood the event loop reads them a little later);
 - the soft RLIMIT_NOFILE is raised towards the hard limit at start;
 - failed accepts (out of descriptors) are logged once per burst, not per attempt.
 
@@ -21,13 +25,18 @@ whose small hooks it extends: connection_made/lost, data_received, on_response_c
 
 from __future__ import annotations
 
+import array
 import asyncio
+import fcntl
 import logging
 import math
 import resource
+import socket
+import termios
 import time
 from typing import Any, ClassVar
 
+import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 logger = logging.getLogger(__name__)
@@ -54,6 +63,18 @@ def raise_open_files_limit() -> int:
         except (ValueError, OSError) as exc:
             logger.warning("could not raise the open files limit from %d: %s", soft, exc)
     return OPEN_FILES_CEILING if soft == resource.RLIM_INFINITY else soft
+
+
+def listening_socket(config: uvicorn.Config, request_timeout_secs: float) -> socket.socket:
+    """The daemon's listening socket, bound as uvicorn would, handing over connections only once they
+    have sent something (TCP_DEFER_ACCEPT): a connection that sends nothing costs no descriptor until
+    the request timeout has passed. Not inherited by tasks, which must never hold the daemon's port."""
+    sock = config.bind_socket()
+    sock.set_inheritable(False)
+    option = getattr(socket, "TCP_DEFER_ACCEPT", None)
+    if option is not None:  # Linux; elsewhere the request timeout and the bound still apply
+        sock.setsockopt(socket.IPPROTO_TCP, option, max(1, math.ceil(request_timeout_secs)))
+    return sock
 
 
 def connection_budget(max_connections: int, open_files: int) -> tuple[int, int]:
@@ -127,7 +148,7 @@ class ConnectionGuard:
         self._wait(connection)
         if len(self.open) <= self.max_connections:
             return
-        oldest = next(iter(self.waiting))
+        oldest = self._victim(connection)
         if oldest is connection:  # every other connection is serving a request
             starts, before = self._refusals.starts_burst()
             if starts:
@@ -137,8 +158,21 @@ class ConnectionGuard:
                     before,
                 )
         else:
-            logger.debug("closing the longest-waiting connection to admit a new one (%d open)", len(self.open))
+            logger.debug("closing %s, waiting longest, to admit a new connection (%d open)", oldest.peer, len(self.open))
         self.close(oldest)
+
+    def _victim(self, newcomer: GuardedH11Protocol) -> GuardedH11Protocol:
+        """The connection to close, oldest first: one that never completed a request (a flood's), else
+        an idle keep-alive (a client's), else the newcomer itself. One whose bytes wait in the kernel
+        is spared: its request is about to be read (under a flood the event loop lags behind)."""
+        keep_alive = None
+        for connection in self.waiting:
+            if connection is newcomer or connection.has_unread_bytes():
+                continue
+            if not connection.served:
+                return connection
+            keep_alive = keep_alive or connection
+        return keep_alive or newcomer
 
     def update(self, connection: GuardedH11Protocol) -> None:
         """After new bytes or a finished response: is the connection serving a request now?"""
@@ -167,7 +201,7 @@ class ConnectionGuard:
 
     def _expire(self, connection: GuardedH11Protocol) -> None:
         if connection in self.waiting:
-            logger.debug("closing a connection without a whole request after %gs", self.request_timeout_secs)
+            logger.debug("closing %s: no whole request after %gs", connection.peer, self.request_timeout_secs)
             self.close(connection)
 
 
@@ -175,6 +209,19 @@ class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol, reporting to a ConnectionGuard when it opens, closes and starts serving."""
 
     guard: ClassVar[ConnectionGuard]
+    served = False  # has completed a response: a client that speaks HTTP, not a silent flood
+
+    @property
+    def peer(self) -> str:
+        return "%s:%d" % self.client if self.client else "a connection"
+
+    def has_unread_bytes(self) -> bool:
+        try:
+            pending = array.array("i", [0])
+            fcntl.ioctl(self.transport.get_extra_info("socket").fileno(), termios.FIONREAD, pending)
+        except (OSError, AttributeError):
+            return False
+        return pending[0] > 0
 
     @property
     def serving(self) -> bool:
@@ -182,8 +229,8 @@ class GuardedH11Protocol(H11Protocol):
         cycle = self.cycle
         return cycle is not None and not cycle.more_body and not cycle.response_complete
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
-        super().connection_made(transport)  # type: ignore[arg-type]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
         self.guard.admit(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -195,5 +242,6 @@ class GuardedH11Protocol(H11Protocol):
         self.guard.update(self)
 
     def on_response_complete(self) -> None:
+        self.served = True
         super().on_response_complete()
         self.guard.update(self)
