@@ -77,13 +77,14 @@ def structure_refusal(document: bytes) -> str | None:
     if raw_separators <= MAX_VALUES and len(document.translate(None, _NOT_BRACKETS)) <= MAX_DEPTH:
         return None
     # Backslash pairs first, then escaped quotes: what is left of `"` delimits strings.
-    unescaped = document.replace(b"\\\\", b"").replace(b'\\"', b"")
+    unescaped = document.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in document else document
     if unescaped.count(b'"') // 2 > MAX_VALUES:
         return _too_many_values
-    structure = b"".join(unescaped.split(b'"')[::2])
-    if structure.count(b",") + structure.count(b":") > MAX_VALUES:
+    parts = unescaped.split(b'"')  # even: outside strings, odd: inside
+    in_strings = sum(part.count(b",") + part.count(b":") for part in parts[1::2])
+    if raw_separators - in_strings > MAX_VALUES:
         return _too_many_values
-    if _deeper_than_limit(structure.translate(None, _NOT_BRACKETS)):
+    if _deeper_than_limit(b"".join(parts[::2]).translate(None, _NOT_BRACKETS)):
         return f"parse error: JSON nested deeper than {MAX_DEPTH} levels"
     return None
 
