@@ -95,10 +95,14 @@ class SessionLimit:
         while True:
             await asyncio.sleep(interval)
             deadline = time.monotonic() - self.idle_secs
-            for key, session in list(self.sessions.items()):
-                if session.in_flight == 0 and session.last_used < deadline and self.sessions.pop(key, None):
-                    logger.debug("ending session %s: idle for %gs", key, self.idle_secs)
-                    await self._end(key)
+            idle = [key for key, session in self.sessions.items() if not session.in_flight and session.last_used < deadline]
+            for key in idle:
+                session = self.sessions.get(key)
+                if session is None or session.in_flight:  # ended or used while an earlier one was ended
+                    continue
+                del self.sessions[key]
+                logger.debug("ending session %s: idle for %gs", key, self.idle_secs)
+                await self._end(key)
 
     async def _end(self, session_id: str) -> None:
         scope: Scope = {
@@ -132,5 +136,5 @@ class SessionLimit:
 def _header(scope_or_message: Scope | Message, name: bytes) -> str | None:
     for key, value in scope_or_message.get("headers", ()):
         if key.lower() == name:
-            return value.decode("latin-1")
+            return bytes(value).decode("latin-1")
     return None
