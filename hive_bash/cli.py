@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from . import __version__, tokens
 from .app import create_app
-from .connections import ConnectionGuard, connection_budget, listening_socket, raise_open_files_limit
+from .connections import ConnectionGuard, ListenError, connection_budget, listening_socket, raise_open_files_limit
 from .settings import Settings
 
 logger = logging.getLogger("hive_bash")
@@ -179,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         host=settings.host,
         port=settings.port,
         http=guard.protocol_class(),
+        ws="none",  # no websocket routes; an upgraded connection would leave the guard's sight
         backlog=backlog,
         log_config=None,
         log_level=settings.log_level,
@@ -187,7 +188,11 @@ def main(argv: list[str] | None = None) -> int:
         lifespan="on",
     )
     server = uvicorn.Server(config)
-    listener = listening_socket(config, settings.request_timeout_secs)
+    try:
+        listener = listening_socket(settings.host, settings.port, settings.request_timeout_secs)
+    except ListenError as exc:
+        print(f"hive-bash-daemon: {exc}", file=sys.stderr)
+        return 1
     # uvicorn re-raises a captured SIGTERM/SIGINT once it has shut down, through the
     # handler that was installed before it; a no-op one lets us exit 0 as a clean stop.
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -36,7 +36,6 @@ import termios
 import time
 from typing import Any, ClassVar
 
-import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 logger = logging.getLogger(__name__)
@@ -65,12 +64,24 @@ def raise_open_files_limit() -> int:
     return OPEN_FILES_CEILING if soft == resource.RLIM_INFINITY else soft
 
 
-def listening_socket(config: uvicorn.Config, request_timeout_secs: float) -> socket.socket:
-    """The daemon's listening socket, bound as uvicorn would, handing over connections only once they
-    have sent something (TCP_DEFER_ACCEPT): a connection that sends nothing costs no descriptor until
-    the request timeout has passed. Not inherited by tasks, which must never hold the daemon's port."""
-    sock = config.bind_socket()
-    sock.set_inheritable(False)
+class ListenError(Exception):
+    """The daemon's address cannot be bound (in use, not local, no permission)."""
+
+
+def listening_socket(host: str, port: int, request_timeout_secs: float) -> socket.socket:
+    """The daemon's listening socket, handing over connections only once they have sent something
+    (TCP_DEFER_ACCEPT): a connection that sends nothing costs no descriptor until the request
+    timeout has passed. Not inherited by tasks, which must never hold the daemon's port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY on accepted sockets only when the
+    # listener says so, and without it every reply waits 40 ms on a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     option = getattr(socket, "TCP_DEFER_ACCEPT", None)
     if option is not None:  # Linux; elsewhere the request timeout and the bound still apply
         sock.setsockopt(socket.IPPROTO_TCP, option, max(1, math.ceil(request_timeout_secs)))
