@@ -70,7 +70,7 @@ class SessionLimit:
                 self.sessions.pop(session_id, None)
         if created is not None:
             self.sessions[created] = _Session(last_used=time.monotonic())
-            await self._evict_beyond_cap()
+            await self._evict_beyond_cap(created)
 
     def _use(self, session_id: str | None, change: int) -> None:
         session = self.sessions.get(session_id) if session_id is not None else None
@@ -80,10 +80,10 @@ class SessionLimit:
         session.last_used = time.monotonic()
         self.sessions.move_to_end(session_id)  # type: ignore[arg-type]
 
-    async def _evict_beyond_cap(self) -> None:
+    async def _evict_beyond_cap(self, newcomer: str) -> None:
         while len(self.sessions) > self.max_sessions:
-            idle = (key for key, session in self.sessions.items() if session.in_flight == 0)
-            victim = next(idle, None) or next(iter(self.sessions))
+            others = [key for key in self.sessions if key != newcomer]
+            victim = next((key for key in others if not self.sessions[key].in_flight), others[0])
             del self.sessions[victim]
             logger.debug("ending session %s: %d sessions open, the limit is %d", victim, len(self.sessions) + 1,
                          self.max_sessions)

@@ -262,7 +262,13 @@ async def test_session_flood_cannot_lock_the_agent_out(make_daemon) -> None:
     of `initialize` calls grew the daemon by 62 MB per 2,000 and, at the cap, refused the agent's turn."""
     daemon = make_daemon()
     pid = daemon.proc.pid
-    post(daemon.port, INIT)
+    # A live agent session, as Claude Code holds one: initialized, its event stream (GET) open.
+    _, headers, _ = post(daemon.port, INIT)
+    live = {"mcp-session-id": headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+    post(daemon.port, b'{"jsonrpc":"2.0","method":"notifications/initialized"}', live)
+    stream = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
+    stream.request("GET", "/mcp", headers={"Accept": "text/event-stream", **live})
+    assert stream.getresponse().status == 200
     idle = memory_mib(pid)
     connection = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
     first_session = None
@@ -283,6 +289,11 @@ async def test_session_flood_cannot_lock_the_agent_out(make_daemon) -> None:
                         {"mcp-session-id": first_session, "mcp-protocol-version": "2025-06-18"})
     assert status == 404
     assert memory_mib(pid) - idle < 25, f"RSS {memory_mib(pid):.0f} MiB after the flood, {idle:.0f} MiB before"
+    # The live session, least recently used of all but with its stream in flight, was spared.
+    call = b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run","arguments":{"cmd":"echo live"}}}'
+    status, _, answer = post(daemon.port, call, live)
+    stream.close()
+    assert status == 200 and b"live" in answer, answer[:300]
 
 
 def test_idle_sessions_end_after_the_idle_timeout(make_daemon) -> None:
