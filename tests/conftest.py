@@ -3,9 +3,9 @@ and a real todo harness on a unix socket. Helpers live in hivetest.py."""
 
 from __future__ import annotations
 
-import os
+import shutil
 import sys
-import time
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -42,6 +42,7 @@ def make_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     for daemon in started:
         if daemon.proc is not None and daemon.proc.poll() is None:
             daemon.stop()
+        daemon.release_port()
 
 
 @pytest.fixture(scope="module")
@@ -52,12 +53,25 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     yield shared
     if shared.proc is not None and shared.proc.poll() is None:
         shared.stop()
+    shared.release_port()
 
 
 @pytest.fixture
-def harness(tmp_path: Path) -> Iterator[TodoHarness]:
-    # Unix socket paths are limited to ~108 bytes: keep it short.
-    path = Path(f"/tmp/hb-{os.getpid()}-{time.monotonic_ns()}.sock")
-    todo_harness = TodoHarness(path).start()
+def socket_path() -> Iterator[Path]:
+    """A unix socket path no other test, run or checkout can be using.
+
+    Unix socket paths are limited to ~108 bytes, so it cannot live under tmp_path; a path
+    derived from the test's name is not unique either: the two SDK lines run the same
+    test side by side, and asyncio unlinks an existing socket when it binds one.
+    mkdtemp creates the directory atomically, so the name is ours alone.
+    """
+    directory = Path(tempfile.mkdtemp(prefix="hb-", dir="/tmp"))
+    yield directory / "todo.sock"
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def harness(socket_path: Path) -> Iterator[TodoHarness]:
+    todo_harness = TodoHarness(socket_path).start()
     yield todo_harness
     todo_harness.stop()
