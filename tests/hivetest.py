@@ -27,10 +27,26 @@ from hive_bash.mcp_compat import BashClient, ToolReply, open_client
 START_TIMEOUT_SECS = 20.0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def reserve_port() -> socket.socket:
+    """A loopback TCP port held for the caller until the returned socket is closed.
+
+    Picking a free port and closing it leaves a window in which another test, the other
+    SDK line or another checkout can take it. This socket is bound with SO_REUSEADDR and
+    never listens: the daemon can still listen on the port (uvicorn binds with
+    SO_REUSEADDR too), while the kernel gives the port to no other bind(0) and no
+    outgoing connection as long as it is held, also between a daemon's stop and restart.
+    """
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@contextlib.contextmanager
+def dead_url() -> Iterator[str]:
+    """An MCP URL on a loopback port held (never listening) for the block: connecting is refused."""
+    with reserve_port() as held:
+        yield f"http://127.0.0.1:{held.getsockname()[1]}/mcp"
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, what: str = "") -> Any:
@@ -103,7 +119,8 @@ class Daemon:
         self.workdir = workdir
         self.preexec_limits = preexec_limits or {}
         self.health_headers = health_headers or {}
-        self.port = free_port()
+        self._port_holder = reserve_port()
+        self.port: int = self._port_holder.getsockname()[1]
         self.tasks_dir = workdir / "harness" / "bash-tasks"
         self.extra_env = env or {}
         self.extra_args = args or []
@@ -174,6 +191,10 @@ class Daemon:
 
     def restart(self) -> "Daemon":
         return self.start()
+
+    def release_port(self) -> None:
+        """Give the port back; the daemon must not be started again."""
+        self._port_holder.close()
 
     @contextlib.asynccontextmanager
     async def client(self) -> AsyncIterator[BashClient]:

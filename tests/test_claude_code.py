@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hivetest import Daemon, free_port
+from hivetest import Daemon, dead_url
 
 
 def claude_binary() -> str:
@@ -40,9 +40,9 @@ def test_claude_code_connects_to_the_bash_server(daemon: Daemon, tmp_path: Path)
     home.mkdir()
     project.mkdir()
     claude(binary, home, project, "mcp", "add", "--transport", "http", "bash", daemon.url)
-    claude(binary, home, project, "mcp", "add", "--transport", "http", "nothing-there",
-           f"http://127.0.0.1:{free_port()}/mcp")
-    listing = claude(binary, home, project, "mcp", "list")
+    with dead_url() as nothing_there:
+        claude(binary, home, project, "mcp", "add", "--transport", "http", "nothing-there", nothing_there)
+        listing = claude(binary, home, project, "mcp", "list")
     lines = {line.split(":", 1)[0]: line for line in listing.splitlines() if ": http" in line}
     assert "Connected" in lines["bash"], listing
     assert "Connected" not in lines["nothing-there"], listing  # the check can tell a dead server apart

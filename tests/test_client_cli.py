@@ -29,7 +29,7 @@ import pexpect
 import pytest
 
 from hive_bash import client_cli
-from hivetest import Daemon, free_port
+from hivetest import Daemon, dead_url
 
 RUN_TIMEOUT_SECS = 60
 
@@ -125,14 +125,14 @@ def test_console_script_exits_with_the_task_exit_code(daemon: Daemon) -> None:
 
 
 def test_connection_refused_exits_3_with_one_line() -> None:
-    url = f"http://127.0.0.1:{free_port()}/mcp"
-    proc = subprocess.run(
-        [console_script(), "--url", url, "status", "x"],
-        capture_output=True,
-        text=True,
-        env=cli_env(),
-        timeout=RUN_TIMEOUT_SECS,
-    )
+    with dead_url() as url:
+        proc = subprocess.run(
+            [console_script(), "--url", url, "status", "x"],
+            capture_output=True,
+            text=True,
+            env=cli_env(),
+            timeout=RUN_TIMEOUT_SECS,
+        )
     assert proc.returncode == 3
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1, proc.stderr
@@ -331,8 +331,8 @@ def test_url_defaults_to_hive_bash_port(hb: HB, daemon: Daemon) -> None:
     assert by_port.returncode == 0 and task_id in by_port.stdout, by_port.stderr
     by_url = hb(None, "status", task_id, env={"HIVE_BASH_URL": daemon.url, "HIVE_BASH_PORT": "1"})
     assert by_url.returncode == 0 and task_id in by_url.stdout, by_url.stderr
-    refused = f"http://127.0.0.1:{free_port()}/mcp"
-    flag_wins = hb(daemon, "status", task_id, env={"HIVE_BASH_URL": refused})
+    with dead_url() as refused:
+        flag_wins = hb(daemon, "status", task_id, env={"HIVE_BASH_URL": refused})
     assert flag_wins.returncode == 0 and task_id in flag_wins.stdout, flag_wins.stderr
 
 
@@ -360,6 +360,7 @@ def token_daemon(tmp_path: Path) -> Iterator[tuple[Daemon, Path]]:
     yield secured, token_file
     if secured.proc is not None and secured.proc.poll() is None:
         secured.stop()
+    secured.release_port()
 
 
 def test_token_file_sends_a_bearer_token(hb: HB, token_daemon: tuple[Daemon, Path], tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hivetest import Daemon, call_error, call_ok, free_port
+from hivetest import Daemon, call_error, call_ok, reserve_port
 from hive_bash.mcp_compat import open_client
 
 pytestmark = pytest.mark.anyio
@@ -53,8 +53,10 @@ async def test_non_loopback_bind_needs_a_token_and_every_request_carries_it(make
 
 def test_non_loopback_bind_without_token_refuses_to_start(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_")}
-    proc = subprocess.run([sys.executable, "-m", "hive_bash.cli", "--host", "0.0.0.0", "--port", str(free_port())],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
+    with reserve_port() as held:
+        port = str(held.getsockname()[1])
+        proc = subprocess.run([sys.executable, "-m", "hive_bash.cli", "--host", "0.0.0.0", "--port", port],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and "HIVE_BASH_TOKEN_FILE" in proc.stderr
 
 
