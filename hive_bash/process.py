@@ -19,7 +19,7 @@ import signal
 import struct
 import subprocess
 import termios
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -197,9 +197,14 @@ class TaskProcess:
         self._pty_out_fd = pty_out_fd
         self.exited: asyncio.Future[int] = loop.create_future()
         self._pidfd = os.pidfd_open(self.pid)
-        loop.add_reader(self._pidfd, self._on_leader_exit)
-        if pty_out_fd is not None and input_fd is not None:
-            loop.add_reader(input_fd, self._pump_terminal)
+        try:
+            loop.add_reader(self._pidfd, self._on_leader_exit)
+            if pty_out_fd is not None and input_fd is not None:
+                loop.add_reader(input_fd, self._pump_terminal)
+        except BaseException:
+            loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            raise
 
     @property
     def is_pty(self) -> bool:
@@ -281,6 +286,33 @@ def _popen(
     )
 
 
+@contextlib.contextmanager
+def _owned(popen: subprocess.Popen[bytes]) -> Iterator[contextlib.ExitStack]:
+    """Guard the steps between Popen and a supervised TaskProcess.
+
+    Should one fail (EMFILE from pidfd_open or dup, ENOSYS from pidfd_open on an old
+    kernel or under a seccomp profile), the child would run on unsupervised and never be
+    reaped: its whole group is killed and it is reaped before the error goes on, and the
+    fds registered on the yielded stack are closed. On success they are kept.
+    """
+    with contextlib.ExitStack() as cleanup:
+        try:
+            yield cleanup
+        except BaseException:
+            _end_and_reap(popen)
+            raise
+        cleanup.pop_all()
+
+
+def _end_and_reap(popen: subprocess.Popen[bytes]) -> None:
+    logger.warning("ending process group %d: its task could not be supervised", popen.pid)
+    signal_group(popen.pid, signal.SIGKILL)
+    # SIGKILL cannot be caught: the wait is short even though it blocks the loop.
+    popen.wait()
+    if popen.stdin is not None:
+        popen.stdin.close()
+
+
 def spawn(request: SpawnRequest) -> TaskProcess:
     """Start bash for a task. Raises OSError (EMFILE, EAGAIN, ENOENT...) if the kernel refuses."""
     if request.pty:
@@ -292,12 +324,14 @@ def spawn(request: SpawnRequest) -> TaskProcess:
         fds.callback(os.close, err_fd)
         stdin = subprocess.PIPE if request.stdin == "pipe" else subprocess.DEVNULL
         popen = _popen(request, stdin, out_fd, err_fd)
-    input_fd = None
-    if popen.stdin is not None:
-        input_fd = os.dup(popen.stdin.fileno())
-        popen.stdin.close()
-        os.set_blocking(input_fd, False)
-    return TaskProcess(popen, input_fd)
+    with _owned(popen) as on_failure:
+        input_fd = None
+        if popen.stdin is not None:
+            input_fd = os.dup(popen.stdin.fileno())
+            on_failure.callback(os.close, input_fd)
+            popen.stdin.close()
+            os.set_blocking(input_fd, False)
+        return TaskProcess(popen, input_fd)
 
 
 def _spawn_pty(request: SpawnRequest) -> TaskProcess:
@@ -314,5 +348,8 @@ def _spawn_pty(request: SpawnRequest) -> TaskProcess:
         raise
     finally:
         os.close(slave)  # the child has its own copy; ours would keep EIO from ever arriving
-    os.set_blocking(master, False)
-    return TaskProcess(popen, master, out_fd)
+    with _owned(popen) as on_failure:
+        on_failure.callback(os.close, master)
+        on_failure.callback(os.close, out_fd)
+        os.set_blocking(master, False)
+        return TaskProcess(popen, master, out_fd)

@@ -31,10 +31,11 @@ def make_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
         workdir: Path | None = None,
         health_headers: dict[str, str] | None = None,
         preexec_limits: dict[int, tuple[int, int]] | None = None,
+        preexec: Callable[[], None] | None = None,
     ) -> Daemon:
         directory = workdir or tmp_path
         directory.mkdir(parents=True, exist_ok=True)
-        daemon = Daemon(directory, env, args, health_headers, preexec_limits).start()
+        daemon = Daemon(directory, env, args, health_headers, preexec_limits, preexec).start()
         started.append(daemon)
         return daemon
 

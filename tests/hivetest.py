@@ -115,9 +115,11 @@ class Daemon:
         args: list[str] | None = None,
         health_headers: dict[str, str] | None = None,
         preexec_limits: dict[int, tuple[int, int]] | None = None,
+        preexec: Callable[[], None] | None = None,
     ) -> None:
         self.workdir = workdir
         self.preexec_limits = preexec_limits or {}
+        self.preexec = preexec  # runs in the daemon's process before exec, after the limits
         self.health_headers = health_headers or {}
         self._port_holder = reserve_port()
         self.port: int = self._port_holder.getsockname()[1]
@@ -146,16 +148,18 @@ class Daemon:
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=self._apply_limits if self.preexec_limits else None,
+                preexec_fn=self._before_exec if self.preexec_limits or self.preexec else None,
             )
         wait_until(self._healthy, START_TIMEOUT_SECS, 0.05, f"daemon /healthz\n{self.log()}")
         return self
 
-    def _apply_limits(self) -> None:  # runs in the child before exec
+    def _before_exec(self) -> None:  # runs in the child before exec
         import resource
 
         for limit, values in self.preexec_limits.items():
             resource.setrlimit(limit, values)
+        if self.preexec is not None:
+            self.preexec()
 
     def _healthy(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:

@@ -1,15 +1,24 @@
-"""Faults around the daemon: a misbehaving harness, clients that vanish, a SIGKILL under load."""
+"""Faults around the daemon: a misbehaving harness, clients that vanish, a SIGKILL under load,
+a kernel that refuses to supervise a child."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
+import os
 import signal
+import struct
+import subprocess
+import sys
 import time
+import uuid
+from pathlib import Path
 
 import anyio
 import pytest
 
-from hivetest import call_ok, group_members, pid_alive, wait_until
+from hivetest import call_error, call_ok, children_of, group_members, pid_alive, wait_until
 from harness import TodoHarness
 
 pytestmark = pytest.mark.anyio
@@ -94,3 +103,91 @@ async def test_any_harness_reply_leaves_the_todo_worker_alive_and_each_failure_i
     for line, words in zip(failures, ["longer than 65536 bytes", "nested too deeply", "not JSON", "not an object"]):
         assert words in line, line
     assert log.count("todo delivery to") == len(modes) + 1 and "works again" in log
+
+
+# ---- pidfd_open refused -----------------------------------------------------
+#
+# A real fault, not a mock: a seccomp filter installed in the daemon's process before
+# exec makes the kernel answer pidfd_open with ENOSYS, as a kernel before 5.3 or a
+# container runtime's seccomp profile does. Popen still succeeds, so the daemon holds
+# a started child it cannot supervise. (The filter is inherited by the tasks; they do
+# not call pidfd_open.)
+
+SYS_PIDFD_OPEN = 434  # the same number on every architecture (asm-generic and x86)
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+SECCOMP_RET_ERRNO, SECCOMP_RET_ALLOW = 0x00050000, 0x7FFF0000
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_RET_K = 0x20, 0x15, 0x06
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+
+def _bpf(code: int, jump_true: int, jump_false: int, k: int) -> bytes:
+    return struct.pack("HBBI", code, jump_true, jump_false, k)
+
+
+# Built before any fork: the child only makes two prctl calls.
+_PIDFD_FILTER = ctypes.create_string_buffer(b"".join([
+    _bpf(BPF_LD_W_ABS, 0, 0, 0),  # A = seccomp_data.nr
+    _bpf(BPF_JEQ_K, 0, 1, SYS_PIDFD_OPEN),
+    _bpf(BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),
+    _bpf(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+]))
+_PIDFD_PROGRAM = _SockFprog(4, ctypes.cast(_PIDFD_FILTER, ctypes.c_char_p))
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def refuse_pidfd_open() -> None:  # runs in the child, before exec
+    if _LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or _LIBC.prctl(
+        PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(_PIDFD_PROGRAM), 0, 0
+    ) != 0:
+        raise OSError(ctypes.get_errno(), "cannot install the seccomp filter")
+
+
+def pidfd_refusal_works() -> bool:
+    """The filter installs here and makes pidfd_open fail with ENOSYS (checked in a throwaway process)."""
+    probe = "import errno, os\ntry:\n os.pidfd_open(os.getpid())\nexcept OSError as e:\n raise SystemExit(e.errno)"
+    try:
+        proc = subprocess.run([sys.executable, "-c", probe], preexec_fn=refuse_pidfd_open, timeout=30)
+    except subprocess.SubprocessError:
+        return False
+    return proc.returncode == errno.ENOSYS
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live processes whose environment holds `marker` (every process of one task does)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return [pid for pid in found if pid_alive(pid)]
+
+
+@pytest.mark.parametrize("options", [{}, {"stdin": "pipe"}, {"pty": True}], ids=["plain", "stdin-pipe", "pty"])
+async def test_a_child_that_cannot_be_supervised_is_ended_and_reaped(make_daemon, options: dict) -> None:
+    if not pidfd_refusal_works():
+        pytest.skip("this kernel does not let a process install a seccomp filter")
+    daemon = make_daemon(preexec=refuse_pidfd_open)
+    marker = f"HB_FAULT_MARK={uuid.uuid4().hex}"
+    name, value = marker.split("=")
+    try:
+        async with daemon.client() as client:
+            # The command outlives any test: only the daemon ending its group can stop it.
+            message = await call_error(client, "run", {"cmd": "sleep 1000 & sleep 1000; wait",
+                                                       "env": {name: value}, **options})
+            listed = await call_ok(client, "list", {})
+        leftovers = processes_with(marker)
+    finally:
+        for pid in processes_with(marker):  # should the daemon have left them: not beyond this test
+            os.kill(pid, signal.SIGKILL)
+    assert "could not start the task" in message and "Function not implemented" in message, message
+    assert listed.structured["total"] == 0
+    assert leftovers == []  # bash and both sleeps were ended with the group
+    assert [pid for pid, state in children_of(daemon.proc.pid) if state == "Z"] == []  # and reaped
+    assert list(daemon.tasks_dir.iterdir()) == []  # no output files of a task that never was
+    assert daemon.health()["ok"] is True
