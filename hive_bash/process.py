@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -20,7 +21,7 @@ import struct
 import subprocess
 import termios
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -41,6 +42,10 @@ DAEMON_ENV_PREFIXES = ("HIVE_BASH_",)
 PTY_ROWS, PTY_COLUMNS = 40, 200
 # Set in every task's environment; also how a leftover task leader is recognised after a restart.
 TASK_ID_ENV = "HIVE_BASH_TASK_ID"
+# How a failed write of terminal output is named in the task's end reason.
+WRITE_ERROR_NAMES = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EIO: "I/O error"}
+
+OutputFailed = Callable[[str], None]
 
 
 def base_environment(environ: Mapping[str, str], hidden: frozenset[str]) -> dict[str, str]:
@@ -156,6 +161,16 @@ def _take_controlling_terminal() -> None:  # runs in the child, after setsid()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
+def write_failure_reason(exc: OSError, path: Path) -> str:
+    """The end reason of a task whose terminal output could not be written, e.g. "disk full: ..."."""
+    name = WRITE_ERROR_NAMES.get(exc.errno or 0, exc.strerror or str(exc))
+    return f"{name}: terminal output could not be written to {path}"
+
+
+def _ignore_output_failure(reason: str) -> None:
+    pass
+
+
 @dataclass
 class SpawnRequest:
     cmd: str
@@ -166,6 +181,8 @@ class SpawnRequest:
     script_path: Path  # where a command too long for argv is written
     stdin: Literal["null", "pipe"] = "null"
     pty: bool = False
+    # Called (once) when a PTY task's output cannot be written, with the end reason.
+    on_output_failed: OutputFailed = field(default=_ignore_output_failure)
 
     def prepare_argv(self) -> list[str]:
         """bash's argv for the command; one too long for an exec argument is written to `script_path` first."""
@@ -185,7 +202,11 @@ class TaskProcess:
     """
 
     def __init__(
-        self, popen: subprocess.Popen[bytes], input_fd: int | None = None, pty_out_fd: int | None = None
+        self,
+        popen: subprocess.Popen[bytes],
+        input_fd: int | None = None,
+        pty_out: tuple[int, Path] | None = None,
+        on_output_failed: OutputFailed = _ignore_output_failure,
     ) -> None:
         loop = asyncio.get_running_loop()
         self._popen = popen
@@ -194,12 +215,16 @@ class TaskProcess:
         self.start_ticks = read_start_ticks(self.pid)
         # Where `write` sends bytes: a pipe's write end or the PTY master (None: no input).
         self.input_fd = input_fd
-        self._pty_out_fd = pty_out_fd
+        # A PTY task's .out: the daemon copies what the terminal shows into it.
+        self._pty_out_fd: int | None = pty_out[0] if pty_out is not None else None
+        self._pty_out_path: Path | None = pty_out[1] if pty_out is not None else None
+        self._on_output_failed = on_output_failed
+        self.output_error: str | None = None  # why terminal output could not be written
         self.exited: asyncio.Future[int] = loop.create_future()
         self._pidfd = os.pidfd_open(self.pid)
         try:
             loop.add_reader(self._pidfd, self._on_leader_exit)
-            if pty_out_fd is not None and input_fd is not None:
+            if self._pty_out_fd is not None and input_fd is not None:
                 loop.add_reader(input_fd, self._pump_terminal)
         except BaseException:
             loop.remove_reader(self._pidfd)
@@ -226,18 +251,40 @@ class TaskProcess:
             return b""
 
     def _pump_terminal(self) -> None:
-        assert self._pty_out_fd is not None and self.input_fd is not None
+        assert self.input_fd is not None
         data = self._read_terminal()
         if data:
-            os.write(self._pty_out_fd, data)
+            if not self._copy_to_out(data):
+                # Nothing more can be kept: stop reading; the task is being ended.
+                asyncio.get_running_loop().remove_reader(self.input_fd)
         elif data is not None:
             asyncio.get_running_loop().remove_reader(self.input_fd)
 
     def _drain_terminal(self) -> None:
         """After the group is gone, move what the terminal still buffers into .out."""
-        assert self._pty_out_fd is not None
         while data := self._read_terminal():
-            os.write(self._pty_out_fd, data)
+            self._copy_to_out(data)
+
+    def _copy_to_out(self, data: bytes) -> bool:
+        """Append terminal output to .out whole; False once a write failed (the rest is discarded).
+
+        A write error (disk full, I/O error) must not escape: raised in a reader callback it
+        would be lost in the event loop, and in `_on_leader_exit` it would stop the task
+        from ever ending. It is reported once, and the task is ended failed with the reason.
+        """
+        assert self._pty_out_fd is not None and self._pty_out_path is not None
+        if self.output_error is not None:
+            return False
+        view = memoryview(data)
+        try:
+            while view:  # a write to a filling disk can be short before it fails
+                view = view[os.write(self._pty_out_fd, view) :]
+        except OSError as exc:
+            self.output_error = write_failure_reason(exc, self._pty_out_path)
+            logger.warning("task process %d: %s (%s)", self.pid, self.output_error, exc)
+            self._on_output_failed(self.output_error)
+            return False
+        return True
 
     def _on_leader_exit(self) -> None:
         loop = asyncio.get_running_loop()
@@ -352,4 +399,4 @@ def _spawn_pty(request: SpawnRequest) -> TaskProcess:
         on_failure.callback(os.close, master)
         on_failure.callback(os.close, out_fd)
         os.set_blocking(master, False)
-        return TaskProcess(popen, master, out_fd)
+        return TaskProcess(popen, master, (out_fd, request.stdout_path), request.on_output_failed)

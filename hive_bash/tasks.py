@@ -333,7 +333,7 @@ class TaskManager:
         # Taken before the spawn: the command may be running before spawn() returns, and a
         # start time taken after it would make a loaded daemon report `sleep 1` as 0.98 s.
         started_at = time.time()
-        proc = _spawn(task, self._store, env, self._sessions)
+        proc = _spawn(task, self._store, env, self._sessions, lambda reason: self._end_for_output_failure(task, reason))
         task.started(proc, started_at)
         self._slots.running.add(task)
         self._watcher.watch(record)
@@ -402,6 +402,16 @@ class TaskManager:
 
         self._in_background(end(), f"end-{task.id}")
 
+    def _end_for_output_failure(self, task: Task, reason: str) -> None:
+        """The daemon could not write a PTY task's output (disk full, I/O error): end it failed.
+
+        The cause is set at once: the failure may come while the process layer handles the
+        leader's exit, before the exit is read, and must not be read as a plain exit then.
+        """
+        if task.end_cause is None:
+            task.end_cause, task.end_reason = Status.FAILED, reason
+        self._in_background(task.terminate(Status.FAILED, reason, self.settings.kill_grace_secs), f"output-{task.id}")
+
     async def _await_exit(self, task: Task) -> None:
         await task.exited()
         self._collect_session(task)
@@ -467,7 +477,13 @@ def _new_record(task_id: str, options: TaskOptions) -> TaskRecord:
     )
 
 
-def _spawn(task: Task, store: RecordStore, env: dict[str, str], sessions: SessionStore) -> process.TaskProcess:
+def _spawn(
+    task: Task,
+    store: RecordStore,
+    env: dict[str, str],
+    sessions: SessionStore,
+    on_output_failed: process.OutputFailed,
+) -> process.TaskProcess:
     record = task.record
     request = process.SpawnRequest(
         cmd=record.cmd,
@@ -478,6 +494,7 @@ def _spawn(task: Task, store: RecordStore, env: dict[str, str], sessions: Sessio
         script_path=store.script_path(record.id),
         stdin=record.stdin,
         pty=record.pty,
+        on_output_failed=on_output_failed,
     )
     try:
         if record.session is not None:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hivetest import call_error, call_ok, wait_until
+from harness import TodoHarness
+from hivetest import call_error, call_ok, group_members, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -72,6 +73,34 @@ async def test_disk_full_ends_the_writer_with_the_reason_and_the_daemon_keeps_se
             Path(reply.structured["stdout_path"]).unlink()  # make room again
             after = await call_ok(client, "run", {"cmd": "echo still serving"})
         assert after.structured["stdout_tail"] == "still serving\n"
+        assert daemon.health()["ok"] is True
+    finally:
+        subprocess.run(["umount", "-l", str(tasks_dir)], check=False)
+
+
+async def test_pty_output_on_a_full_disk_ends_the_task_failed_with_the_reason(make_daemon, harness: TodoHarness,
+                                                                              tmp_path: Path) -> None:
+    # A PTY task's output is the one stream the daemon itself writes (terminal -> .out).
+    tasks_dir, pid_file = tmp_path / "small", tmp_path / "leader.pid"
+    tasks_dir.mkdir()
+    if not _mount_tmpfs(tasks_dir, "1m"):
+        pytest.skip("needs root and mount to make a 1 MiB tmpfs for the tasks dir")
+    try:
+        daemon = make_daemon(env={"HIVE_BASH_TASKS_DIR": str(tasks_dir), "HIVE_AGENT_SOCKET": str(harness.socket_path)})
+        daemon.tasks_dir = tasks_dir
+        async with daemon.client() as client:
+            cmd = f"echo $$ > {pid_file}; yes & trap '' TERM; yes; wait"  # the leader ignores SIGTERM
+            task_id = (await call_ok(client, "run", {"cmd": cmd, "pty": True, "wait_seconds": 0})).structured["id"]
+            harness.wait_for(lambda h: "failed" in h.snapshot().get(task_id, ""), timeout=30)
+            todo = harness.snapshot()[task_id]
+            result = (await call_ok(client, "status", {"id": task_id})).structured
+            Path(result["stdout_path"]).unlink()  # make room again
+            after = await call_ok(client, "run", {"cmd": "echo still serving", "pty": True, "wait_seconds": 30})
+        assert result["status"] == "failed"
+        assert result["end_reason"] == f"disk full: terminal output could not be written to {result['stdout_path']}"
+        assert todo.startswith(f"bash task {task_id} failed") and result["end_reason"] in todo
+        assert group_members(int(pid_file.read_text())) == []
+        assert after.structured["stdout_tail"].strip() == "still serving"
         assert daemon.health()["ok"] is True
     finally:
         subprocess.run(["umount", "-l", str(tasks_dir)], check=False)
