@@ -32,8 +32,8 @@ def reserve_port() -> socket.socket:
 
     Picking a free port and closing it leaves a window in which another test, the other
     SDK line or another checkout can take it. This socket is bound with SO_REUSEADDR and
-    never listens: the daemon can still listen on the port (uvicorn binds with
-    SO_REUSEADDR too), while the kernel gives the port to no other bind(0) and no
+    never listens: the daemon can still listen on the port (its listening socket,
+    hive_bash/connections.py, sets SO_REUSEADDR too), while the kernel gives the port to no other bind(0) and no
     outgoing connection as long as it is held, also between a daemon's stop and restart.
     """
     sock = socket.socket()
