@@ -190,7 +190,7 @@ async def _run_to_end(client: BashClient, cmd: str) -> tuple[float, Path]:
     task = await _run(client, cmd, 0)
     while task["status"] in ("pending", "running"):
         task = _check(await client.call("status", {"id": task["id"], "wait_seconds": 30}), "status")
-    if task["exit_code"] != 0:
+    if task.get("exit_code") != 0:
         raise RuntimeError(f"{cmd!r} ended {task['status']} exit {task['exit_code']}")
     return time.perf_counter() - start, Path(task["stdout_path"])
 

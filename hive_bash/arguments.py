@@ -6,12 +6,14 @@ turns what `run` was given into the `TaskOptions` the task manager takes.
 
 from __future__ import annotations
 
+import difflib
+import json
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from .errors import InvalidArgument
 from .settings import Settings
@@ -177,3 +179,95 @@ def input_data(value: str, max_bytes: int) -> bytes:
     if len(encoded) > max_bytes:
         raise InvalidArgument("data", f"is {len(encoded)} bytes; the limit per write is {max_bytes}")
     return encoded
+
+
+# ---- a call's arguments against its tool's input schema -----------------
+# Checked before the SDK's own (pydantic) validation, which ignores unknown names and
+# words its errors for programmers: a misspelt `timeout_seconds` silently meant "no limit".
+
+_JSON_TYPES: dict[str, str] = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "a whole number",
+    "boolean": "true or false",
+    "object": "an object",
+    "array": "a list",
+}
+
+
+def closest(name: str, valid: list[str]) -> str | None:
+    """The valid name a misspelt one most likely meant (`timeout_seconds` -> `timeout_secs`)."""
+    matches = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+    if matches:
+        return matches[0]
+    prefixed = [candidate for candidate in valid if candidate.startswith(name) or name.startswith(candidate)]
+    return prefixed[0] if len(prefixed) == 1 else None
+
+
+def unknown_argument(tool: str, name: str, valid: list[str]) -> InvalidArgument:
+    guess = closest(name, valid)
+    hint = f"did you mean {guess}? " if guess else ""
+    return InvalidArgument(name, f"{tool} has no such argument; {hint}valid: {', '.join(valid)}")
+
+
+def _accepts(schema: dict[str, Any], value: Any) -> bool:
+    if "anyOf" in schema:
+        return any(_accepts(option, value) for option in schema["anyOf"])
+    kind = schema.get("type")
+    if "enum" in schema:
+        return value in schema["enum"]
+    if kind == "null":
+        return value is None
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "object":
+        values = schema.get("additionalProperties")
+        return isinstance(value, dict) and (
+            not isinstance(values, dict) or all(_accepts(values, item) for item in value.values())
+        )
+    if kind == "array":
+        return isinstance(value, list)
+    return True
+
+
+def _expected(schema: dict[str, Any]) -> str:
+    options = [option for option in schema.get("anyOf", [schema]) if option.get("type") != "null"]
+    words = []
+    for option in options:
+        if "enum" in option:
+            words.append("one of " + ", ".join(json.dumps(item) for item in option["enum"]))
+        elif option.get("type") == "object" and isinstance(option.get("additionalProperties"), dict):
+            words.append("an object of " + _JSON_TYPES.get(option["additionalProperties"].get("type", ""), "values").split(" ", 1)[1] + "s")
+        else:
+            words.append(_JSON_TYPES.get(str(option.get("type")), "a value"))
+    return " or ".join(words) or "a value"
+
+
+def check_call(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> None:
+    """Refuse unknown names (with the closest valid one), missing required ones and wrong JSON types."""
+    properties: dict[str, Any] = schema.get("properties", {})
+    valid = list(properties)
+    for name in arguments:
+        if name not in properties:
+            raise unknown_argument(tool, name, valid)
+    for name in schema.get("required", []):
+        if arguments.get(name) is None:
+            raise InvalidArgument(name, f"is required ({tool} needs {_expected(properties.get(name, {}))})")
+    for name, value in arguments.items():
+        if value is not None and not _accepts(_resolved(properties[name], schema), value):
+            raise InvalidArgument(name, f"must be {_expected(_resolved(properties[name], schema))}")
+
+
+def _resolved(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """Follow local `$ref`s (pydantic puts enums under `$defs`)."""
+    if "$ref" in schema:
+        return _resolved(root.get("$defs", {}).get(schema["$ref"].rsplit("/", 1)[-1], {}), root)
+    if "anyOf" in schema:
+        return {**schema, "anyOf": [_resolved(option, root) for option in schema["anyOf"]]}
+    return schema

@@ -15,7 +15,7 @@ entry for that URL) sends ``Authorization: Bearer <token>``.
 
 Exit status (see docs/client-cli.md):
 
-* ``run`` / ``status`` of an ended task: the task's exit status; 128+N when
+* ``run`` / ``status`` of an ended task, and ``logs -f`` once the task ended: the task's exit status; 128+N when
   signal N ended it; 124 for ``timed_out`` (like timeout(1)); 125 when it ended
   with neither (``interrupted`` by a daemon restart, cancelled before it started,
   ``failed`` for a resource limit). A task still pending or running: 0.
@@ -58,6 +58,9 @@ MAX_SERVER_WAIT_SECS = 30.0
 FOLLOW_WAIT_SECS = 30.0
 # Client-side read timeout of one call: the longest server-side wait plus slack.
 CALL_TIMEOUT_SECS = MAX_SERVER_WAIT_SECS + 30.0
+
+# Pages the CLI reads (the daemon's default page is sized for a model's reply budget).
+PAGE_BYTES = 65536
 
 EXIT_OK = 0
 EXIT_TOOL_ERROR = 2
@@ -109,7 +112,7 @@ class Output:
     def emit(self, reply: ToolReply) -> None:
         """The structured result as one JSON object with --json, else the tool's text block."""
         if self.json:
-            self.stdout.write(json.dumps(reply.structured, sort_keys=True) + "\n")
+            self.stdout.write(json.dumps(reply.structured) + "\n")
         else:
             text = reply.text
             self.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -144,7 +147,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Drive the hive-bash daemon (background shell tasks over MCP) from a shell.",
-        epilog="Exit status: run/status of an ended task give the task's exit status (128+N for signal N, "
+        epilog="Exit status: run/status of an ended task and logs -f give the task's exit status (128+N for signal N, "
         "124 timed_out, 125 no status; 0 while still running); 2 tool or usage error; 3 daemon unreachable; "
         "130 Ctrl-C.",
     )
@@ -179,7 +182,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     kill.add_argument("id", metavar="ID")
     kill.add_argument("--force", action="store_true", help="SIGKILL instead of the polite signal")
 
-    listing = commands.add_parser("ls", help="list known tasks, newest first (tool `list`)")
+    listing = commands.add_parser("ls", aliases=["list"], help="list known tasks, newest first (tool `list`)")
     listing.add_argument("--status", choices=STATUSES, help="only tasks with this status")
     listing.add_argument("--limit", type=int, help="at most N tasks (default 50)")
     listing.add_argument("--session", help="only tasks of this shell session")
@@ -356,14 +359,15 @@ async def follow_logs(client: BashClient, args: argparse.Namespace, out: Output)
         else:
             out.write_raw(page.get("data", ""))
         if page.get("eof"):
-            return EXIT_OK
+            # like run and status: a script's `hive-bash logs x -f && next` sees how the task ended
+            final = await call(client, "status", {"id": args.id})
+            return task_exit_code(final.structured or {})
         offset = page.get("next_offset", offset)
 
 
 async def logs_page(client: BashClient, args: argparse.Namespace, offset: int, wait: float | None) -> ToolReply:
-    return await call(
-        client, "logs", {"id": args.id, "stream": args.stream, "offset": offset, "wait_seconds": wait}
-    )
+    arguments = {"id": args.id, "stream": args.stream, "offset": offset, "max_bytes": PAGE_BYTES, "wait_seconds": wait}
+    return await call(client, "logs", arguments)
 
 
 async def cmd_write(client: BashClient, args: argparse.Namespace, out: Output) -> int:
@@ -382,6 +386,7 @@ COMMANDS: dict[str, Callable[[BashClient, argparse.Namespace, Output], Awaitable
     "status": cmd_status,
     "kill": cmd_kill,
     "ls": cmd_ls,
+    "list": cmd_ls,
     "logs": cmd_logs,
     "write": cmd_write,
 }

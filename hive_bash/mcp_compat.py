@@ -9,12 +9,11 @@ third line means touching this file only.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import mcp.types as mcp_types
-from pydantic import BaseModel
 
 try:  # mcp 2.x
     from mcp.server.mcpserver import Context
@@ -32,19 +31,78 @@ except ImportError:  # mcp 1.x
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
-__all__ = ["SDK_LINE", "Context", "ToolError", "McpServer", "create_server", "mcp_http_app", "tool_result", "open_client"]
+__all__ = [
+    "SDK_LINE", "Context", "ToolError", "McpServer", "create_server", "add_tool", "mcp_http_app", "tool_result",
+    "open_client",
+]
 
-McpServer = _ServerClass
+# (tool name, its input schema, the call's arguments); raises ToolError to refuse the call.
+ArgumentCheck = Callable[[str, dict[str, Any], dict[str, Any]], None]
+
+
+class McpServer(_ServerClass):  # type: ignore[misc,valid-type]
+    """The SDK's server, with the call's raw arguments checked before the SDK validates them.
+
+    Both lines route every tools/call through `call_tool` (1.x binds it at init, 2.x calls it
+    from its handler), and both ignore unknown argument names: the check refuses them."""
+
+    check_arguments: ArgumentCheck | None = None
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None and self.check_arguments is not None:
+            self.check_arguments(name, tool.parameters, dict(arguments or {}))
+        try:
+            return await super().call_tool(name, arguments, *args, **kwargs)
+        except ToolError as exc:
+            # Both lines prefix a tool's own error with "Error executing tool NAME: "; the model
+            # gets our one line as it is (unexpected errors, a subclass on 2.x, stay as they are).
+            prefix = f"Error executing tool {name}: "
+            if type(exc) is not ToolError or not str(exc).startswith(prefix):
+                raise
+            raise ToolError(str(exc).removeprefix(prefix)) from exc.__cause__
 
 # The daemon enforces Host/Origin itself (hive_bash.security) for every route,
 # so the SDK's own check, whose defaults differ between lines, is switched off.
 _SDK_SECURITY_OFF = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
-def create_server(name: str, instructions: str, version: str) -> McpServer:
+def create_server(name: str, instructions: str, version: str, check_arguments: ArgumentCheck | None = None) -> McpServer:
     if SDK_LINE == 2:
-        return _ServerClass(name=name, instructions=instructions, version=version)
-    return _ServerClass(name=name, instructions=instructions, transport_security=_SDK_SECURITY_OFF)  # type: ignore[call-arg]
+        server = McpServer(name=name, instructions=instructions, version=version)
+    else:
+        server = McpServer(name=name, instructions=instructions, transport_security=_SDK_SECURITY_OFF)  # type: ignore[call-arg]
+    server.check_arguments = check_arguments
+    return server
+
+
+def add_tool(server: McpServer, fn: Callable[..., Any], name: str, description: str) -> None:
+    """Register `fn` as tool `name`, its input schema cut to what a model needs to call it.
+
+    A client sends every tool's schema to its model on every turn: pydantic's `title` per
+    property and `anyOf [X, null]` for each optional argument cost characters and say nothing
+    (an omitted argument means its default, and the daemon still takes an explicit null)."""
+    server.add_tool(fn, name=name, description=description, structured_output=True)
+    tool = server._tool_manager.get_tool(name)
+    assert tool is not None  # just added
+    tool.parameters = slim_schema(tool.parameters)
+
+
+def slim_schema(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [slim_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    slim = {key: slim_schema(value) for key, value in schema.items() if key != "title"}
+    options = slim.get("anyOf")
+    if isinstance(options, list):
+        kept = [option for option in options if option != {"type": "null"}]
+        if len(kept) == 1 and len(kept) < len(options):
+            del slim["anyOf"]
+            slim = {**kept[0], **slim}
+    if slim.get("default", ...) is None:
+        del slim["default"]
+    return slim
 
 
 def mcp_http_app(server: McpServer, path: str = "/mcp") -> Starlette:
@@ -55,14 +113,14 @@ def mcp_http_app(server: McpServer, path: str = "/mcp") -> Starlette:
     return server.streamable_http_app()
 
 
-def tool_result(text: str, structured: BaseModel) -> mcp_types.CallToolResult:
-    """A result carrying our own text block for the model beside the structured content."""
+def tool_result(text: str, structured: Mapping[str, Any]) -> mcp_types.CallToolResult:
+    """A result carrying the structured content and the same reading as a text block."""
     # model_validate with the wire (camelCase) names works on both lines, whose
     # Python attribute names differ (structuredContent vs structured_content).
     return mcp_types.CallToolResult.model_validate(
         {
             "content": [{"type": "text", "text": text}],
-            "structuredContent": structured.model_dump(mode="json"),
+            "structuredContent": dict(structured),
             "isError": False,
         }
     )

@@ -129,8 +129,9 @@ class Page:
     skipped_bytes: int  # bytes at `offset` that belonged to a character begun before it
 
 
-def read_page(path: Path, offset: int, max_bytes: int) -> Page:
-    """Bytes [offset, offset+max_bytes) cut to whole characters; next_offset is where to continue."""
+def read_page(path: Path, offset: int, max_bytes: int, budget: int | None = None) -> Page:
+    """Bytes [offset, offset+max_bytes) cut to whole lines (whole characters when one line is longer than
+    the page, or `budget` JSON characters when given); next_offset is where to continue."""
     size = file_size(path)
     if offset >= size:
         return Page("", offset, offset, size, 0)
@@ -142,6 +143,10 @@ def read_page(path: Path, offset: int, max_bytes: int) -> Page:
         # max_bytes is smaller than one character (an incomplete one at the very end of
         # the file instead waits for the rest of it): hand the bytes over as they are.
         keep = len(body)
+    elif keep:
+        at_end = offset + len(data) >= size
+        lines = take_head(body[:keep], budget if budget is not None else 1 << 62, complete=at_end)
+        keep = lines or keep
     return Page(decode(body[:keep]), offset, offset + skipped + keep, size, skipped)
 
 
@@ -151,3 +156,162 @@ def disk_full(directory: Path) -> bool:
         return os.statvfs(directory).f_bavail == 0
     except OSError:
         return False
+
+
+# ---- excerpts for the model: head and tail cut on line boundaries ------
+
+EXCERPT_READ_BYTES = 16384  # read at most this much from each end of a stream
+NEWLINE_COUNT_CHUNK = 1 << 20
+# Lines left out are counted up to this many bytes; past it they are estimated from the
+# lines shown, so a status of a 2 GiB log never reads 2 GiB (the daemon stays out of the data).
+LINE_COUNT_MAX_BYTES = 8 << 20
+# What one byte costs once a client puts it in a JSON string (Claude Code sends the model
+# JSON.stringify of the structured result): quote, backslash and \b\t\n\f\r take two
+# characters, other control bytes six (\u001b). Bytes of multi-byte characters count one
+# each, which over-counts non-ASCII text and so keeps a budget safe.
+_JSON_COST = [6 if byte < 0x20 else 1 for byte in range(256)]
+for _byte in b'"\\\b\t\n\f\r':
+    _JSON_COST[_byte] = 2
+_ESCAPED_BYTES = bytes(byte for byte in range(256) if _JSON_COST[byte] > 1)
+_TWO_CHAR_BYTES = b'"\\\b\t\n\f\r'
+
+
+def json_cost(data: bytes) -> int:
+    """Characters `data` takes as text inside a JSON string (an upper bound)."""
+    escaped = len(data) - len(data.translate(None, _ESCAPED_BYTES))
+    two = sum(data.count(byte) for byte in _TWO_CHAR_BYTES)
+    return len(data) + two + 5 * (escaped - two)
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """What a reply shows of a stream: all of it, or a head and a tail cut on line boundaries."""
+
+    head: str  # from byte `start`; all of it when nothing is left out
+    tail: str  # the end of the stream; "" when nothing is left out
+    size: int
+    cut_start: int  # first byte left out (where `logs` continues)
+    cut_end: int
+    cut_lines: int  # newlines in the bytes left out (an estimate when not `lines_counted`)
+    start: int = 0  # the byte the excerpt was asked to begin at: what came before was seen already
+
+    lines_counted: bool = True
+
+    @property
+    def cut_bytes(self) -> int:
+        return self.cut_end - self.cut_start
+
+
+def _lines(data: bytes) -> list[bytes]:
+    """`data` split after each newline; the last piece may lack one."""
+    pieces = data.split(b"\n")
+    lines = [piece + b"\n" for piece in pieces[:-1]]
+    return lines + [pieces[-1]] if pieces[-1] else lines
+
+
+def _fit_prefix(data: bytes, budget: int) -> int:
+    """Bytes of `data` from its start whose JSON cost fits `budget`, ending on a character boundary."""
+    used = 0
+    for index, byte in enumerate(data):
+        used += _JSON_COST[byte]
+        if used > budget:
+            return complete_prefix_length(data[:index])
+    return len(data)
+
+
+def take_head(data: bytes, budget: int, complete: bool) -> int:
+    """How many bytes from the start of `data` to show: whole lines within `budget`, else part of the first.
+
+    `complete` says `data` is the whole stream, so an unfinished last line is really its end."""
+    used = taken = 0
+    for line in _lines(data):
+        cost = json_cost(line)
+        if used + cost > budget or not (line.endswith(b"\n") or complete):
+            return taken if taken else _fit_prefix(line, budget)
+        used, taken = used + cost, taken + len(line)
+    return taken
+
+
+def take_tail(data: bytes, budget: int, starts_mid_stream: bool) -> int:
+    """How many bytes at the end of `data` to show: whole lines within `budget`, else the end of the last."""
+    lines = _lines(data)
+    if starts_mid_stream and len(lines) > 1:
+        lines = lines[1:]  # the window began inside a line: that fragment never existed on its own
+    used = taken = 0
+    for line in reversed(lines):
+        cost = json_cost(line)
+        if used + cost > budget:
+            if taken:
+                return taken
+            end = line[len(line) - _fit_prefix(line[::-1], budget) :]
+            return len(end) - skip_partial_start(end)
+        used, taken = used + cost, taken + len(line)
+    return taken
+
+
+def plan_excerpt(head: bytes, tail: bytes, size: int, budget: int) -> tuple[int, int]:
+    """(head_end, tail_begin): show bytes [0, head_end) and [tail_begin, size); equal when nothing is cut.
+
+    `head` is the stream's first bytes, `tail` its last bytes (both may be the whole stream)."""
+    complete = len(head) == size
+    if complete and json_cost(head) <= budget:
+        return size, size
+    head_end = take_head(head, budget // 3, complete)
+    remaining = budget - json_cost(head[:head_end])
+    tail_begin = size - take_tail(tail, remaining, starts_mid_stream=len(tail) < size)
+    return head_end, max(head_end, tail_begin)
+
+
+def json_cost_bound(path: Path, start: int = 0) -> int:
+    """What showing the stream from `start` whole would cost in JSON characters; its length when too long."""
+    length = max(0, file_size(path) - start)
+    return json_cost(read_range(path, start, length)) if length <= EXCERPT_READ_BYTES else length
+
+
+def count_newlines(path: Path, start: int, end: int) -> int:
+    """Newlines in bytes [start, end) of the file, read in chunks."""
+    count = 0
+    try:
+        with open(path, "rb") as file:
+            file.seek(start)
+            while start < end:
+                chunk = file.read(min(NEWLINE_COUNT_CHUNK, end - start))
+                if not chunk:
+                    break
+                count += chunk.count(b"\n")
+                start += len(chunk)
+    except FileNotFoundError:
+        pass
+    return count
+
+
+def excerpt(path: Path, budget: int, start: int = 0) -> Excerpt:
+    """The stream from byte `start` in at most `budget` JSON characters: whole, or head + tail on lines."""
+    size = file_size(path)
+    if size <= start:
+        return Excerpt("", "", size, size, size, 0, start)
+    if size - start <= EXCERPT_READ_BYTES:
+        head = tail = read_range(path, start, size - start)
+    else:
+        head = read_range(path, start, EXCERPT_READ_BYTES)
+        tail = read_range(path, size - EXCERPT_READ_BYTES, EXCERPT_READ_BYTES)
+    # a file cut shorter meanwhile (output cap) ends where the read did
+    size = (start + len(head)) if tail is head else (size - EXCERPT_READ_BYTES + len(tail))
+    skipped = skip_partial_start(head) if start else 0  # a character begun before `start`
+    head, start = head[skipped:], start + skipped
+    tail = head if len(head) == size - start else tail
+    head_end, tail_begin = (start + offset for offset in plan_excerpt(head, tail, size - start, budget))
+    if head_end >= size:
+        return Excerpt(decode(head), "", size, size, size, 0, start)
+    shown_head = head[: head_end - start]
+    shown_tail = tail[len(tail) - (size - tail_begin) :] if tail_begin < size else b""
+    cut_lines, counted = lines_left_out(path, head_end, tail_begin, shown_head + shown_tail)
+    return Excerpt(decode(shown_head), decode(shown_tail), size, head_end, tail_begin, cut_lines, start, counted)
+
+
+def lines_left_out(path: Path, start: int, end: int, shown: bytes) -> tuple[int, bool]:
+    """Newlines in [start, end): counted when that is at most LINE_COUNT_MAX_BYTES, else estimated
+    from the density of newlines in the bytes shown (False says it is an estimate)."""
+    if end - start <= LINE_COUNT_MAX_BYTES:
+        return count_newlines(path, start, end), True
+    return round((end - start) * shown.count(b"\n") / max(1, len(shown))), False

@@ -56,6 +56,8 @@ class Task:
             self.input = InputChannel(record.id, record.pty)
         self.end_cause: Status | None = None  # set when the daemon or `kill` decided how it ends
         self.end_reason: str | None = None
+        self.kill_signal: str | None = None  # what `kill` last sent, and when: status says so while it runs
+        self.kill_sent_at: float | None = None
         self.terminating = False
         if record.status.is_terminal:
             self.ended.set()
@@ -81,6 +83,7 @@ class Task:
         # Closing a terminal sends SIGHUP; a REPL under a PTY ignores SIGINT.
         action: KillAction = "SIGKILL" if force else "SIGHUP" if self.record.pty else "SIGINT"
         self.end_cause, self.end_reason = Status.KILLED, f"killed with {action}"
+        self.kill_signal, self.kill_sent_at = action, time.time()
         self.process.signal(signal.Signals[action])
         return action
 

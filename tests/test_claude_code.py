@@ -14,10 +14,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
-from hivetest import Daemon, dead_url
+from anthropic_standin import FINAL_TEXT, Exchange, MessagesApi, ToolCall, tool_result_text, tool_use_id
+from hive_bash.mcp_compat import open_client
+from hivetest import Daemon, call_ok, dead_url
 
 
 def claude_binary() -> str:
@@ -74,3 +78,208 @@ def test_claude_code_connects_through_the_rendered_config_with_the_generated_tok
     lines = {line.split(":", 1)[0]: line for line in listing.splitlines() if ": http" in line}
     assert "Connected" in lines["bash"], listing
     assert "Connected" not in lines["no-token"], listing
+
+
+# ---- what the model reads, through the real CLI ---------------------------------------------
+# `claude -p` runs against tests/anthropic_standin.py, a loopback stand-in for the Messages API
+# (the real one needs credentials and the network): the stand-in plays the model, calling our
+# tools in a scripted order, and records what Claude Code sends back, which is exactly what a
+# model would read. Everything between the stand-in and the daemon is the real CLI.
+
+SEQ_COUNT = 700_000
+SEQ_SIZE = sum(len(str(number)) + 1 for number in range(1, SEQ_COUNT + 1))
+TOOLS = "mcp__bash__"
+
+SCRIPT: list[tuple[str, str, dict[str, Any]]] = [
+    ("run: echo hi", "run", {"cmd": "echo hi"}),
+    ("run: failing, 2 lines", "run", {"cmd": "echo one; echo two >&2; exit 3"}),
+    ("run: seq 1 700000", "run", {"cmd": f"seq 1 {SEQ_COUNT}", "name": "seq"}),
+    ("run: unknown argument", "run", {"cmd": "sleep 5", "timeout_seconds": 1}),
+    ("run: unknown argument 2", "run", {"cmd": "sleep 5", "timeout": 1}),
+    ("run: wrong type", "run", {"cmd": 123}),
+    ("run: no such cwd", "run", {"cmd": "true", "cwd": "/nonexistent"}),
+    ("run: still running", "run", {"cmd": "trap '' INT; echo started; sleep 60", "name": "stubborn", "wait_seconds": 1}),
+    ("kill", "kill", {"id": "stubborn"}),
+    ("status: SIGINT ignored", "status", {"id": "stubborn"}),
+    ("kill: force", "kill", {"id": "stubborn", "force": True}),
+    ("status: killed", "status", {"id": "stubborn", "wait_seconds": 10}),
+    ("status: nothing new since offset", "status", {"id": "seq", "offset": SEQ_SIZE}),
+    ("logs: default page", "logs", {"id": "seq"}),
+    ("logs: nothing new", "logs", {"id": "seq", "offset": SEQ_SIZE}),
+    ("logs: past the end", "logs", {"id": "seq", "offset": SEQ_SIZE + 1000}),
+    ("list: none running", "list", {"status": "running"}),
+    ("list: 50 tasks", "list", {}),
+    ("status: unknown argument", "status", {"id": "seq", "wait": 1}),
+    ("kill: unknown argument", "kill", {"id": "seq", "forced": True}),
+    ("list: unknown argument", "list", {"state": "running"}),
+    ("logs: unknown argument", "logs", {"id": "seq", "ofset": 0}),
+    ("write: unknown argument", "write", {"id": "seq", "date": "x"}),
+]
+
+
+def token_file(daemon: Daemon) -> Path:
+    """Where `--generate-token` puts the loopback token (the NixOS module's default)."""
+    return daemon.workdir / "harness" / "bash-token"
+
+
+def render_mcp_config(daemon: Daemon, directory: Path) -> tuple[Path, str]:
+    """--mcp-config and --allowedTools exactly as the harness gets them from hive-bash-mcp-config,
+    from the entry the NixOS module writes (the loopback token included)."""
+    servers = directory / "mcp-servers.json"
+    servers.write_text(json.dumps({"version": 1, "toolGroups": ["execution"], "mcpServers": {"bash": {
+        "type": "http", "url": daemon.url, "allowedTools": ["*"], "requiredPermission": "execution",
+        "bearerTokenFile": str(token_file(daemon))}}}))
+    config, allowed = directory / "mcp.json", directory / "allowed-tools"
+    renderer = shutil.which("hive-bash-mcp-config")
+    command = [renderer] if renderer else [sys.executable, "-m", "hive_bash.mcp_config"]
+    subprocess.run([*command, "--servers-file", str(servers), "--tool-groups", "execution",
+                    "--out-config", str(config), "--out-allowed-tools", str(allowed)], check=True, timeout=60)
+    return config, ",".join(allowed.read_text().split())
+
+
+def claude_turns(binary: str, daemon: Daemon, directory: Path, script: list[ToolCall]) -> Exchange:
+    config, allowed = render_mcp_config(daemon, directory)
+    home = directory / "home"
+    home.mkdir(exist_ok=True)
+    with MessagesApi(script, TOOLS) as api:
+        env = {"HOME": str(home), "PATH": os.environ.get("PATH", ""), "DISABLE_AUTOUPDATER": "1",
+               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_BASE_URL": api.url,
+               "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-key"}
+        proc = subprocess.run([binary, "-p", "Run the scripted steps.", "--mcp-config", str(config),
+                               "--strict-mcp-config", "--allowedTools", allowed],
+                              cwd=directory, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and FINAL_TEXT in proc.stdout, f"claude -p failed:\n{proc.stdout}\n{proc.stderr}"
+    return api.exchange
+
+
+async def start_other_tasks(daemon: Daemon, count: int) -> None:
+    """Tasks an agent would have run before, so `list` has 50 to show."""
+    commands = ["git status --short", "make -j4 test", "pytest -q tests/test_core.py", "ls -la src/",
+                "grep -rn TODO src/ | head", "cargo build --release 2>&1 | tail -5"]
+    headers = {"Authorization": f"Bearer {token_file(daemon).read_text().strip()}"}
+    async with open_client(daemon.url, headers) as client:
+        for index in range(count):
+            await call_ok(client, "run", {"cmd": f"true {commands[index % len(commands)]}", "wait_seconds": 5})
+
+
+def assert_says_something(label: str, reply: dict[str, Any]) -> None:
+    assert list(reply)[0] == "verdict", f"{label}: the verdict comes first: {reply}"
+    empty = [key for key, value in reply.items() if value is None or value is False or value in ("", [], {})]
+    assert not empty, f"{label}: keys with nothing to say: {empty}"
+
+
+def write_size_table(sizes: dict[str, int]) -> None:
+    """HIVE_BASH_REPLY_SIZES=PATH writes the measured sizes as the markdown table docs/ shows."""
+    target = os.environ.get("HIVE_BASH_REPLY_SIZES")
+    if target:
+        rows = "".join(f"| {label} | {size:,} |\n" for label, size in sizes.items())
+        Path(target).write_text("| reply | characters the model read |\n|---|---:|\n" + rows)
+
+
+def test_the_model_reads_designed_replies_through_claude_code(make_daemon: Any, tmp_path: Path) -> None:
+    binary = claude_binary()
+    daemon = make_daemon(args=["--generate-token"])
+    anyio.run(start_other_tasks, daemon, 46)
+    exchange = claude_turns(binary, daemon, tmp_path, [ToolCall(TOOLS + tool, args) for _, tool, args in SCRIPT])
+    received = exchange.tool_results(TOOLS)
+    texts = {label: tool_result_text(received[tool_use_id(step)]) for step, (label, _, _) in enumerate(SCRIPT)}
+    errors = {label for step, (label, _, _) in enumerate(SCRIPT) if received[tool_use_id(step)].get("is_error")}
+
+    # Item 3: unknown arguments and wrong types are refused, in one line of our own words
+    for label, guess in [("run: unknown argument", "timeout_secs"), ("run: unknown argument 2", "timeout_secs"),
+                         ("status: unknown argument", "wait_seconds"), ("kill: unknown argument", "force"),
+                         ("list: unknown argument", "status"), ("logs: unknown argument", "offset"),
+                         ("write: unknown argument", "data")]:
+        assert label in errors and f"did you mean {guess}?" in texts[label] and "valid: " in texts[label], texts[label]
+    assert texts["run: wrong type"] == "invalid argument 'cmd': must be a string"
+    assert texts["run: no such cwd"] == "invalid argument 'cwd': '/nonexistent' is not an existing directory"
+    for label in errors:
+        assert "\n" not in texts[label] and "pydantic" not in texts[label] and "http" not in texts[label], texts[label]
+
+    # Item 2: every reply is the designed reading, within its budget
+    replies = {label: json.loads(text) for label, text in texts.items() if label not in errors}
+    assert errors == {label for label, _, _ in SCRIPT if "unknown" in label or "wrong" in label or "no such" in label}
+    for label, reply in replies.items():
+        assert_says_something(label, reply)
+        assert len(texts[label]) <= 6000, f"{label}: {len(texts[label])} characters"
+    echo = replies["run: echo hi"]
+    assert len(texts["run: echo hi"]) <= 250 and echo["verdict"].startswith("done, exit 0 after ")
+    assert echo["stdout"] == "hi\n" and Path(echo["stdout_path"]).is_absolute() and "stderr" not in echo
+    failing = replies["run: failing, 2 lines"]
+    assert len(texts["run: failing, 2 lines"]) <= 400 and failing["verdict"].startswith("done, exit 3 after ")
+    assert (failing["stdout"], failing["stderr"]) == ("one\n", "two\n") and Path(failing["stderr_path"]).is_absolute()
+    assert_line_cut_excerpt(replies["run: seq 1 700000"])
+
+    running = replies["run: still running"]
+    assert running["verdict"] == "task started: id=stubborn, running"
+    assert running["next"].startswith("logs(id='stubborn', offset=8, wait_seconds=30)") and "todo" not in running["next"]
+    ignored = replies["status: SIGINT ignored"]
+    assert ignored["status"] == "running" and "kill(id='stubborn', force=true) ends it" in ignored["next"]
+    assert ignored["next"].startswith("SIGINT was sent ")
+    assert replies["status: killed"]["verdict"].startswith("killed, SIGKILL after ")
+
+    # Items 5 and 6: following costs what is new; empty answers say what exists
+    page = replies["logs: default page"]
+    assert page["data"].endswith("\n") and page["next_offset"] == len(page["data"]) <= 16384
+    assert page["verdict"] == f"stdout bytes 0-{page['next_offset']} of {SEQ_SIZE}; more: logs(id='seq', offset={page['next_offset']})"
+    assert replies["logs: nothing new"]["verdict"] == f"nothing new since offset {SEQ_SIZE} (the task ended)"
+    seen = replies["status: nothing new since offset"]
+    assert seen["verdict"].endswith(f"; nothing new on stdout since offset {SEQ_SIZE}") and "stdout" not in seen
+    assert len(texts["status: nothing new since offset"]) <= 250
+    assert len(texts["logs: nothing new"]) <= 150
+    assert replies["logs: past the end"]["verdict"].endswith(f"past the end: stdout is {SEQ_SIZE} bytes (the task ended)")
+    assert replies["list: none running"]["verdict"].startswith("no running tasks; ")
+    listing = replies["list: 50 tasks"]
+    assert len(listing["tasks"]) == 50 and len(texts["list: 50 tasks"]) <= 4000
+    assert listing["tasks"]["stubborn"].startswith("killed, SIGKILL after ")
+
+    # Item 4: the descriptions the model is given are true and fit the budget
+    offered = [tool for tool in exchange.tools_offered(TOOLS) if tool["name"].startswith(TOOLS)]
+    assert sorted(tool["name"] for tool in offered) == sorted(TOOLS + name for name in
+                                                             ("run", "status", "kill", "list", "logs", "write"))
+    tools_list = len(json.dumps(offered, separators=(",", ":")))
+    write_size_table({**{label: len(text) for label, text in texts.items()}, "tools/list as offered": tools_list})
+    assert tools_list <= 7000
+    for tool in offered:
+        assert_true_description(tool["description"], todos=False)
+    run_description = next(tool["description"] for tool in offered if tool["name"] == TOOLS + "run")
+    for fact in ("do not carry over", "end with it", "replaces that task and its files"):
+        assert fact in run_description
+
+
+def assert_line_cut_excerpt(reply: dict[str, Any]) -> None:
+    """Head and tail cut on line boundaries; the marker says bytes and lines left out and where to go on."""
+    lines = reply["stdout"].splitlines()
+    marker = next(index for index, line in enumerate(lines) if line.startswith("[... "))
+    head, tail = lines[:marker], lines[marker + 1 :]
+    assert [int(line) for line in head] == list(range(1, len(head) + 1))
+    assert [int(line) for line in tail] == list(range(SEQ_COUNT + 1 - len(tail), SEQ_COUNT + 1))
+    head_bytes = sum(len(line) + 1 for line in head)
+    cut_bytes = SEQ_SIZE - head_bytes - sum(len(line) + 1 for line in tail)
+    cut_lines = SEQ_COUNT - len(head) - len(tail)
+    assert lines[marker] == f"[... {cut_bytes} bytes, {cut_lines} lines left out: logs(id='seq', offset={head_bytes}) reads them ...]"
+
+
+def assert_true_description(description: str, todos: bool) -> None:
+    assert "\r" not in description
+    for line in description.split("\n"):
+        assert line == line.strip(), f"indented or trailing blanks: {line!r}"
+    if not todos:  # without a harness socket no todo ever comes: no description may promise one
+        assert "todo" not in description, description
+
+
+async def offered_tools(daemon: Daemon) -> dict[str, str]:
+    async with daemon.client() as client:
+        return {tool.name: tool.description or "" for tool in await client.tools()}
+
+
+def test_descriptions_promise_todos_only_with_a_harness_socket(make_daemon: Any, harness: Any, tmp_path: Path) -> None:
+    without = anyio.run(offered_tools, make_daemon(workdir=tmp_path / "plain"))
+    with_harness = anyio.run(offered_tools, make_daemon(env={"HIVE_AGENT_SOCKET": str(harness.socket_path)},
+                                                        workdir=tmp_path / "harness"))
+    assert not any("todo" in text for text in without.values())
+    assert "todo" in with_harness["run"] and "todo" in with_harness["status"]
+    for text in without.values():
+        assert_true_description(text, todos=False)
+    for text in with_harness.values():
+        assert_true_description(text, todos=True)

@@ -187,9 +187,9 @@ def test_run_json_is_one_structured_object(hb: HB, daemon: Daemon, tmp_path: Pat
     code, result = hb_json(hb, daemon, "run", "pwd; echo err >&2", "--wait", "20", "--cwd", str(tmp_path))
     assert code == 0
     assert result["status"] == "done" and result["exit_code"] == 0
-    assert result["stdout_tail"] == f"{tmp_path}\n"
-    assert result["stderr_tail"] == "err\n"
-    assert result["cwd"] == str(tmp_path)
+    assert result["stdout"] == f"{tmp_path}\n"
+    assert result["stderr"] == "err\n"
+    assert Path(result["stdout_path"]).read_text() == f"{tmp_path}\n"
 
 
 def test_run_killed_by_signal_exits_128_plus_signal(hb: HB, daemon: Daemon) -> None:
@@ -238,7 +238,7 @@ def test_kill_force_human_output(hb: HB, daemon: Daemon) -> None:
     task_id = started_id(hb, daemon, "trap '' INT; sleep 30")
     result = hb(daemon, "kill", task_id, "--force")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == f"SIGKILL sent to task {task_id}"
+    assert result.stdout.startswith(f"SIGKILL sent to task {task_id}'s process group; ")
     code, status = hb_json(hb, daemon, "status", task_id, "--wait", "20")
     assert status["status"] == "killed" and code == 128 + 9
 
@@ -252,16 +252,18 @@ def test_ls_lists_tasks_with_filters(hb: HB, daemon: Daemon) -> None:
     try:
         code, listing = hb_json(hb, daemon, "ls", "--limit", "500")
         assert code == 0
-        ids = [task["id"] for task in listing["tasks"]]
+        ids = list(listing["tasks"])
         assert done_id in ids and running_id in ids
         assert ids.index(running_id) < ids.index(done_id)  # newest first
         _, running = hb_json(hb, daemon, "ls", "--status", "running")
-        assert running_id in [task["id"] for task in running["tasks"]]
-        assert all(task["status"] == "running" for task in running["tasks"])
-        _, one = hb_json(hb, daemon, "ls", "--limit", "1")
+        assert running_id in running["tasks"]
+        assert all(row.startswith("running") for row in running["tasks"].values())
+        _, one = hb_json(hb, daemon, "list", "--limit", "1")  # `list`, the tool's name, works as `ls` does
         assert len(one["tasks"]) == 1 and one["total"] >= 2
         human = hb(daemon, "ls")
-        assert human.returncode == 0 and running_id in human.stdout
+        assert human.returncode == 0 and f"{running_id}  running for " in human.stdout
+        ids_of = lambda text: [line.split()[0] for line in text.splitlines()[1:]]  # noqa: E731
+        assert ids_of(hb(daemon, "list").stdout) == ids_of(human.stdout)
     finally:
         hb(daemon, "kill", running_id, "--force")
 
@@ -290,7 +292,7 @@ def test_logs_without_follow_prints_every_page(hb: HB, daemon: Daemon) -> None:
     assert result.stdout == "x" * 200000
 
 
-def test_logs_follow_of_an_ended_task_prints_everything_and_exits_0(hb: HB, daemon: Daemon) -> None:
+def test_logs_follow_of_an_ended_task_prints_everything_and_exits_with_its_status(hb: HB, daemon: Daemon) -> None:
     task_id = hb_json(hb, daemon, "run", "echo one; echo two", "--wait", "20")[1]["id"]
     result = hb(daemon, "logs", task_id, "-f")
     assert result.returncode == 0, result.stderr
@@ -298,7 +300,11 @@ def test_logs_follow_of_an_ended_task_prints_everything_and_exits_0(hb: HB, daem
     # --json -f: one object per page, the last one at eof.
     pages = [json.loads(line) for line in hb(daemon, "--json", "logs", task_id, "-f").stdout.splitlines()]
     assert pages and pages[-1]["eof"] is True
-    assert "".join(page["data"] for page in pages) == "one\ntwo\n"
+    assert "".join(page.get("data", "") for page in pages) == "one\ntwo\n"
+    # like run and status, `logs -f` exits with the task's status
+    failed = hb_json(hb, daemon, "run", "echo bad; exit 7", "--wait", "20")[1]["id"]
+    result = hb(daemon, "logs", failed, "-f")
+    assert (result.returncode, result.stdout) == (7, "bad\n")
 
 
 # --------------------------------------------------------------------------- errors
@@ -395,4 +401,4 @@ def test_write_sends_input_to_a_piped_task(hb: HB, daemon: Daemon) -> None:
     result = hb(daemon, "write", task_id, "-", "--eof", stdin="from stdin\n")
     assert result.returncode == 0, result.stderr
     code, status = hb_json(hb, daemon, "status", task_id, "--wait", "20")
-    assert code == 0 and status["status"] == "done" and status["stdout_tail"] == "hello from stdin\n"
+    assert code == 0 and status["status"] == "done" and status["stdout"] == "hello from stdin\n"

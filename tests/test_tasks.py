@@ -18,8 +18,8 @@ async def test_exit_code_and_both_streams_inline(daemon: Daemon) -> None:
         reply = await call_ok(client, "run", {"cmd": "echo out; echo err >&2; exit 3"})
     result = reply.structured
     assert reply.text.startswith("done, exit 3")
-    assert result["status"] == "done" and result["exit_code"] == 3 and result["signal"] is None
-    assert result["stdout_tail"] == "out\n" and result["stderr_tail"] == "err\n"
+    assert result["status"] == "done" and result["exit_code"] == 3 and "signal" not in result
+    assert result["stdout"] == "out\n" and result["stderr"] == "err\n"
     assert Path(result["stdout_path"]).read_text() == "out\n"
     assert Path(result["stderr_path"]).read_text() == "err\n"
     assert Path(result["stdout_path"]).is_absolute()
@@ -45,8 +45,10 @@ async def test_long_task_returns_started_then_status_waits_for_the_end(daemon: D
         final = await call_ok(client, "status", {"id": task_id, "wait_seconds": 20})
     assert final.structured["status"] == "done"
     assert final.structured["exit_code"] == 0
-    assert final.structured["stdout_tail"] == "finished\n"
-    assert final.structured["duration_secs"] >= 1.0
+    assert final.structured["stdout"] == "finished\n"
+    assert final.structured["verdict"].startswith("done, exit 0 after ")
+    record = daemon.record(task_id)
+    assert record["ended_at"] - record["started_at"] >= 0.99
 
 
 async def test_inline_wait_window_returns_full_status(daemon: Daemon) -> None:
@@ -105,7 +107,7 @@ async def test_kill_sends_sigint_to_the_group(daemon: Daemon) -> None:
         assert killed.structured["action"] == "SIGINT"
         final = await call_ok(client, "status", {"id": task_id, "wait_seconds": 10})
     assert final.structured["status"] == "killed"
-    assert final.structured["signal"] == "SIGINT" and final.structured["exit_code"] is None
+    assert final.structured["signal"] == "SIGINT" and "exit_code" not in final.structured
     assert final.text.startswith("killed, SIGINT")
 
 
@@ -152,10 +154,11 @@ async def test_pending_queue_starts_in_order_as_slots_free(make_daemon) -> None:
         assert cancelled.structured["action"] == "cancelled"
         await call_ok(client, "kill", {"id": first})
         final = await call_ok(client, "status", {"id": second.structured["id"], "wait_seconds": 10})
-        assert final.structured["status"] == "done" and final.structured["stdout_tail"] == "second\n"
+        assert final.structured["status"] == "done" and final.structured["stdout"] == "second\n"
         third_final = await call_ok(client, "status", {"id": third.structured["id"]})
     assert third_final.structured["status"] == "killed"
-    assert third_final.structured["started_at"] is None  # it never ran
+    assert third_final.structured["verdict"] == "killed"  # it never ran: no duration
+    assert third_final.structured["end_reason"] == "killed before it started"
 
 
 @pytest.mark.parametrize("bad", ["Upper", "", "a" * 64, "../escape", "a/b", "dot.name", "space name", "ünï"])
@@ -175,7 +178,7 @@ async def test_name_is_the_id_refused_while_running_and_reusable_after(daemon: D
         await call_ok(client, "kill", {"id": "build-1", "force": True})
         await call_ok(client, "status", {"id": "build-1", "wait_seconds": 10})
         second = await call_ok(client, "run", {"cmd": "echo two", "name": "build-1"})
-    assert second.structured["stdout_tail"] == "two\n"
+    assert second.structured["stdout"] == "two\n"
     assert (daemon.tasks_dir / "build-1.out").read_text() == "two\n"
 
 
@@ -183,7 +186,7 @@ async def test_a_command_reading_stdin_gets_eof_at_once(daemon: Daemon) -> None:
     async with daemon.client() as client:
         reply = await call_ok(client, "run", {"cmd": "cat; read line; echo rc=$?", "wait_seconds": 10})
     assert reply.structured["status"] == "done"
-    assert reply.structured["stdout_tail"] == "rc=1\n"
+    assert reply.structured["stdout"] == "rc=1\n"
 
 
 async def test_runs_in_the_daemon_directory_without_startup_files(make_daemon, tmp_path: Path) -> None:
@@ -229,7 +232,9 @@ async def test_large_output_keeps_daemon_memory_flat(daemon: Daemon) -> None:
         after = rss_kib()
     assert reply.structured["status"] == "done"
     assert Path(reply.structured["stdout_path"]).stat().st_size == 50_000_000
-    assert reply.structured["stdout_tail"] == "a" * 4096
+    head, marker, tail = reply.structured["stdout"].split("\n")  # one line: cut inside it
+    assert set(head) == set(tail) == {"a"} and len(reply.structured["stdout"]) <= 6000
+    assert marker == f"[... {50_000_000 - len(head) - len(tail)} bytes left out: logs(id='{reply.structured['id']}', offset={len(head)}) reads them ...]"
     assert after - before < 10 * 1024, f"daemon RSS grew by {after - before} KiB"
 
 
@@ -238,10 +243,10 @@ async def test_tails_of_multibyte_output_cut_on_character_boundaries(daemon: Dae
         # 1 + 3000 * 2 bytes: the 4 KiB tail starts in the middle of an 'é'.
         reply = await call_ok(client, "run", {"cmd": "printf x; for i in $(seq 3000); do printf 'é'; done; "
                                                      "printf '€' >&2"})
-    tail = reply.structured["stdout_tail"]
-    assert "\ufffd" not in tail and set(tail) == {"é"}
-    assert len(tail.encode()) <= 4096
-    assert reply.structured["stderr_tail"] == "€"
+    head, _, tail = reply.structured["stdout"].split("\n")  # one 6,001-byte line: cut inside it
+    assert "\ufffd" not in head + tail and head.startswith("xé") and set(head[1:]) == set(tail) == {"é"}
+    assert len(head) + len(tail) <= 4400
+    assert reply.structured["stderr"] == "€"
 
 
 async def test_no_zombies_and_no_fd_leaks_across_many_tasks(daemon: Daemon) -> None:
@@ -264,5 +269,5 @@ async def test_a_command_longer_than_one_exec_argument_still_runs(daemon: Daemon
     padding = "# " + "x" * 200_000 + "\n"  # 200 KB: over the kernel's 128 KiB per-argument limit
     async with daemon.client() as client:
         reply = await call_ok(client, "run", {"cmd": padding + "echo long-command-ran; exit 5"})
-    assert reply.structured["stdout_tail"] == "long-command-ran\n"
+    assert reply.structured["stdout"] == "long-command-ran\n"
     assert reply.structured["exit_code"] == 5

@@ -119,7 +119,7 @@ async def test_sigkilled_daemon_restart_marks_tasks_interrupted(make_daemon, har
         status = await call_ok(client, "status", {"id": task_id})
     assert status.structured["status"] == "interrupted"
     assert "restarted" in status.structured["end_reason"]
-    assert status.structured["stdout_tail"] == "before\n"  # output kept
+    assert status.structured["stdout"] == "before\n"  # output kept
     wait_until(lambda: not pid_alive(child), 10, what="leftover child gone")
     assert group_members(record["pid"]) == []
     interrupted = [m for m in harness.messages_for(task_id) if "interrupted" in m.get("body", "")]
@@ -134,7 +134,7 @@ async def test_status_after_restart_keeps_answering(make_daemon) -> None:
     daemon.restart()
     async with daemon.client() as client:
         status = await call_ok(client, "status", {"id": task_id})
-    assert status.structured["exit_code"] == 9 and status.structured["stdout_tail"] == "kept\n"
+    assert status.structured["exit_code"] == 9 and status.structured["stdout"] == "kept\n"
 
 
 async def test_sigterm_ends_tasks_records_them_interrupted_and_leaves_no_process(make_daemon, harness,
@@ -188,7 +188,7 @@ async def test_retention_prunes_oldest_finished_records_and_files(make_daemon) -
         # Pruning runs in the daemon's watcher (twice a second), off the replies' path.
         wait_until(lambda: not (daemon.tasks_dir / f"{ids[2]}.json").exists(), 10, what="pruning")
         listed = await call_ok(client, "list", {})
-    known = {task["id"] for task in listed.structured["tasks"]}
+    known = set(listed.structured["tasks"])
     assert known == {running, *ids[-3:]}
     for task_id in ids[:3]:
         assert not (daemon.tasks_dir / f"{task_id}.out").exists()

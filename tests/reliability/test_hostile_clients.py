@@ -178,7 +178,7 @@ async def test_idle_connection_flood_leaves_room_for_the_agent(make_daemon) -> N
         assert healthz_seconds(daemon.port) < 10
         async with open_client(daemon.url) as client:
             reply = await call_ok(client, "run", {"cmd": "echo still-here", "wait_seconds": 10})
-        assert reply.structured["stdout_tail"] == "still-here\n"
+        assert reply.structured["stdout"] == "still-here\n"
         assert healthz_seconds(daemon.port) < 10
     finally:
         for sock in flood:
@@ -283,7 +283,7 @@ async def test_session_flood_cannot_lock_the_agent_out(make_daemon) -> None:
         connection.close()
     async with open_client(daemon.url) as client:  # the agent's next turn
         reply = await call_ok(client, "run", {"cmd": "echo my-turn"})
-    assert reply.structured["stdout_tail"] == "my-turn\n"
+    assert reply.structured["stdout"] == "my-turn\n"
     # The flood's oldest session was ended to make room, and the flood did not grow the daemon.
     status, _, _ = post(daemon.port, b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}',
                         {"mcp-session-id": first_session, "mcp-protocol-version": "2025-06-18"})
@@ -320,5 +320,5 @@ async def test_debug_log_has_no_reply_bodies(daemon: Daemon) -> None:
     """Finding 8: at log level debug (the tests' level) the daemon logged whole replies, output tails included."""
     async with daemon.client() as client:
         reply = await call_ok(client, "run", {"cmd": "echo $((6 * 7))-tail-marker"})
-    assert reply.structured["stdout_tail"] == "42-tail-marker\n"
+    assert reply.structured["stdout"] == "42-tail-marker\n"
     assert "42-tail-marker" not in daemon.log_path.read_text(errors="replace")

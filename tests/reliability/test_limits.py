@@ -33,7 +33,7 @@ async def test_retention_by_age_prunes_records_and_files_never_running_ones(make
         running = (await call_ok(client, "run", {"cmd": "sleep 1000", "wait_seconds": 0})).structured["id"]
         old = (await call_ok(client, "run", {"cmd": "echo old"})).structured["id"]
         wait_until(lambda: not (daemon.tasks_dir / f"{old}.json").exists(), 10, what="pruning by age")
-        listed = {task["id"] for task in (await call_ok(client, "list", {})).structured["tasks"]}
+        listed = set((await call_ok(client, "list", {})).structured["tasks"])
         await call_ok(client, "kill", {"id": running, "force": True})
     assert old not in listed and running in listed
     assert not (daemon.tasks_dir / f"{old}.out").exists()
@@ -47,7 +47,7 @@ async def test_output_cap_ends_the_task_and_keeps_output_up_to_the_cap(make_daem
     assert result["status"] == "failed"
     assert "stdout exceeded the output cap of 200000 bytes" in result["end_reason"]
     assert Path(result["stdout_path"]).stat().st_size == 200000
-    assert result["stdout_tail"].endswith("y\n")
+    assert result["stdout"].endswith("y\n")
 
 
 def _mount_tmpfs(target: Path, size: str) -> bool:
@@ -72,7 +72,7 @@ async def test_disk_full_ends_the_writer_with_the_reason_and_the_daemon_keeps_se
             assert "disk full" in reply.structured["end_reason"]
             Path(reply.structured["stdout_path"]).unlink()  # make room again
             after = await call_ok(client, "run", {"cmd": "echo still serving"})
-        assert after.structured["stdout_tail"] == "still serving\n"
+        assert after.structured["stdout"] == "still serving\n"
         assert daemon.health()["ok"] is True
     finally:
         subprocess.run(["umount", "-l", str(tasks_dir)], check=False)
@@ -100,7 +100,7 @@ async def test_pty_output_on_a_full_disk_ends_the_task_failed_with_the_reason(ma
         assert result["end_reason"] == f"disk full: terminal output could not be written to {result['stdout_path']}"
         assert todo.startswith(f"bash task {task_id} failed") and result["end_reason"] in todo
         assert group_members(int(pid_file.read_text())) == []
-        assert after.structured["stdout_tail"].strip() == "still serving"
+        assert after.structured["stdout"].strip() == "still serving"
         assert daemon.health()["ok"] is True
     finally:
         subprocess.run(["umount", "-l", str(tasks_dir)], check=False)
@@ -126,4 +126,4 @@ async def test_out_of_file_descriptors_is_a_clear_error_and_nothing_leaks(make_d
             await call_ok(client, "status", {"id": task_id, "wait_seconds": 10})
         wait_until(lambda: fds() <= baseline + 2, 10, what="descriptors released")
         again = await call_ok(client, "run", {"cmd": "echo recovered"})
-    assert again.structured["stdout_tail"] == "recovered\n"
+    assert again.structured["stdout"] == "recovered\n"

@@ -111,7 +111,7 @@ async def test_planted_symlinks_and_loose_modes_are_not_followed_or_kept(make_da
         built = await call_ok(client, "run", {"cmd": "echo overwritten; echo oops >&2", "name": "build",
                                               "wait_seconds": 10})
         await call_ok(client, "run", {"cmd": "echo mine", "name": "loose", "wait_seconds": 10})
-    assert built.structured["stdout_tail"] == "overwritten\n"
+    assert built.structured["stdout"] == "overwritten\n"
     assert victim.read_text() == "# the agent's own file\n"
     for name in ("build.out", "build.err", "build.json", "loose.out", "loose.json"):
         path = tasks_dir / name

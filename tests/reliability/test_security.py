@@ -48,7 +48,7 @@ async def test_non_loopback_bind_needs_a_token_and_every_request_carries_it(make
     assert post(daemon.port, "/mcp", {**MCP_HEADERS, "Authorization": "Bearer s3cret-token"}) == 200
     async with open_client(daemon.url, {"Authorization": "Bearer s3cret-token"}) as client:
         reply = await call_ok(client, "run", {"cmd": "echo authorised; echo ${HIVE_BASH_TOKEN_FILE:-hidden}"})
-    assert reply.structured["stdout_tail"] == "authorised\nhidden\n"
+    assert reply.structured["stdout"] == "authorised\nhidden\n"
 
 
 def test_non_loopback_bind_without_token_refuses_to_start(tmp_path: Path) -> None:

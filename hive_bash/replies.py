@@ -1,0 +1,352 @@
+"""What a model reads: every tool's reply as one small dict, and that dict as text.
+
+Claude Code (and VS Code) give their model `JSON.stringify(structuredContent)` and drop
+the text blocks, other clients show the text. So the structured result *is* the reading
+written for the model, and the text block is the same dict rendered as lines: one reading
+whatever the client shows (README, "What the model reads"). The rules, for every reply:
+
+- the first key is `verdict`, one line: `done, exit 3 after 1.2s`, `task started: id=...`;
+- no key whose value is null, empty or the default: absent means "nothing to say";
+- output is an excerpt cut on line boundaries, whose cut marker says how many bytes and
+  lines were left out and the `logs` call that reads them;
+- a task that still runs gets one `next` step.
+
+Everything here is pure: facts in, dict or text out (hive_bash.results gathers the facts).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import summaries
+from .output import Excerpt
+from .records import Status
+
+# JSON characters a run/status reply may spend on output excerpts; the rest of the reply
+# (verdict, paths, markers) stays well under 1,000, so a reply stays under 6,000.
+EXCERPT_BUDGET = 4400
+LOGS_DEFAULT_BUDGET = 5000  # JSON characters of a logs page whose max_bytes was not given
+LIST_ROW_CHARS = 72  # one `list` row, id included: 50 rows stay under 4,000 characters
+LIST_CMD_MIN_CHARS = 20
+STATUS_CMD_CHARS = 300  # a cmd may be 256 KiB; the record and `list` keep it, a reply shows its start
+WAIT_HINT_SECS = 30
+
+
+@dataclass(frozen=True)
+class StreamFacts:
+    name: str  # "stdout" or "stderr"
+    path: str
+    excerpt: Excerpt
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """Everything a run/status reply may say about a task, gathered in one place."""
+
+    id: str
+    status: Status
+    cmd: str
+    cwd: str
+    exit_code: int | None = None
+    signal: str | None = None
+    semantic_status: str | None = None
+    semantic_message: str | None = None
+    end_reason: str | None = None
+    duration_secs: float | None = None
+    last_output_age_secs: float | None = None
+    stdout: StreamFacts | None = None
+    stderr: StreamFacts | None = None
+    warning: str | None = None
+    pty: bool = False
+    from_run: bool = False  # a run reply: the model just wrote cmd and cwd itself
+    kill_sent: str | None = None  # the signal kill sent to a task that still runs
+    kill_age_secs: float | None = None
+    todos: bool = False  # a harness socket is configured: a running task's end arrives as a todo
+    session: str | None = None  # the shell session it ran in (run's session)
+    session_note: str | None = None  # why the session's directory or state was not used
+
+
+def compact(items: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """A dict of the pairs whose value says something: None, False, "", [] and {} are left out (0 stays)."""
+    return {key: value for key, value in items if value is not None and value is not False and value not in ("", [], {})}
+
+
+def cut_marker(task_id: str, stream: str, excerpt: Excerpt) -> str:
+    count = excerpt.cut_lines if excerpt.lines_counted else float(f"{excerpt.cut_lines:.2g}")
+    about = "" if excerpt.lines_counted else "about "
+    lines = f", {about}{count:.0f} line{'s' if count > 1 else ''}" if count else ""
+    where = f"id='{task_id}', stream='stderr'" if stream == "stderr" else f"id='{task_id}'"
+    return f"[... {excerpt.cut_bytes} bytes{lines} left out: logs({where}, offset={excerpt.cut_start}) reads them ...]"
+
+
+def excerpt_text(task_id: str, stream: str, excerpt: Excerpt) -> str:
+    if excerpt.cut_bytes == 0:
+        return excerpt.head
+    head = excerpt.head if not excerpt.head or excerpt.head.endswith("\n") else excerpt.head + "\n"
+    return f"{head}{cut_marker(task_id, stream, excerpt)}\n{excerpt.tail}"
+
+
+def rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def duration(value: float) -> str:
+    """`2ms`, `1.5s`, `3m05s`: what a reader needs, not the clock's digits."""
+    if value < 0.001:
+        return "under 1ms"
+    return f"{value * 1000:.0f}ms" if value < 1 else summaries.seconds(value)
+
+
+def verdict(facts: TaskFacts) -> str:
+    words = summaries.ending_words(facts.status, facts.exit_code, facts.signal)
+    if facts.from_run and not facts.status.is_terminal:
+        return f"task started: id={facts.id}, {facts.status.value}"
+    if facts.status is Status.RUNNING and facts.duration_secs is not None:
+        return f"running for {duration(facts.duration_secs)}" + nothing_new(facts)
+    if facts.status.is_terminal and facts.duration_secs is not None:
+        words += f" after {duration(facts.duration_secs)}"
+    if facts.semantic_status == "ok" and facts.exit_code not in (None, 0) and facts.semantic_message:
+        words += f" (ok: {facts.semantic_message})"
+    return words + nothing_new(facts)
+
+
+def nothing_new(facts: TaskFacts) -> str:
+    """Said when status was asked from a stdout offset the stream has not passed."""
+    shown = facts.stdout.excerpt if facts.stdout is not None else None
+    if shown is None or shown.start == 0 or shown.size > shown.start:
+        return ""
+    return f"; nothing new on stdout since offset {shown.start}"
+
+
+def next_step(facts: TaskFacts) -> str | None:
+    """The one thing to do next about a task that has not ended."""
+    if facts.status.is_terminal:
+        return None
+    quoted = f"id='{facts.id}'"
+    if facts.kill_sent is not None:
+        age = f" {duration(facts.kill_age_secs)} ago" if facts.kill_age_secs is not None else ""
+        return f"{facts.kill_sent} was sent{age} and it still runs: kill({quoted}, force=true) ends it"
+    todo = "; its end also arrives as a todo" if facts.todos else ""
+    size = facts.stdout.excerpt.size if facts.stdout is not None else 0
+    if size:
+        return f"logs({quoted}, offset={size}, wait_seconds={WAIT_HINT_SECS}) follows new output{todo}"
+    return f"status({quoted}, wait_seconds={WAIT_HINT_SECS}) waits for the end{todo}"
+
+
+def _stream_pairs(task_id: str, stream: StreamFacts | None, always_path: bool) -> list[tuple[str, Any]]:
+    if stream is None:
+        return []
+    shown = stream.excerpt.size > stream.excerpt.start
+    text = excerpt_text(task_id, stream.name, stream.excerpt) if shown else None
+    path = stream.path if shown or always_path else None
+    return [(stream.name, text), (f"{stream.name}_path", path)]
+
+
+def task_reply(facts: TaskFacts) -> dict[str, Any]:
+    """The run/status reply: verdict, how it ended, next step, output excerpts, absolute paths."""
+    meaningful = facts.semantic_status == "ok" and facts.exit_code not in (None, 0)
+    # the model wrote cmd and cwd itself (run), or is following a task it knows (an offset)
+    known = facts.from_run or (facts.stdout is not None and facts.stdout.excerpt.start > 0)
+    return compact(
+        [
+            ("verdict", verdict(facts)),
+            ("warning", facts.warning),
+            ("next", next_step(facts)),
+            ("id", facts.id),
+            ("status", facts.status.value),
+            ("exit_code", facts.exit_code),
+            ("signal", facts.signal),
+            ("semantic_status", facts.semantic_status if meaningful else None),
+            ("semantic_message", facts.semantic_message if meaningful else None),
+            ("end_reason", facts.end_reason if facts.status.is_terminal else None),
+            ("last_output_age_secs", None if facts.from_run else rounded(facts.last_output_age_secs)),
+            ("cmd", None if known else summaries.shorten(facts.cmd, STATUS_CMD_CHARS)),
+            # a session's task starts where the session was: not something the model wrote
+            ("cwd", None if known and facts.session is None else facts.cwd),
+            ("session", facts.session),
+            ("session_note", facts.session_note),
+            ("pty", facts.pty),
+            *_stream_pairs(facts.id, facts.stdout, always_path=True),
+            *_stream_pairs(facts.id, facts.stderr, always_path=False),
+        ]
+    )
+
+
+def excerpt_budgets(stdout_cost: int, stderr_cost: int, budget: int = EXCERPT_BUDGET) -> tuple[int, int]:
+    """Split the excerpt budget: half each, and what one stream does not need goes to the other."""
+    half = budget // 2
+    if stderr_cost < half:
+        return budget - stderr_cost, stderr_cost
+    if stdout_cost < half:
+        return stdout_cost, budget - stdout_cost
+    return half, budget - half
+
+
+# ---- list -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    id: str
+    status: Status
+    cmd: str
+    exit_code: int | None = None
+    signal: str | None = None
+    duration_secs: float | None = None
+    session: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    name: str
+    cwd: str | None
+    tasks: int
+
+
+def list_row(row: TaskRow) -> str:
+    """`done, exit 0 after 1.2s: make test`, shortened so the row with its id fits LIST_ROW_CHARS."""
+    words = summaries.ending_words(row.status, row.exit_code, row.signal)
+    if row.duration_secs is not None:
+        words += f" {'for' if row.status is Status.RUNNING else 'after'} {duration(row.duration_secs)}"
+    if row.session is not None:
+        words += f" [{row.session}]"
+    room = max(LIST_CMD_MIN_CHARS, LIST_ROW_CHARS - len(row.id) - len(words) - 2)
+    return f"{words}: {summaries.shorten(row.cmd, room)}"
+
+
+def list_reply(
+    rows: Sequence[TaskRow], total: int, known: int, status: str | None, sessions: Sequence[SessionRow] = ()
+) -> dict[str, Any]:
+    """Newest first, one row per task keyed by id, then the shell sessions. An empty answer says what exists."""
+    which = f"{status} tasks" if status else "tasks"
+    if not rows:
+        if total:
+            head = f"no {which} shown (limit=0); {total} match"
+        else:
+            head = f"no {which}" + (f"; {known} tasks known: list() shows them" if status and known else "")
+    elif len(rows) < total:
+        head = f"{len(rows)} of {total} {which}, newest first (raise limit for more)"
+    else:
+        head = f"{total} {which}, newest first"
+    shells = [compact([("name", item.name), ("cwd", item.cwd), ("tasks", item.tasks)]) for item in sessions]
+    return compact(
+        [("verdict", head), ("tasks", {row.id: list_row(row) for row in rows}), ("total", total), ("sessions", shells)]
+    )
+
+
+# ---- logs -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PageFacts:
+    id: str
+    stream: str
+    data: str
+    offset: int
+    next_offset: int
+    size: int
+    skipped_bytes: int
+    task_status: Status
+    ended: bool
+
+
+def logs_reply(page: PageFacts) -> dict[str, Any]:
+    """One page of output; with nothing new at the offset, one short line that says so."""
+    quoted = f"id='{page.id}'" + (", stream='stderr'" if page.stream == "stderr" else "")
+    eof = page.ended and page.next_offset >= page.size
+    state = "the task ended" if page.ended else f"task {page.task_status.value}"
+    if page.offset > page.size:
+        head = f"offset {page.offset} is past the end: {page.stream} is {page.size} bytes ({state})"
+    elif page.next_offset == page.offset:
+        head = f"nothing new since offset {page.offset} ({state})"
+    else:
+        head = f"{page.stream} bytes {page.offset}-{page.next_offset} of {page.size}"
+        if page.skipped_bytes:
+            head += f" ({page.skipped_bytes} bytes of a character begun before offset skipped)"
+        if page.next_offset < page.size:
+            head += f"; more: logs({quoted}, offset={page.next_offset})"
+        else:
+            head += "; end of output" if eof else f"; all so far ({state})"
+    return compact(
+        [
+            ("verdict", head),
+            ("id", page.id if page.data else None),
+            ("stream", page.stream if page.stream != "stdout" else None),
+            ("data", page.data),
+            ("offset", page.offset if page.data else None),
+            ("next_offset", page.next_offset),
+            ("size", page.size),
+            ("eof", eof),
+            ("skipped_bytes", page.skipped_bytes or None),
+            ("status", page.task_status.value),
+        ]
+    )
+
+
+# ---- kill and write -------------------------------------------------------
+
+
+def kill_reply(task_id: str, status: Status, action: str) -> dict[str, Any]:
+    quoted = f"id='{task_id}'"
+    if action == "cancelled":
+        head = f"task {task_id} cancelled before it started"
+    else:
+        head = f"{action} sent to task {task_id}'s process group; status({quoted}, wait_seconds=5) shows the end"
+    return {"verdict": head, "id": task_id, "status": status.value, "action": action}
+
+
+def write_reply(task_id: str, accepted: int, out_offset: int, queued: int, eof: bool) -> dict[str, Any]:
+    head = f"{accepted} bytes sent to task {task_id}"
+    if eof:
+        head += " and input closed"
+    if queued:
+        head += f" ({queued} bytes still wait for the task to read them)"
+    head += f"; follow with logs(id='{task_id}', offset={out_offset}, wait_seconds=5)"
+    return compact(
+        [
+            ("verdict", head),
+            ("id", task_id),
+            ("bytes_accepted", accepted),
+            ("out_offset", out_offset),
+            ("queued_bytes", queued or None),
+            ("eof_sent", eof),
+        ]
+    )
+
+
+# ---- the same reading as text ---------------------------------------------
+
+_BLOCK_KEYS = ("stdout", "stderr", "data")
+# Facts every verdict already states: the text block does not repeat them.
+_STATED_IN_VERDICT = frozenset(
+    {"status", "exit_code", "signal", "semantic_status", "semantic_message", "action", "total", "offset",
+     "next_offset", "size", "eof", "skipped_bytes", "bytes_accepted", "out_offset", "queued_bytes", "eof_sent"}
+)
+
+
+def as_text(reply: Mapping[str, Any]) -> str:
+    """The reply as lines for clients that show text: verdict, `key: value` facts, then output blocks."""
+    lines = [str(reply["verdict"])]
+    for key, value in reply.items():
+        if key == "verdict" or key in _BLOCK_KEYS or key in _STATED_IN_VERDICT or key.endswith("_path"):
+            continue
+        if isinstance(value, Mapping):
+            lines.extend(f"{name}  {row}" for name, row in value.items())
+        elif isinstance(value, list):
+            lines.append(f"{key}:")
+            lines.extend("  " + "  ".join(str(part) for part in item.values()) for item in value)
+        else:
+            lines.append(f"{key}: {json.dumps(value) if isinstance(value, bool) else value}")
+    for stream in ("stdout", "stderr"):
+        path = reply.get(f"{stream}_path")
+        if stream in reply:
+            lines.append(f"[{stream}: {path}]")
+            lines.append(str(reply[stream]).rstrip("\n"))
+        elif path:
+            lines.append(f"[{stream}: empty, {path}]")
+    if "data" in reply:
+        lines.append(str(reply["data"]))
+    return "\n".join(lines)
