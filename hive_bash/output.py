@@ -1,4 +1,4 @@
-"""Reading a task's output files back: tails, head+tail excerpts and byte-offset pages.
+"""Reading a task's output files back: head+tail excerpts on line boundaries and byte-offset pages.
 
 The files are the store; nothing here keeps output in memory beyond one read.
 Every cut lands on a UTF-8 character boundary, so a multi-byte character is
@@ -11,11 +11,6 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-
-TAIL_BYTES = 4096
-EXCERPT_HEAD_BYTES = 1024
-EXCERPT_TAIL_BYTES = 3072  # head + tail = TAIL_BYTES: a stream that short is shown whole
-
 
 def _is_continuation(byte: int) -> bool:
     return byte & 0xC0 == 0x80
@@ -74,50 +69,6 @@ def size_and_mtime(path: Path) -> tuple[int, float | None]:
 def last_output_time(start: float, streams: Iterable[tuple[int, float | None]]) -> float:
     """When any non-empty stream last grew, from (size, mtime) pairs; `start` if all are silent."""
     return max([start, *(mtime for size, mtime in streams if size > 0 and mtime is not None)])
-
-
-@dataclass(frozen=True)
-class StreamView:
-    """What a status shows of one stream, from one stat and one open of its file."""
-
-    size: int
-    mtime: float | None
-    tail: str  # the last TAIL_BYTES, starting on a character boundary
-    excerpt: str  # the whole stream if short, else its head and tail with the bytes cut between
-
-
-def view(path: Path) -> StreamView:
-    size, mtime = size_and_mtime(path)
-    if size == 0:
-        return StreamView(0, mtime, "", "")
-    tail_start = max(0, size - TAIL_BYTES)
-    try:
-        with open(path, "rb") as file:
-            file.seek(tail_start)
-            end = file.read(TAIL_BYTES)
-            file.seek(0)
-            head = file.read(EXCERPT_HEAD_BYTES) if size > TAIL_BYTES else b""
-    except FileNotFoundError:
-        return StreamView(0, None, "", "")
-    tail = _aligned(end, starts_mid_file=tail_start > 0)
-    return StreamView(size, mtime, decode(tail), _excerpt(head, end, tail_start) if head else decode(tail))
-
-
-def _aligned(data: bytes, starts_mid_file: bool) -> bytes:
-    if starts_mid_file:
-        data = data[skip_partial_start(data) :]
-    return data[: complete_prefix_length(data)]
-
-
-def _excerpt(head: bytes, end: bytes, end_start: int) -> str:
-    """Head and tail of a stream longer than the tail window: the tail reuses the bytes already read."""
-    head = head[: complete_prefix_length(head)]
-    window = end[max(0, len(end) - EXCERPT_TAIL_BYTES) :]
-    skipped = skip_partial_start(window)
-    tail = window[skipped:][: complete_prefix_length(window[skipped:])]
-    tail_begins_at = end_start + len(end) - len(window) + skipped
-    cut = tail_begins_at - len(head)
-    return f"{decode(head)}\n... {cut} bytes cut ...\n{decode(tail)}"
 
 
 @dataclass(frozen=True)

@@ -80,3 +80,30 @@ def test_whole_numbers_and_input_data() -> None:
     assert "0 or more" in refusal(arguments.non_negative_int, "limit", -1, 50, 500)
     assert arguments.input_data("\u0003", 10) == b"\x03"
     assert "limit per write is 2" in refusal(arguments.input_data, "abc", 2)
+
+
+@pytest.mark.parametrize(
+    "given, expected",
+    [("timeout_seconds", "timeout_secs"), ("timeout", "timeout_secs"), ("wait", "wait_seconds"),
+     ("idle_timeout", "idle_timeout_secs"), ("command", "cmd")],
+)
+def test_an_unknown_argument_is_refused_with_the_closest_valid_name(given: str, expected: str) -> None:
+    schema = {"properties": {name: {"type": "string"} for name in
+                             ["cmd", "timeout_secs", "wait_seconds", "name", "idle_timeout_secs", "cwd"]}}
+    with pytest.raises(InvalidArgument) as caught:
+        arguments.check_call("run", schema, {given: "x"})
+    message = str(caught.value)
+    assert f"did you mean {expected}?" in message and "valid: cmd, timeout_secs" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [(123, "invalid argument 'cmd': must be a string"), (None, "invalid argument 'cmd': is required (run needs a string)")],
+)
+def test_type_errors_are_one_line_in_our_words(value: object, expected: str) -> None:
+    schema = {"properties": {"cmd": {"type": "string"}, "stdin": {"enum": ["null", "pipe"], "type": "string"}},
+              "required": ["cmd"]}
+    with pytest.raises(InvalidArgument, match="^" + expected.replace("(", r"\(").replace(")", r"\)") + "$"):
+        arguments.check_call("run", schema, {"cmd": value})
+    with pytest.raises(InvalidArgument, match="""^invalid argument 'stdin': must be one of "null", "pipe"$"""):
+        arguments.check_call("run", schema, {"cmd": "x", "stdin": "file"})

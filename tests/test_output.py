@@ -1,7 +1,8 @@
-"""Output cutting on its own: every cut lands on a UTF-8 character boundary."""
+"""Output cutting on its own: every cut lands on a UTF-8 character boundary, excerpts on lines."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -26,38 +27,6 @@ def test_skip_partial_start(data: bytes, skipped: int) -> None:
 )
 def test_complete_prefix_length(data: bytes, length: int) -> None:
     assert output.complete_prefix_length(data) == length
-
-
-def test_view_of_a_short_stream_is_the_whole_stream(tmp_path: Path) -> None:
-    path = tmp_path / "t.out"
-    path.write_text("héllo\n")
-    view = output.view(path)
-    assert (view.size, view.tail, view.excerpt) == (7, "héllo\n", "héllo\n")
-
-
-def test_view_of_a_missing_or_empty_stream(tmp_path: Path) -> None:
-    assert output.view(tmp_path / "none.out").size == 0
-    (tmp_path / "empty.out").write_bytes(b"")
-    assert output.view(tmp_path / "empty.out").tail == ""
-
-
-def test_tail_starts_on_a_character_boundary(tmp_path: Path) -> None:
-    path = tmp_path / "t.out"
-    path.write_bytes(b"a" + EURO * 2000)  # 6001 bytes: the tail window starts inside a character
-    view = output.view(path)
-    assert view.tail == "€" * (output.TAIL_BYTES // 3)
-    assert "\ufffd" not in view.tail
-
-
-def test_excerpt_shows_head_and_tail_and_counts_the_cut(tmp_path: Path) -> None:
-    path = tmp_path / "t.out"
-    data = EURO * 5000  # 15000 bytes
-    path.write_bytes(data)
-    excerpt = output.view(path).excerpt
-    head, cut, tail = excerpt.split("\n")
-    assert head == "€" * (output.EXCERPT_HEAD_BYTES // 3)
-    assert tail == "€" * (output.EXCERPT_TAIL_BYTES // 3)
-    assert cut == f"... {len(data) - len(head.encode()) - len(tail.encode())} bytes cut ..."
 
 
 def test_pages_never_split_a_character_and_say_what_they_skipped(tmp_path: Path) -> None:
@@ -88,3 +57,47 @@ def test_an_incomplete_character_at_the_end_waits_for_the_rest(tmp_path: Path) -
 def test_last_output_time_ignores_empty_streams() -> None:
     assert output.last_output_time(10.0, [(0, 50.0), (5, 20.0)]) == 20.0
     assert output.last_output_time(10.0, [(0, 50.0), (0, None)]) == 10.0
+
+
+def seq_file(tmp_path: Path, count: int) -> Path:
+    path = tmp_path / "seq.out"
+    path.write_bytes(b"".join(b"%d\n" % number for number in range(1, count + 1)))
+    return path
+
+
+def test_a_long_stream_is_cut_on_line_boundaries_with_an_exact_marker(tmp_path: Path) -> None:
+    path = seq_file(tmp_path, 200_000)
+    cut = output.excerpt(path, 4000)
+    head, tail = cut.head.splitlines(), cut.tail.splitlines()
+    assert head[0] == "1" and tail[-1] == "200000"
+    # every shown line is a whole number that existed: no fragment like "99562" from a byte cut
+    assert [int(line) for line in head] == list(range(1, len(head) + 1))
+    assert [int(line) for line in tail] == list(range(200_001 - len(tail), 200_001))
+    assert cut.cut_lines == 200_000 - len(head) - len(tail)
+    assert cut.cut_start == len(cut.head.encode()) and cut.cut_end == path.stat().st_size - len(cut.tail.encode())
+    assert output.json_cost(cut.head.encode()) + output.json_cost(cut.tail.encode()) <= 4000
+    assert path.read_bytes()[cut.cut_start :].startswith(b"%d\n" % (len(head) + 1))  # the marker's offset continues
+
+
+def test_a_short_stream_is_shown_whole(tmp_path: Path) -> None:
+    path = tmp_path / "x.out"
+    path.write_bytes(b"one\ntwo")
+    cut = output.excerpt(path, 4000)
+    assert (cut.head, cut.tail, cut.cut_bytes) == ("one\ntwo", "", 0)
+
+
+def test_one_huge_line_is_cut_inside_it_on_a_character_boundary(tmp_path: Path) -> None:
+    path = tmp_path / "x.out"
+    path.write_bytes(("€" * 30_000).encode())
+    cut = output.excerpt(path, 3000)
+    assert cut.head and set(cut.head) == {"€"} and set(cut.tail) == {"€"}
+    assert cut.cut_bytes % 3 == 0 and cut.cut_lines == 0
+
+
+def test_escape_heavy_output_stays_within_the_budget_as_json(tmp_path: Path) -> None:
+    path = tmp_path / "x.out"
+    path.write_bytes(b"\x1b[31mred\x1b[0m \"quoted\" \\ \t\n" * 5000)
+    cut = output.excerpt(path, 4000)
+    shown = cut.head + cut.tail
+    assert len(json.dumps(shown, ensure_ascii=False)) - 2 <= 4000
+    assert cut.head.endswith("\n") and cut.tail.startswith("\x1b[31m")

@@ -1,6 +1,7 @@
-"""Fast unit tests of what the model reads: excerpts cut on lines, replies without empty keys,
-argument names checked with the closest match. No daemon: hive_bash.replies and the excerpt
-functions of hive_bash.output are pure, or read one file."""
+"""What the model reads, on its own: verdicts first, no empty keys, cut markers, one next step,
+list rows within budget. No daemon: hive_bash.replies is pure (the excerpts it is given come
+from one small file each). Cutting itself is tested in test_output.py, argument names in
+test_arguments.py, and all of it through the real Claude Code CLI in test_claude_code.py."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hive_bash import arguments, output, replies
-from hive_bash.errors import InvalidArgument
+from hive_bash import output, replies
 from hive_bash.records import Status
 
 
@@ -23,44 +23,6 @@ def seq_file(tmp_path: Path, count: int) -> Path:
     path = tmp_path / "seq.out"
     path.write_bytes(b"".join(b"%d\n" % number for number in range(1, count + 1)))
     return path
-
-
-def test_a_long_stream_is_cut_on_line_boundaries_with_an_exact_marker(tmp_path: Path) -> None:
-    path = seq_file(tmp_path, 200_000)
-    cut = output.excerpt(path, 4000)
-    head, tail = cut.head.splitlines(), cut.tail.splitlines()
-    assert head[0] == "1" and tail[-1] == "200000"
-    # every shown line is a whole number that existed: no fragment like "99562" from a byte cut
-    assert [int(line) for line in head] == list(range(1, len(head) + 1))
-    assert [int(line) for line in tail] == list(range(200_001 - len(tail), 200_001))
-    assert cut.cut_lines == 200_000 - len(head) - len(tail)
-    assert cut.cut_start == len(cut.head.encode()) and cut.cut_end == path.stat().st_size - len(cut.tail.encode())
-    assert output.json_cost(cut.head.encode()) + output.json_cost(cut.tail.encode()) <= 4000
-    assert path.read_bytes()[cut.cut_start :].startswith(b"%d\n" % (len(head) + 1))  # the marker's offset continues
-
-
-def test_a_short_stream_is_shown_whole(tmp_path: Path) -> None:
-    path = tmp_path / "x.out"
-    path.write_bytes(b"one\ntwo")
-    cut = output.excerpt(path, 4000)
-    assert (cut.head, cut.tail, cut.cut_bytes) == ("one\ntwo", "", 0)
-
-
-def test_one_huge_line_is_cut_inside_it_on_a_character_boundary(tmp_path: Path) -> None:
-    path = tmp_path / "x.out"
-    path.write_bytes(("€" * 30_000).encode())
-    cut = output.excerpt(path, 3000)
-    assert cut.head and set(cut.head) == {"€"} and set(cut.tail) == {"€"}
-    assert cut.cut_bytes % 3 == 0 and cut.cut_lines == 0
-
-
-def test_escape_heavy_output_stays_within_the_budget_as_json(tmp_path: Path) -> None:
-    path = tmp_path / "x.out"
-    path.write_bytes(b"\x1b[31mred\x1b[0m \"quoted\" \\ \t\n" * 5000)
-    cut = output.excerpt(path, 4000)
-    shown = cut.head + cut.tail
-    assert len(json.dumps(shown, ensure_ascii=False)) - 2 <= 4000
-    assert cut.head.endswith("\n") and cut.tail.startswith("\x1b[31m")
 
 
 def test_the_marker_names_bytes_lines_and_the_logs_call(tmp_path: Path) -> None:
@@ -138,33 +100,6 @@ def test_the_text_block_reads_the_same_facts() -> None:
     assert replies.as_text(reply) == (
         "done, exit 3 after 2ms\nid: abc\n[stdout: /t/abc.out]\none\n[stderr: /t/abc.err]\ntwo"
     )
-
-
-@pytest.mark.parametrize(
-    "given, expected",
-    [("timeout_seconds", "timeout_secs"), ("timeout", "timeout_secs"), ("wait", "wait_seconds"),
-     ("idle_timeout", "idle_timeout_secs"), ("command", "cmd")],
-)
-def test_an_unknown_argument_is_refused_with_the_closest_valid_name(given: str, expected: str) -> None:
-    schema = {"properties": {name: {"type": "string"} for name in
-                             ["cmd", "timeout_secs", "wait_seconds", "name", "idle_timeout_secs", "cwd"]}}
-    with pytest.raises(InvalidArgument) as caught:
-        arguments.check_call("run", schema, {given: "x"})
-    message = str(caught.value)
-    assert f"did you mean {expected}?" in message and "valid: cmd, timeout_secs" in message and "\n" not in message
-
-
-@pytest.mark.parametrize(
-    "value, expected",
-    [(123, "invalid argument 'cmd': must be a string"), (None, "invalid argument 'cmd': is required (run needs a string)")],
-)
-def test_type_errors_are_one_line_in_our_words(value: object, expected: str) -> None:
-    schema = {"properties": {"cmd": {"type": "string"}, "stdin": {"enum": ["null", "pipe"], "type": "string"}},
-              "required": ["cmd"]}
-    with pytest.raises(InvalidArgument, match="^" + expected.replace("(", r"\(").replace(")", r"\)") + "$"):
-        arguments.check_call("run", schema, {"cmd": value})
-    with pytest.raises(InvalidArgument, match="""^invalid argument 'stdin': must be one of "null", "pipe"$"""):
-        arguments.check_call("run", schema, {"cmd": "x", "stdin": "file"})
 
 
 def test_an_excerpt_from_an_offset_shows_only_what_came_after_it(tmp_path: Path) -> None:
