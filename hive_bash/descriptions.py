@@ -48,7 +48,7 @@ def tool_descriptions(todos: bool) -> dict[str, str]:
             "A pending task is cancelled. Returns at once; status shows the end. "
             "If the task ignores SIGINT, call kill again with force=true."
         ),
-        "list": "Known tasks, newest first, as id: `status, exit N after 3s: cmd`.",
+        "list": "Known tasks, newest first, as id: `status, exit N after 3s: cmd`; then the shell sessions, if any.",
         "logs": (
             "Read a task's full output by byte offset, or follow it: pass next_offset, or the offset a cut "
             "marker names, as offset. With wait_seconds (max 30) it waits for output past offset or the "
