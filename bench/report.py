@@ -67,6 +67,14 @@ def markdown(metrics: list[Metric]) -> str:
     return "\n".join(lines)
 
 
+def publish(metrics: list[Metric], context: dict[str, object], json_path: Path | None) -> None:
+    """Print the table and the run's context; write the JSON too when asked."""
+    print(table(metrics))
+    print(f"\n{context}")
+    if json_path is not None:
+        write_json(json_path, metrics, context)
+
+
 def write_json(path: Path, metrics: list[Metric], context: dict[str, object]) -> None:
     data = {
         "context": context,

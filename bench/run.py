@@ -24,7 +24,7 @@ from pathlib import Path
 import measure
 import peers
 import scenarios
-from report import Metric, table, write_json
+from report import Metric, publish
 
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hive-bash-bench"
 RSS_BUDGET_PER_TASK = 50 * measure.KIB
@@ -139,10 +139,7 @@ def main() -> int:
         "kernel": platform.release(),
         "seconds": round(time.monotonic() - started, 1),
     }
-    print(table(metrics))
-    print(f"\n{context}")
-    if args.json is not None:
-        write_json(args.json, metrics, context)
+    publish(metrics, context, args.json)
     return 0
 
 

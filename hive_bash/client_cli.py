@@ -63,6 +63,7 @@ CALL_TIMEOUT_SECS = MAX_SERVER_WAIT_SECS + 30.0
 PAGE_BYTES = 65536
 
 EXIT_OK = 0
+EXIT_NO_MATCH = 1  # logs --grep found nothing, as grep(1) exits
 EXIT_TOOL_ERROR = 2
 EXIT_UNREACHABLE = 3
 EXIT_TIMED_OUT = 124
@@ -192,6 +193,9 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     logs.add_argument("--stream", choices=("stdout", "stderr"), default="stdout")
     logs.add_argument("--offset", type=int, default=0, help="byte offset to start at")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing new output until the task ends")
+    logs.add_argument("--grep", metavar="REGEX", help="print matching lines as line:offset:text (exit 1: none)")
+    logs.add_argument("--context", type=int, metavar="N", help="with --grep: N lines before and after each match")
+    logs.add_argument("--max-matches", type=int, metavar="N", help="with --grep: list at most N (default 50)")
 
     write = commands.add_parser("write", help="send input to a task started with --stdin pipe or --pty")
     write.add_argument("id", metavar="ID")
@@ -330,7 +334,9 @@ async def cmd_ls(client: BashClient, args: argparse.Namespace, out: Output) -> i
 
 
 async def cmd_logs(client: BashClient, args: argparse.Namespace, out: Output) -> int:
-    """Print output: everything there now (or one page with --json), or follow it with -f."""
+    """Print output: everything there now (or one page with --json), or follow it with -f, or search it."""
+    if args.grep is not None:
+        return await grep_logs(client, args, out)
     if args.follow:
         return await follow_logs(client, args, out)
     reply = await logs_page(client, args, args.offset, None)
@@ -363,6 +369,21 @@ async def follow_logs(client: BashClient, args: argparse.Namespace, out: Output)
             final = await call(client, "status", {"id": args.id})
             return task_exit_code(final.structured or {})
         offset = page.get("next_offset", offset)
+
+
+async def grep_logs(client: BashClient, args: argparse.Namespace, out: Output) -> int:
+    """One search from --offset; exit 0 when a line matched, 1 when none did (as grep)."""
+    arguments = {
+        "id": args.id,
+        "stream": args.stream,
+        "offset": args.offset,
+        "pattern": args.grep,
+        "context_lines": args.context,
+        "max_matches": args.max_matches,
+    }
+    reply = await call(client, "logs", arguments)
+    out.emit(reply)
+    return EXIT_OK if (reply.structured or {}).get("total_matches") else EXIT_NO_MATCH
 
 
 async def logs_page(client: BashClient, args: argparse.Namespace, offset: int, wait: float | None) -> ToolReply:

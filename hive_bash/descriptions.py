@@ -52,7 +52,8 @@ def tool_descriptions(todos: bool) -> dict[str, str]:
         "logs": (
             "Read a task's full output by byte offset, or follow it: pass next_offset, or the offset a cut "
             "marker names, as offset. With wait_seconds (max 30) it waits for output past offset or the "
-            "task's end. Offsets stay valid: the file is the store."
+            "task's end. Offsets stay valid: the file is the store. With pattern (Python regex) it lists "
+            "matching lines as `line:offset:text` and counts all of them in total_matches."
         ),
         "write": (
             "Send input to a task started with pty=true or stdin='pipe'; returns at once. "

@@ -266,3 +266,17 @@ def lines_left_out(path: Path, start: int, end: int, shown: bytes) -> tuple[int,
     if end - start <= LINE_COUNT_MAX_BYTES:
         return count_newlines(path, start, end), True
     return round((end - start) * shown.count(b"\n") / max(1, len(shown))), False
+
+
+LAST_LINES_WINDOW = 8192
+
+
+def last_lines(path: Path, count: int, max_chars: int) -> list[str]:
+    """The last `count` non-blank lines of a file (from its last 8 KiB), each cut to `max_chars` characters."""
+    size = file_size(path)
+    start = max(0, size - LAST_LINES_WINDOW)
+    window = read_range(path, start, LAST_LINES_WINDOW)
+    if start:
+        window = window[skip_partial_start(window) :]
+    lines = [line.strip() for line in decode(window).splitlines() if line.strip()]
+    return [line if len(line) <= max_chars else line[: max_chars - 1] + "…" for line in lines[-count:]]

@@ -16,6 +16,7 @@ import errno
 import fcntl
 import logging
 import os
+import resource
 import signal
 import struct
 import subprocess
@@ -194,6 +195,23 @@ class SpawnRequest:
         return [*BASH_SCRIPT_ARGV, str(self.script_path)]
 
 
+@dataclass(frozen=True)
+class ResourceUsage:
+    """What the kernel reports to the reaper: the leader plus every descendant that was waited for."""
+
+    cpu_secs: float  # user + system
+    # The largest resident set of any one of those processes; None when it was no larger than
+    # the daemon's own peak: the leader starts as the daemon's (v)fork, and the kernel counts
+    # that image in its peak, so such a figure says nothing about the task (only: it was smaller).
+    max_rss_bytes: int | None
+
+    @classmethod
+    def from_rusage(cls, usage: resource.struct_rusage, daemon_peak_kib: int) -> ResourceUsage:
+        # ru_maxrss is in KiB
+        max_rss = usage.ru_maxrss * 1024 if usage.ru_maxrss > daemon_peak_kib else None
+        return cls(round(usage.ru_utime + usage.ru_stime, 3), max_rss)
+
+
 class TaskProcess:
     """A started task process. `exited` resolves to its wait status once the group is gone and it is reaped.
 
@@ -221,6 +239,7 @@ class TaskProcess:
         self._on_output_failed = on_output_failed
         self.output_error: str | None = None  # why terminal output could not be written
         self.exited: asyncio.Future[int] = loop.create_future()
+        self.usage: ResourceUsage | None = None  # set when reaped
         self._pidfd = os.pidfd_open(self.pid)
         try:
             loop.add_reader(self._pidfd, self._on_leader_exit)
@@ -293,7 +312,8 @@ class TaskProcess:
         # The leader is a zombie now, so its pid (= the group id) cannot be reused yet:
         # whatever the command left running in the group is ended before we reap.
         signal_group(self.pgid, signal.SIGKILL)
-        _, status = os.waitpid(self.pid, 0)
+        _, status, usage = os.wait4(self.pid, 0)
+        self.usage = ResourceUsage.from_rusage(usage, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
         self._popen.returncode = os.waitstatus_to_exitcode(status)
         if self.is_pty and self.input_fd is not None:
             loop.remove_reader(self.input_fd)

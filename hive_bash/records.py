@@ -76,6 +76,11 @@ class TaskRecord(BaseModel):
     # The kernel's start time of `pid` (clock ticks since boot, /proc/<pid>/stat
     # field 22): with the pid it identifies the process across a restart.
     proc_start_ticks: int | None = None
+    # What the kernel reported when the leader was reaped (hive_bash.process.ResourceUsage).
+    cpu_secs: float | None = None
+    max_rss_bytes: int | None = None
+    # Why it most likely ended, where the daemon can tell (the OOM killer: hive_bash.oom).
+    diagnosis: str | None = None
     # So a restart neither loses nor repeats a completion todo.
     todo: TodoProgress = Field(default_factory=TodoProgress)
 

@@ -31,8 +31,12 @@ EXCERPT_BUDGET = 4400
 LOGS_DEFAULT_BUDGET = 5000  # JSON characters of a logs page whose max_bytes was not given
 LIST_ROW_CHARS = 72  # one `list` row, id included: 50 rows stay under 4,000 characters
 LIST_CMD_MIN_CHARS = 20
+LIST_USAGE_CMD_MIN_CHARS = 12  # a row showing its cost may cut its cmd shorter, never its length
 STATUS_CMD_CHARS = 300  # a cmd may be 256 KiB; the record and `list` keep it, a reply shows its start
 WAIT_HINT_SECS = 30
+# An ended task's cost is said only when it says something: under this much CPU a number
+# is noise (`echo hi` is 0.002s), and max_rss_bytes is known only above the daemon's own peak.
+CPU_WORTH_SAYING_SECS = 0.5
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,9 @@ class TaskFacts:
     todos: bool = False  # a harness socket is configured: a running task's end arrives as a todo
     session: str | None = None  # the shell session it ran in (run's session)
     session_note: str | None = None  # why the session's directory or state was not used
+    cpu_secs: float | None = None  # once ended: user + system CPU of the reaped process tree
+    max_rss_bytes: int | None = None  # once ended: the largest process's peak, if above the daemon's
+    diagnosis: str | None = None  # why it most likely ended (the OOM killer), where the daemon can tell
 
 
 def compact(items: Sequence[tuple[str, Any]]) -> dict[str, Any]:
@@ -136,6 +143,19 @@ def next_step(facts: TaskFacts) -> str | None:
     return f"status({quoted}, wait_seconds={WAIT_HINT_SECS}) waits for the end{todo}"
 
 
+def worth_saying(cpu_secs: float | None, max_rss_bytes: int | None) -> tuple[float | None, int | None]:
+    """(cpu_secs, max_rss_bytes) as a reply shows them: each left out unless it says something."""
+    cpu = round(cpu_secs, 2) if cpu_secs is not None and cpu_secs >= CPU_WORTH_SAYING_SECS else None
+    return cpu, max_rss_bytes
+
+
+def usage_words(cpu_secs: float | None, max_rss_bytes: int | None) -> str:
+    """`cpu 12s, 410 MiB` from what worth_saying kept; "" when nothing was."""
+    cpu, rss = worth_saying(cpu_secs, max_rss_bytes)
+    words = [f"cpu {summaries.seconds(cpu)}"] if cpu is not None else []
+    return ", ".join(words + ([summaries.size(rss)] if rss is not None else []))
+
+
 def _stream_pairs(task_id: str, stream: StreamFacts | None, always_path: bool) -> list[tuple[str, Any]]:
     if stream is None:
         return []
@@ -153,6 +173,7 @@ def task_reply(facts: TaskFacts) -> dict[str, Any]:
     return compact(
         [
             ("verdict", verdict(facts)),
+            ("diagnosis", facts.diagnosis),
             ("warning", facts.warning),
             ("next", next_step(facts)),
             ("id", facts.id),
@@ -162,6 +183,7 @@ def task_reply(facts: TaskFacts) -> dict[str, Any]:
             ("semantic_status", facts.semantic_status if meaningful else None),
             ("semantic_message", facts.semantic_message if meaningful else None),
             ("end_reason", facts.end_reason if facts.status.is_terminal else None),
+            *zip(("cpu_secs", "max_rss_bytes"), worth_saying(facts.cpu_secs, facts.max_rss_bytes)),
             ("last_output_age_secs", None if facts.from_run else rounded(facts.last_output_age_secs)),
             ("cmd", None if known else summaries.shorten(facts.cmd, STATUS_CMD_CHARS)),
             # a session's task starts where the session was: not something the model wrote
@@ -197,6 +219,8 @@ class TaskRow:
     signal: str | None = None
     duration_secs: float | None = None
     session: str | None = None
+    cpu_secs: float | None = None
+    max_rss_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -213,7 +237,13 @@ def list_row(row: TaskRow) -> str:
         words += f" {'for' if row.status is Status.RUNNING else 'after'} {duration(row.duration_secs)}"
     if row.session is not None:
         words += f" [{row.session}]"
-    room = max(LIST_CMD_MIN_CHARS, LIST_ROW_CHARS - len(row.id) - len(words) - 2)
+    usage = usage_words(row.cpu_secs, row.max_rss_bytes)
+    cmd_min = LIST_CMD_MIN_CHARS
+    # the cost only where the row still fits LIST_ROW_CHARS with a recognisable command
+    if usage and LIST_ROW_CHARS - len(row.id) - len(words) - len(usage) - 5 >= LIST_USAGE_CMD_MIN_CHARS:
+        words += f" ({usage})"
+        cmd_min = LIST_USAGE_CMD_MIN_CHARS
+    room = max(cmd_min, LIST_ROW_CHARS - len(row.id) - len(words) - 2)
     return f"{words}: {summaries.shorten(row.cmd, room)}"
 
 
@@ -286,6 +316,64 @@ def logs_reply(page: PageFacts) -> dict[str, Any]:
     )
 
 
+@dataclass(frozen=True)
+class MatchLine:
+    number: int
+    offset: int
+    text: str
+    is_match: bool
+
+
+@dataclass(frozen=True)
+class SearchFacts:
+    id: str
+    stream: str
+    pattern: str
+    lines: Sequence[MatchLine]
+    total_matches: int
+    offset: int  # where the search began (a line start)
+    next_offset: int  # the first match not listed, else size
+    size: int  # what was searched
+    task_status: Status
+    ended: bool
+
+
+def match_rows(lines: Sequence[MatchLine]) -> list[str]:
+    """grep -nb style: `line:offset:text` for a match, `line-offset-text` for context, `--` between groups."""
+    rows: list[str] = []
+    previous: int | None = None
+    for line in lines:
+        if previous is not None and line.number > previous + 1:
+            rows.append("--")
+        mark = ":" if line.is_match else "-"
+        rows.append(f"{line.number}{mark}{line.offset}{mark}{line.text}")
+        previous = line.number
+    return rows
+
+
+def search_reply(found: SearchFacts) -> dict[str, Any]:
+    """`logs` with a pattern: the matching lines, how many match in all, and where to go on."""
+    listed = sum(line.is_match for line in found.lines)
+    eof = found.ended and found.next_offset >= found.size
+    state = "end of output" if eof else f"task {found.task_status.value}"
+    head = f"{found.total_matches} lines of {found.stream} bytes {found.offset}-{found.size} match {found.pattern!r} ({state})"
+    if listed < found.total_matches:
+        more = f"logs(id='{found.id}', pattern={found.pattern!r}, offset={found.next_offset})"
+        head += f"; {listed} listed, more: {more}"
+    return compact(
+        [
+            ("verdict", head),
+            ("matches", match_rows(found.lines)),
+            ("total_matches", found.total_matches),
+            ("stream", found.stream if found.stream != "stdout" else None),
+            ("next_offset", found.next_offset),
+            ("size", found.size),
+            ("eof", eof),
+            ("status", found.task_status.value),
+        ]
+    )
+
+
 # ---- kill and write -------------------------------------------------------
 
 
@@ -323,7 +411,8 @@ _BLOCK_KEYS = ("stdout", "stderr", "data")
 # Facts every verdict already states: the text block does not repeat them.
 _STATED_IN_VERDICT = frozenset(
     {"status", "exit_code", "signal", "semantic_status", "semantic_message", "action", "total", "offset",
-     "next_offset", "size", "eof", "skipped_bytes", "bytes_accepted", "out_offset", "queued_bytes", "eof_sent"}
+     "next_offset", "size", "eof", "skipped_bytes", "bytes_accepted", "out_offset", "queued_bytes", "eof_sent",
+     "total_matches"}
 )
 
 
@@ -337,7 +426,7 @@ def as_text(reply: Mapping[str, Any]) -> str:
             lines.extend(f"{name}  {row}" for name, row in value.items())
         elif isinstance(value, list):
             lines.append(f"{key}:")
-            lines.extend("  " + "  ".join(str(part) for part in item.values()) for item in value)
+            lines.extend("  " + _item_text(item) for item in value)
         else:
             lines.append(f"{key}: {json.dumps(value) if isinstance(value, bool) else value}")
     for stream in ("stdout", "stderr"):
@@ -350,3 +439,7 @@ def as_text(reply: Mapping[str, Any]) -> str:
     if "data" in reply:
         lines.append(str(reply["data"]))
     return "\n".join(lines)
+
+
+def _item_text(item: Any) -> str:
+    return "  ".join(str(part) for part in item.values()) if isinstance(item, Mapping) else str(item)

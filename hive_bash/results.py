@@ -15,7 +15,7 @@ from typing import Any, Literal
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
-from . import output, replies, semantics
+from . import output, replies, search, semantics
 from .mcp_compat import tool_result
 from .records import Status, Stream, TaskRecord
 from .sessions import SessionState
@@ -33,6 +33,7 @@ class TaskStatus(BaseModel):
     """The run/status reply (hive_bash.replies.task_reply): keys without anything to say are left out."""
 
     verdict: str = Field(description="First: `done, exit 3 after 1.2s`, `task started: id=...`, `running for 5s`")
+    diagnosis: str | None = Field(None, description="Why it most likely ended, e.g. the kernel's OOM killer")
     id: str
     status: Status = Field(description=STATUS_WORDS)
     exit_code: int | None = None
@@ -42,6 +43,8 @@ class TaskStatus(BaseModel):
     end_reason: str | None = Field(None, description="Why the daemon ended it (deadline, idle, kill, restart, limit)")
     warning: str | None = Field(None, description="Set by run when the command looks destructive")
     next: str | None = Field(None, description="While the task has not ended: the one next step")
+    cpu_secs: float | None = Field(None, description="Once ended: user + system CPU seconds, when at least 0.5")
+    max_rss_bytes: int | None = Field(None, description="Once ended: largest process's peak memory, above the daemon's")
     last_output_age_secs: float | None = None
     cmd: str | None = None
     cwd: str | None = None
@@ -105,6 +108,9 @@ def task_facts(
         todos=todos,
         session=record.session,
         session_note=record.session_note,
+        cpu_secs=record.cpu_secs,
+        max_rss_bytes=record.max_rss_bytes,
+        diagnosis=record.diagnosis,
     )
 
 
@@ -131,6 +137,8 @@ def task_row(task: Task) -> replies.TaskRow:
         signal=record.signal,
         duration_secs=record.duration_secs,
         session=record.session,
+        cpu_secs=record.cpu_secs,
+        max_rss_bytes=record.max_rss_bytes,
     )
 
 
@@ -170,6 +178,8 @@ class LogPage(BaseModel):
     eof: bool | None = Field(None, description="True when the task has ended and nothing is left after next_offset")
     skipped_bytes: int | None = Field(None, description="Bytes at offset skipped because a character began before it")
     status: Status
+    matches: list[str] | None = Field(None, description="With pattern: `line:offset:text`, context `line-offset-text`")
+    total_matches: int | None = Field(None, description="With pattern: matching lines from offset to size")
 
 
 def log_reply(task: Task, stream: Stream, page: output.Page, ended: bool) -> CallToolResult:
@@ -186,6 +196,23 @@ def log_reply(task: Task, stream: Stream, page: output.Page, ended: bool) -> Cal
         ended=ended,
     )
     return reply(replies.logs_reply(facts))
+
+
+def search_reply(task: Task, stream: Stream, pattern: str, found: search.SearchResult) -> CallToolResult:
+    """`logs` with a pattern: next_offset is the first match not listed (else the searched size)."""
+    facts = replies.SearchFacts(
+        id=task.id,
+        stream=stream,
+        pattern=pattern,
+        lines=[replies.MatchLine(line.number, line.offset, line.text, line.is_match) for line in found.lines],
+        total_matches=found.total_matches,
+        offset=found.start_offset,
+        next_offset=found.next_offset,
+        size=found.end_offset,
+        task_status=task.status,
+        ended=task.ended.is_set(),
+    )
+    return reply(replies.search_reply(facts))
 
 
 class WriteResult(BaseModel):

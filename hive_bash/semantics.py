@@ -75,7 +75,7 @@ def semantic(record: TaskRecord) -> tuple[SemanticStatus | None, str | None]:
     if record.status is Status.TIMED_OUT:
         return "timeout", record.end_reason or "timed out"
     if record.signal is not None:
-        return "signal", record.signal
+        return "signal", f"{record.signal}, {record.diagnosis}" if record.diagnosis else record.signal
     if record.exit_code == 0:
         return "ok", None
     if record.exit_code == 1 and record.status is Status.DONE:
@@ -84,6 +84,8 @@ def semantic(record: TaskRecord) -> tuple[SemanticStatus | None, str | None]:
             return "ok", meaning
     if record.exit_code is None:
         return "error", record.end_reason or record.status.value
+    if record.diagnosis:
+        return "error", f"exit {record.exit_code}, {record.diagnosis}"
     return "error", record.end_reason or f"exit {record.exit_code}"
 
 

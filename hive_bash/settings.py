@@ -56,6 +56,11 @@ class Settings(BaseSettings):
     request_timeout_secs: float = Field(10.0, gt=0, description="Time a request has to arrive whole.")
     max_mcp_sessions: int = Field(64, ge=1, description="MCP sessions kept; more end the least recently used.")
     mcp_session_idle_secs: float = Field(1800.0, gt=0, description="A session with nothing in flight this long ends.")
+    cgroup_dir: Path | None = Field(
+        None,
+        description="The daemon's memory cgroup directory, read (never changed) for OOM diagnosis. "
+        "Unset: found from /proc/self/cgroup under /sys/fs/cgroup.",
+    )
 
     @field_validator("log_level")
     @classmethod

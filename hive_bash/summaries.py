@@ -5,9 +5,12 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+from . import output, semantics
 from .records import Status, TaskRecord
 
 CMD_PREVIEW_CHARS = 120
+FAILED_TODO_LINES = 3
+FAILED_TODO_LINE_CHARS = 200
 
 
 def signal_name(number: int) -> str:
@@ -57,11 +60,30 @@ def final_todo(record: TaskRecord, out_path: Path, err_path: Path) -> str:
         lines[0] += f" after {seconds(record.duration_secs)}"
     if record.end_reason:
         lines.append(record.end_reason)
+    if record.diagnosis:
+        lines.append(record.diagnosis)
     lines.append(f"cmd: {shorten(record.cmd)}")
     lines.append(f"Read({out_path})")
-    if _non_empty(err_path):
+    stderr_written = _non_empty(err_path)
+    if stderr_written:
         lines.append(f"Read({err_path})")
+    if semantics.semantic(record)[0] not in (None, "ok"):
+        lines.extend(_last_lines(err_path if stderr_written else out_path, "stderr" if stderr_written else "stdout"))
     return "\n".join(lines)
+
+
+def _last_lines(path: Path, stream: str) -> list[str]:
+    """A failed task's last words, so the agent can triage from its todo list without a Read."""
+    last = output.last_lines(path, FAILED_TODO_LINES, FAILED_TODO_LINE_CHARS)
+    return [f"last {stream} lines:", *(f"  {line}" for line in last)] if last else []
+
+
+def size(value: int) -> str:
+    """Bytes as a short human size: 512 B, 3.2 KiB, 41 MiB, 1.5 GiB."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= scale:
+            return f"{value / scale:.2g} {unit}" if value < 10 * scale else f"{value / scale:.0f} {unit}"
+    return f"{value} B"
 
 
 def _non_empty(path: Path) -> bool:

@@ -21,7 +21,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, Literal
 
-from . import output, process, recovery, summaries
+from . import oom, output, process, recovery, summaries
 from .sessions import SessionState, SessionStore
 from .arguments import TaskOptions
 from .errors import NameInUse, NoInput, QueueFull, SpawnFailed, TaskFinished, TaskNotFound
@@ -59,6 +59,7 @@ class Task:
         self.kill_signal: str | None = None  # what `kill` last sent, and when: status says so while it runs
         self.kill_sent_at: float | None = None
         self.terminating = False
+        self.oom_kills_at_start: int | None = None  # the cgroup's OOM-kill count when it started
         if record.status.is_terminal:
             self.ended.set()
 
@@ -214,6 +215,7 @@ class TaskManager:
         self._tasks: dict[str, Task] = {}
         self._slots = Slots(settings.max_running, settings.max_pending)
         self._base_env = process.base_environment(os.environ, settings.hidden_env_names)
+        self._cgroup = oom.locate(settings.cgroup_dir)
         self._sessions = SessionStore(self.tasks_dir, self._base_env, settings.hidden_env_names)
         self._background: set[asyncio.Task[None]] = set()
         self._watching: asyncio.Task[None] | None = None
@@ -335,6 +337,7 @@ class TaskManager:
         env = self._task_env(task)
         # Taken before the spawn: the command may be running before spawn() returns, and a
         # start time taken after it would make a loaded daemon report `sleep 1` as 0.98 s.
+        task.oom_kills_at_start = self._cgroup.oom_kills() if self._cgroup is not None else None
         started_at = time.time()
         proc = _spawn(task, self._store, env, self._sessions, lambda reason: self._end_for_output_failure(task, reason))
         task.started(proc, started_at)
@@ -417,6 +420,7 @@ class TaskManager:
 
     async def _await_exit(self, task: Task) -> None:
         await task.exited()
+        self._note_usage(task)
         self._collect_session(task)
         self._slots.running.discard(task)
         self._watcher.unwatch(task.record)
@@ -426,6 +430,15 @@ class TaskManager:
             task.record.end_reason = f"disk full: output could not be written completely to {self.tasks_dir}"
         self._ended(task)
         self._start_pending()
+
+    def _note_usage(self, task: Task) -> None:
+        """What the task cost, and whether the OOM killer (not `kill`, not a deadline) most likely ended it."""
+        record = task.record
+        usage = task.process.usage if task.process is not None else None
+        if usage is not None:
+            record.cpu_secs, record.max_rss_bytes = usage.cpu_secs, usage.max_rss_bytes
+        if task.end_cause is None and oom.sigkilled(record.signal, record.exit_code):
+            record.diagnosis = oom.diagnose(self._cgroup, task.oom_kills_at_start)
 
     def _ended(self, task: Task, status: Status | None = None, reason: str = "") -> None:
         """Wake the waiters, tell the todo state machine, hand the record to retention.

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, ParamSpec
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from . import __version__, arguments, descriptions, output, replies, results, semantics
+from . import __version__, arguments, descriptions, output, replies, results, search, semantics
 from .disconnects import client_gone
 from .errors import HiveBashError, InvalidArgument
 from .mcp_compat import Context, McpServer, ToolError, add_tool, create_server
@@ -173,6 +173,9 @@ class BashTools:
         wait_seconds: Annotated[
             float | None, Field(description="Wait up to this long (max 30) for output past offset or the end")
         ] = None,
+        pattern: Annotated[str | None, Field(description="Regex per line: list matching lines, not a page")] = None,
+        context_lines: Annotated[int | None, Field(description="Lines around each match (max 10)")] = None,
+        max_matches: Annotated[int | None, Field(description="Matches listed (default 50, max 200)")] = None,
     ) -> Annotated[CallToolResult, results.LogPage]:
         task = self.manager.get(arguments.task_id("id", id))
         start = arguments.non_negative_int("offset", offset, 0, 2**63)
@@ -180,6 +183,10 @@ class BashTools:
         if page_size == 0:
             raise InvalidArgument("max_bytes", "must be at least 1")
         path = self.manager.output_path(task, stream)
+        if pattern is not None:
+            request = search_request(path, pattern, start, context_lines, max_matches)
+            await wait_for_growth(task, path, start, arguments.wait_seconds(wait_seconds, 0.0))
+            return results.search_reply(task, stream, pattern, await search.search(request))
         await wait_for_growth(task, path, start, arguments.wait_seconds(wait_seconds, 0.0))
         ended = task.ended.is_set()
         budget = replies.LOGS_DEFAULT_BUDGET if max_bytes is None else None
@@ -195,6 +202,20 @@ class BashTools:
         payload = arguments.input_data(data, WRITE_MAX_BYTES)
         task, out_offset = self.manager.write_input(arguments.task_id("id", id), payload, bool(eof))
         return results.write_reply(task, len(payload), out_offset, bool(eof))
+
+
+def search_request(
+    path: Path, pattern: str, offset: int, context_lines: int | None, max_matches: int | None
+) -> search.SearchRequest:
+    """logs(pattern=...) arguments, checked: a bad pattern is refused before any wait."""
+    search.compile_pattern(pattern)
+    return search.SearchRequest(
+        path=str(path),
+        pattern=pattern,
+        offset=offset,
+        max_matches=arguments.non_negative_int("max_matches", max_matches, search.DEFAULT_MAX_MATCHES, search.MAX_MATCHES_CAP),
+        context_lines=arguments.non_negative_int("context_lines", context_lines, 0, search.MAX_CONTEXT_LINES),
+    )
 
 
 async def wait_for_growth(task: Task, path: Path, offset: int, seconds: float) -> None:

@@ -402,3 +402,20 @@ def test_write_sends_input_to_a_piped_task(hb: HB, daemon: Daemon) -> None:
     assert result.returncode == 0, result.stderr
     code, status = hb_json(hb, daemon, "status", task_id, "--wait", "20")
     assert code == 0 and status["status"] == "done" and status["stdout"] == "hello from stdin\n"
+
+
+# --------------------------------------------------------------------------- logs --grep
+
+
+def test_logs_grep_prints_matches_and_exits_like_grep(hb: HB, daemon: Daemon) -> None:
+    code, task = hb_json(hb, daemon, "run", "printf 'one\\nerror: two\\nthree\\nerror: four\\n'", "--wait", "20")
+    assert code == 0
+    result = hb(daemon, "logs", task["id"], "--grep", "^error", "--context", "1")
+    assert result.returncode == 0, result.stderr
+    assert "2:4:error: two" in result.stdout and "4:21:error: four" in result.stdout
+    assert "1-0-one" in result.stdout and "3-15-three" in result.stdout
+    code, found = hb_json(hb, daemon, "logs", task["id"], "--grep", "four", "--max-matches", "0")
+    assert code == 0 and found["total_matches"] == 1 and "matches" not in found
+    assert hb(daemon, "logs", task["id"], "--grep", "absent").returncode == 1
+    bad = hb(daemon, "logs", task["id"], "--grep", "(")
+    assert bad.returncode == 2 and "'pattern'" in bad.stderr

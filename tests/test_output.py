@@ -101,3 +101,17 @@ def test_escape_heavy_output_stays_within_the_budget_as_json(tmp_path: Path) -> 
     shown = cut.head + cut.tail
     assert len(json.dumps(shown, ensure_ascii=False)) - 2 <= 4000
     assert cut.head.endswith("\n") and cut.tail.startswith("\x1b[31m")
+
+
+def test_last_lines_are_the_last_non_blank_ones_cut_to_length(tmp_path: Path) -> None:
+    path = tmp_path / "err"
+    path.write_bytes(b"one\n\ntwo\r\n   \n" + b"x" * 300 + b"\nfour\n\n")
+    assert output.last_lines(path, 3, 200) == ["two", "x" * 199 + "…", "four"]
+    assert output.last_lines(path, 1, 200) == ["four"]
+    assert output.last_lines(tmp_path / "missing", 3, 200) == []
+
+
+def test_last_lines_read_only_the_end_of_a_large_file(tmp_path: Path) -> None:
+    path = tmp_path / "big"
+    path.write_bytes("é".encode() * 100_000 + b"\nlast\n")
+    assert output.last_lines(path, 3, 20) == ["é" * 19 + "…", "last"]

@@ -472,3 +472,38 @@ if TYPE_CHECKING:
 
     def _a_nixos_container_is_a_machine(container: NixosContainer) -> Machine:
         return container
+
+
+# ---------------------------------------------------------------------------
+# a scenario that needs a memory limit on the unit (vm-tests/oom-killed.nix
+# sets MemoryMax); not in SCENARIOS, whose drivers run the unit without one
+
+MIB = 1024 * 1024
+
+
+def scenario_oom_killed(machine: Machine, t: Target = Target(), limit_mib: int = 256) -> None:
+    """A task allocating past the unit's MemoryMax is killed by the kernel's OOM killer;
+    the daemon lives on (OOMPolicy=continue) and the task's reading says OOM and names
+    the limit. A SIGKILL sent by `kill` in the same cgroup is not blamed on it."""
+    wait_daemon_up(machine, t)
+    daemon = main_pid(machine, t)
+    # bash keeps a command substitution's output in its own memory: it grows past the limit
+    grow = f"echo growing; x=$(head -c {limit_mib * 3}M /dev/zero | tr '\\0' a); echo survived"
+    _, res = run_task(machine, t, grow, name="oom-victim", wait=0)
+    body = wait_for_todo(machine, t, "oom-victim", "OOM killer", timeout=120)
+    assert f"memory limit {limit_mib} MiB" in body and "memory.max" in body, body
+    assert "last stdout lines:" in body and "growing" in body, body
+    status, res = task_status(machine, t, "oom-victim")
+    assert res["status"] == "done" and (res["signal"] == "SIGKILL" or res["exit_code"] == 137), res
+    assert status == 137, status
+    assert "OOM killer" in res["diagnosis"] and list(res)[:2] == ["verdict", "diagnosis"], res
+    assert limit_mib * MIB // 2 < res["max_rss_bytes"] <= limit_mib * MIB, res
+    assert "survived" not in res.get("stdout", ""), res
+    assert main_pid(machine, t) == daemon, "the daemon itself must survive the task's OOM kill"
+
+    # the OOM-kill count has risen; a SIGKILL from `kill` now must still read as kill
+    _, res = run_task(machine, t, "sleep 3601", name="force-killed", wait=0)
+    machine.wait_until_succeeds("pgrep -fx 'sleep 3601'", timeout=30)
+    machine.succeed(as_user(t, f"{t.cli} kill force-killed --force"))
+    res = wait_terminal(machine, t, "force-killed", timeout=30)
+    assert res["status"] == "killed" and "diagnosis" not in res, res
