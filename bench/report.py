@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,7 +67,7 @@ def markdown(metrics: list[Metric]) -> str:
     return "\n".join(lines)
 
 
-def publish(metrics: list[Metric], context: dict[str, object], json_path: Path | None) -> None:
+def publish(metrics: list[Metric], context: Mapping[str, object], json_path: Path | None) -> None:
     """Print the table and the run's context; write the JSON too when asked."""
     print(table(metrics))
     print(f"\n{context}")
@@ -75,7 +75,7 @@ def publish(metrics: list[Metric], context: dict[str, object], json_path: Path |
         write_json(json_path, metrics, context)
 
 
-def write_json(path: Path, metrics: list[Metric], context: dict[str, object]) -> None:
+def write_json(path: Path, metrics: list[Metric], context: Mapping[str, object]) -> None:
     data = {
         "context": context,
         "metrics": {

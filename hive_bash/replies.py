@@ -355,7 +355,7 @@ def search_reply(found: SearchFacts) -> dict[str, Any]:
     """`logs` with a pattern: the matching lines, how many match in all, and where to go on."""
     listed = sum(line.is_match for line in found.lines)
     eof = found.ended and found.next_offset >= found.size
-    state = "end of output" if eof else f"task {found.task_status.value}"
+    state = "end of output" if eof else "the task ended" if found.ended else f"task {found.task_status.value}"
     head = f"{found.total_matches} lines of {found.stream} bytes {found.offset}-{found.size} match {found.pattern!r} ({state})"
     if listed < found.total_matches:
         more = f"logs(id='{found.id}', pattern={found.pattern!r}, offset={found.next_offset})"

@@ -107,6 +107,7 @@ SCRIPT: list[tuple[str, str, dict[str, Any]]] = [
     ("logs: default page", "logs", {"id": "seq"}),
     ("logs: nothing new", "logs", {"id": "seq", "offset": SEQ_SIZE}),
     ("logs: past the end", "logs", {"id": "seq", "offset": SEQ_SIZE + 1000}),
+    ("logs: pattern", "logs", {"id": "seq", "pattern": "^6999[0-9][0-9]$", "context_lines": 1}),
     ("list: none running", "list", {"status": "running"}),
     ("list: 50 tasks", "list", {}),
     ("status: unknown argument", "status", {"id": "seq", "wait": 1}),
@@ -228,6 +229,10 @@ def test_the_model_reads_designed_replies_through_claude_code(make_daemon: Any, 
     assert len(texts["status: nothing new since offset"]) <= 250
     assert len(texts["logs: nothing new"]) <= 150
     assert replies["logs: past the end"]["verdict"].endswith(f"past the end: stdout is {SEQ_SIZE} bytes (the task ended)")
+    found = replies["logs: pattern"]  # a search: the grep -nb rows, the count, where to go on
+    assert found["verdict"].startswith(f"100 lines of stdout bytes 0-{SEQ_SIZE} match '^6999[0-9][0-9]$' (the task ended); 50 listed, more: ")
+    assert found["matches"][:2] == [f"699899-{SEQ_SIZE - 102 * 7}-699899", f"699900:{SEQ_SIZE - 101 * 7}:699900"]  # 700000 ends it
+    assert found["total_matches"] == 100 and len(texts["logs: pattern"]) <= 4000
     assert replies["list: none running"]["verdict"].startswith("no running tasks; ")
     listing = replies["list: 50 tasks"]
     assert len(listing["tasks"]) == 50 and len(texts["list: 50 tasks"]) <= 4000

@@ -129,3 +129,46 @@ def test_the_excerpt_budget_goes_where_the_output_is(tmp_path: Path) -> None:
     out_budget, err_budget = replies.excerpt_budgets(output.json_cost_bound(out), output.json_cost_bound(err))
     assert err_budget == output.json_cost(b"one error line\n") == 16 and out_budget == replies.EXCERPT_BUDGET - 16
     assert output.json_cost_bound(out, out.stat().st_size - 7) == 8  # "100000\\n" as JSON: 8 characters
+
+
+def test_cost_is_said_only_when_it_says_something(tmp_path: Path) -> None:
+    trivial = replies.task_reply(facts(tmp_path, cpu_secs=0.002, max_rss_bytes=None))
+    assert "cpu_secs" not in trivial and "max_rss_bytes" not in trivial
+    heavy = replies.task_reply(facts(tmp_path, cpu_secs=12.3456, max_rss_bytes=430 << 20))
+    assert heavy["cpu_secs"] == 12.35 and heavy["max_rss_bytes"] == 430 << 20
+    assert "cpu_secs: 12.35" in replies.as_text(heavy)
+
+
+def test_an_oom_reading_follows_the_verdict(tmp_path: Path) -> None:
+    reading = "most likely killed by the kernel's OOM killer: ...; memory limit 256 MiB (/sys/fs/cgroup/x/memory.max)"
+    reply = replies.task_reply(facts(tmp_path, exit_code=None, signal="SIGKILL", semantic_status="signal",
+                                     semantic_message=f"SIGKILL, {reading}", diagnosis=reading))
+    assert list(reply)[:2] == ["verdict", "diagnosis"] and reply["diagnosis"] == reading
+    assert replies.as_text(reply).splitlines()[1] == f"diagnosis: {reading}"
+
+
+def test_list_rows_show_cost_only_where_there_is_room() -> None:
+    heavy = [replies.TaskRow(f"{n:012x}", Status.DONE, "pytest -q tests/test_something_rather_long.py -k case", 0,
+                             None, 612.5, cpu_secs=598.0, max_rss_bytes=1536 << 20) for n in range(50)]
+    reply = replies.list_reply(heavy, 50, 50, None)
+    row = reply["tasks"]["000000000000"]
+    assert row.startswith("done, exit 0 after 10m12s (cpu 9m58s, 1.5 GiB): pytest"), row
+    assert all(len(task_id) + len(text) <= replies.LIST_ROW_CHARS for task_id, text in reply["tasks"].items())
+    assert len(model_text(reply)) <= 4000
+    crowded = replies.TaskRow("a" * 12, Status.KILLED, "make", None, "SIGKILL", 612.5, session="a-long-session-name",
+                              cpu_secs=598.0, max_rss_bytes=1536 << 20)
+    assert "cpu" not in replies.list_row(crowded)
+
+
+def test_search_matches_read_like_grep_nb() -> None:
+    lines = [replies.MatchLine(4, 30, "cc a.c", False), replies.MatchLine(5, 37, "a.c:3: error: x", True),
+             replies.MatchLine(9, 80, "b.c:1: error: y", True)]
+    found = replies.SearchFacts("abc", "stderr", "error", lines, 3, 0, 80, 200, Status.DONE, ended=True)
+    reply = replies.search_reply(found)
+    assert reply["verdict"] == ("3 lines of stderr bytes 0-200 match 'error' (the task ended); "
+                                "2 listed, more: logs(id='abc', pattern='error', offset=80)")
+    assert reply["matches"] == ["4-30-cc a.c", "5:37:a.c:3: error: x", "--", "9:80:b.c:1: error: y"]
+    assert "eof" not in reply and reply["stream"] == "stderr"
+    none = replies.search_reply(replies.SearchFacts("abc", "stdout", "x", [], 0, 0, 200, 200, Status.DONE, ended=True))
+    assert none == {"verdict": "0 lines of stdout bytes 0-200 match 'x' (end of output)", "total_matches": 0,
+                    "next_offset": 200, "size": 200, "eof": True, "status": "done"}
