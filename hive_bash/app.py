@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import AsyncIterator
 
@@ -25,6 +26,14 @@ from .tasks import TaskManager
 from .tools import build_server
 
 logger = logging.getLogger(__name__)
+
+
+def freeze_startup_objects() -> None:
+    """Keep what start-up built (modules, the SDK, pydantic's validators: ~95,000 objects) out of
+    every later garbage collection. Each full collection scanned them all, ~50 ms with the
+    loop stopped, a few times per thousand calls (0.15 ms per `run` on average, and the p99)."""
+    gc.collect()
+    gc.freeze()
 
 
 def create_app(settings: Settings, token: str | None = None) -> Starlette:
@@ -54,6 +63,7 @@ def create_app(settings: Settings, token: str | None = None) -> Starlette:
         try:
             async with server.session_manager.run():
                 reaper = asyncio.create_task(mcp_sessions.reap_idle())
+                freeze_startup_objects()
                 logger.info("hive-bash-daemon serving MCP at %s", settings.endpoint_url)
                 try:
                     yield
