@@ -213,10 +213,44 @@ def plan_excerpt(head: bytes, tail: bytes, size: int, budget: int) -> tuple[int,
     return head_end, max(head_end, tail_begin)
 
 
-def json_cost_bound(path: Path, start: int = 0) -> int:
-    """What showing the stream from `start` whole would cost in JSON characters; its length when too long."""
-    length = max(0, file_size(path) - start)
-    return json_cost(read_range(path, start, length)) if length <= EXCERPT_READ_BYTES else length
+@dataclass(frozen=True)
+class StreamBytes:
+    """What a reply needs of a stream, from one open: its size and mtime, and its bytes from `start`
+    (all of them when at most EXCERPT_READ_BYTES, then `head is tail`; else the first and the last)."""
+
+    path: Path
+    start: int
+    size: int
+    mtime: float | None  # None: the file does not exist
+    head: bytes
+    tail: bytes
+
+    @property
+    def whole(self) -> bool:
+        return self.head is self.tail
+
+    def json_cost_bound(self) -> int:
+        """What showing the stream from `start` whole would cost in JSON characters; its length when too long."""
+        return json_cost(self.head) if self.whole else self.size - self.start
+
+
+def read_stream(path: Path, start: int = 0) -> StreamBytes:
+    """One open, one fstat and at most two reads: every later question about the stream is answered from them."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return StreamBytes(path, start, 0, None, b"", b"")
+    try:
+        info = os.fstat(fd)
+        size = info.st_size
+        if size - start <= EXCERPT_READ_BYTES:
+            head = tail = os.pread(fd, max(0, size - start), start)
+        else:
+            head = os.pread(fd, EXCERPT_READ_BYTES, start)
+            tail = os.pread(fd, EXCERPT_READ_BYTES, size - EXCERPT_READ_BYTES)
+    finally:
+        os.close(fd)
+    return StreamBytes(path, start, size, info.st_mtime, head, tail)
 
 
 def count_newlines(path: Path, start: int, end: int) -> int:
@@ -238,16 +272,16 @@ def count_newlines(path: Path, start: int, end: int) -> int:
 
 def excerpt(path: Path, budget: int, start: int = 0) -> Excerpt:
     """The stream from byte `start` in at most `budget` JSON characters: whole, or head + tail on lines."""
-    size = file_size(path)
-    if size <= start:
-        return Excerpt("", "", size, size, size, 0, start)
-    if size - start <= EXCERPT_READ_BYTES:
-        head = tail = read_range(path, start, size - start)
-    else:
-        head = read_range(path, start, EXCERPT_READ_BYTES)
-        tail = read_range(path, size - EXCERPT_READ_BYTES, EXCERPT_READ_BYTES)
+    return excerpt_of(read_stream(path, start), budget)
+
+
+def excerpt_of(stream: StreamBytes, budget: int) -> Excerpt:
+    """`excerpt` from bytes already read (the file is opened again only to count the lines left out)."""
+    path, start, head, tail = stream.path, stream.start, stream.head, stream.tail
+    if stream.size <= start:
+        return Excerpt("", "", stream.size, stream.size, stream.size, 0, start)
     # a file cut shorter meanwhile (output cap) ends where the read did
-    size = (start + len(head)) if tail is head else (size - EXCERPT_READ_BYTES + len(tail))
+    size = (start + len(head)) if stream.whole else (stream.size - EXCERPT_READ_BYTES + len(tail))
     skipped = skip_partial_start(head) if start else 0  # a character begun before `start`
     head, start = head[skipped:], start + skipped
     tail = head if len(head) == size - start else tail

@@ -72,17 +72,18 @@ def status_reply(
 def task_facts(
     task: Task, paths: tuple[Path, Path], warning: str | None, from_run: bool, offset: int, todos: bool
 ) -> replies.TaskFacts:
-    """What a run/status reply may say about a task, each stream stat()ed and read once."""
+    """What a run/status reply may say about a task, each stream opened and read once."""
     record = task.record
     out_path, err_path = paths
-    out_budget, err_budget = replies.excerpt_budgets(output.json_cost_bound(out_path, offset), output.json_cost_bound(err_path))
-    out, err = output.excerpt(out_path, out_budget, offset), output.excerpt(err_path, err_budget)
+    out_bytes, err_bytes = output.read_stream(out_path, offset), output.read_stream(err_path)
+    out_budget, err_budget = replies.excerpt_budgets(out_bytes.json_cost_bound(), err_bytes.json_cost_bound())
+    out, err = output.excerpt_of(out_bytes, out_budget), output.excerpt_of(err_bytes, err_budget)
     semantic_status, semantic_message = semantics.semantic(record)
     last_output_age = kill_age = None
     now = time.time()
     if record.status is Status.RUNNING:
         start = record.started_at or record.created_at
-        streams = [output.size_and_mtime(path) for path in (out_path, err_path)]
+        streams = [(stream.size, stream.mtime) for stream in (out_bytes, err_bytes)]
         last_output_age = now - output.last_output_time(start, streams)
     if task.kill_sent_at is not None and not record.status.is_terminal:
         kill_age = now - task.kill_sent_at

@@ -126,9 +126,10 @@ def test_past_the_counting_limit_lines_left_out_are_estimated_not_read(tmp_path:
 def test_the_excerpt_budget_goes_where_the_output_is(tmp_path: Path) -> None:
     out, err = seq_file(tmp_path, 100_000), tmp_path / "x.err"
     err.write_text("one error line\n")
-    out_budget, err_budget = replies.excerpt_budgets(output.json_cost_bound(out), output.json_cost_bound(err))
+    out_cost, err_cost = output.read_stream(out).json_cost_bound(), output.read_stream(err).json_cost_bound()
+    out_budget, err_budget = replies.excerpt_budgets(out_cost, err_cost)
     assert err_budget == output.json_cost(b"one error line\n") == 16 and out_budget == replies.EXCERPT_BUDGET - 16
-    assert output.json_cost_bound(out, out.stat().st_size - 7) == 8  # "100000\\n" as JSON: 8 characters
+    assert output.read_stream(out, out.stat().st_size - 7).json_cost_bound() == 8  # "100000\\n" as JSON: 8 characters
 
 
 def test_cost_is_said_only_when_it_says_something(tmp_path: Path) -> None:
