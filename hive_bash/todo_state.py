@@ -139,7 +139,9 @@ class TodoStateMachine:
             progress.wanted, progress.wanted_delivered = None, True
             self._on_change(record)
             return
-        if state == "clear":
+        if not self._notifier.enabled:
+            pass  # no harness: nothing to send, and no todo text worth building
+        elif state == "clear":
             self._notifier.clear(record.id)
         elif state == "running":
             self._notifier.upsert(record.id, summaries.running_todo(record), "running")
