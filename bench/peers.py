@@ -1,9 +1,12 @@
 """Peers measured beside hive-bash: installed into a cache directory of their own, skipped with a note when that fails.
 
 Each peer answers two questions on the same machine in the same run:
-spawn-to-result latency of `echo hi` (until the reply or a poll shows `hi`), and,
-where it keeps output of a background process, the wall time of a process
-writing N bytes until the peer reports it ended.
+spawn-to-result latency of `echo hi` (until the reply or a poll shows `hi`), and
+the wall time of a process writing N bytes until the peer reports it ended (for a
+peer that only runs commands inline, until the call's reply). A peer that does not
+report the end within the limit is a result: the limit is a lower bound of its time.
+hive-bash's own tools over stdio (bench/stdio_daemon.py) are driven here too, exactly
+as the stdio peers are, for a comparison on the same transport.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -22,12 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.types import REQUEST_TIMEOUT
 
 import measure
 from hive_bash.mcp_compat import BashClient
 
+BENCH_DIR = Path(__file__).resolve().parent
 INSTALL_TIMEOUT_SECS = 900
 POLL_SECS = 0.02
 DC_PACKAGE = "@wonderwhy-er/desktop-commander"
@@ -41,22 +47,33 @@ def output_cmd(size: int) -> str:
 @dataclass
 class PeerResult:
     name: str
+    transport: str
     latency_p50: float | None = None
     output_wall: float | None = None
+    output_timed_out: bool = False  # the end was not reported within the limit: the limit is a lower bound
     note: str = ""  # why latency is missing
-    output_note: str = ""  # why output throughput is missing
+    output_note: str = ""  # why output throughput is missing, or what to know about it
 
 
-class Peer(Protocol):
+# An output run's wall seconds (None: no end reported within the limit) and what to know about it.
+Output = tuple[float | None, str]
+
+
+class Echoes(Protocol):
+    """A server `echo hi` latency is measured on: a peer, or hive-bash over stdio."""
+
     name: str
-
-    def install(self, cache: Path) -> None: ...
+    transport: str  # "HTTP" or "stdio": which of hive-bash's sides it is compared with on the same transport
 
     def connect(self, workdir: Path) -> contextlib.AbstractAsyncContextManager[BashClient]: ...
 
     async def echo(self, client: BashClient, index: int) -> None: ...
 
-    async def output(self, client: BashClient, size: int, timeout: float) -> float | None: ...
+
+class Peer(Echoes, Protocol):
+    def install(self, cache: Path) -> None: ...
+
+    async def output(self, client: BashClient, size: int, timeout: float) -> Output: ...
 
 
 class InstallError(Exception):
@@ -102,11 +119,26 @@ async def _poll(check: Any, timeout: float) -> float | None:
     return None
 
 
+@contextlib.asynccontextmanager
+async def _stdio(params: StdioServerParameters, errlog_path: Path) -> AsyncIterator[BashClient]:
+    """A stdio server as a client session, its stderr kept in a log file beside its work."""
+    with open(errlog_path, "w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            yield BashClient(client)
+
+
+async def _echo_p50(server: Echoes, client: BashClient, calls: int) -> float:
+    counter = itertools.count()  # persistproc keys processes by command: keep each one distinct
+    samples = await measure.timed(calls, lambda: server.echo(client, next(counter)), warmup=3)
+    return measure.percentile(samples, 50)
+
+
 # ---- persistproc: streamable HTTP, output captured to log files -------------
 
 
 class Persistproc:
     name = "persistproc"
+    transport = "HTTP"
 
     def __init__(self) -> None:
         self.executable: Path | None = None
@@ -141,7 +173,7 @@ class Persistproc:
         if await _poll(has_output, 10.0) is None:
             raise RuntimeError("persistproc: echo output never appeared")
 
-    async def output(self, client: BashClient, size: int, timeout: float) -> float | None:
+    async def output(self, client: BashClient, size: int, timeout: float) -> Output:
         start = time.perf_counter()
         pid = await self._start(client, f"bash -c '{output_cmd(size)}'", str(self.workdir))
 
@@ -150,8 +182,8 @@ class Persistproc:
             return all(proc.get("status") != "running" for proc in listed.get("processes", []))
 
         if await _poll(ended, timeout) is None:
-            return None
-        return time.perf_counter() - start
+            return None, ""
+        return time.perf_counter() - start, ""
 
 
 # ---- mcp-shell-server: stdio, synchronous only ------------------------------
@@ -159,28 +191,42 @@ class Persistproc:
 
 class McpShellServer:
     name = "mcp_shell_server"
+    transport = "stdio"
 
-    def __init__(self) -> None:
+    def __init__(self, output_size: int) -> None:
         self.executable: Path | None = None
+        self.output_limit = output_size  # its cap on output (1 MiB by default), raised to the size measured
 
     def install(self, cache: Path) -> None:
         self.executable = _venv(cache, "mcp-shell-server", ["mcp-shell-server"], "mcp-shell-server")
 
-    @contextlib.asynccontextmanager
-    async def connect(self, workdir: Path) -> AsyncIterator[BashClient]:
+    def connect(self, workdir: Path) -> contextlib.AbstractAsyncContextManager[BashClient]:
         assert self.executable is not None
-        params = StdioServerParameters(command=str(self.executable), env={"ALLOW_COMMANDS": "echo"}, cwd=workdir)
-        with open(workdir / "mcp-shell-server.log", "w") as errlog:
-            async with Client(stdio_client(params, errlog=errlog)) as client:
-                yield BashClient(client)
+        env = {"ALLOW_COMMANDS": "echo,yes,head", "MCP_SHELL_OUTPUT_LIMIT_BYTES": str(self.output_limit)}
+        params = StdioServerParameters(command=str(self.executable), env=env, cwd=workdir)
+        return _stdio(params, workdir / "mcp-shell-server.log")
 
     async def echo(self, client: BashClient, index: int) -> None:
         reply = await client.call("shell_execute", {"command": ["echo", "hi"]})
         if "hi" not in _text(reply):
             raise RuntimeError(f"mcp-shell-server: unexpected reply {_text(reply)[:200]!r}")
 
-    async def output(self, client: BashClient, size: int, timeout: float) -> float | None:
-        raise NotImplementedError("no background processes: output comes back inline in the reply")
+    async def output(self, client: BashClient, size: int, timeout: float) -> Output:
+        """No background processes: the command runs inside the call, so its reply is how it reports the end."""
+        argv = ["yes", "|", "head", "-c", str(size)]  # its pipelines take "|" as an argv element of its own
+        # Its own timeout a little past ours, so our limit decides and it still ends the command itself.
+        arguments = {"command": argv, "timeout": math.ceil(timeout) + 5}
+        start = time.perf_counter()
+        try:
+            reply = await client.call("shell_execute", arguments, timeout=timeout)
+        except MCPError as exc:
+            if exc.code != REQUEST_TIMEOUT:
+                raise
+            return None, "inline shell_execute call until its reply"
+        wall = time.perf_counter() - start
+        if reply.is_error:
+            return wall, f"inline shell_execute call until its reply, which failed: {reply.text[:100]!r}"
+        return wall, f"inline shell_execute call until its reply ({len(reply.text):,} of {size:,} bytes came back)"
 
 
 # ---- DesktopCommander: stdio (node), output kept in memory --------------------
@@ -188,6 +234,7 @@ class McpShellServer:
 
 class DesktopCommander:
     name = "desktop_commander"
+    transport = "stdio"
 
     def __init__(self) -> None:
         self.entry: Path | None = None
@@ -221,9 +268,8 @@ class DesktopCommander:
         }
         (config_dir / "config.json").write_text(json.dumps(config))
         params = StdioServerParameters(command="node", args=[str(self.entry)], env={"HOME": str(home)}, cwd=workdir)
-        with open(workdir / "desktop-commander.log", "w") as errlog:
-            async with Client(stdio_client(params, errlog=errlog)) as client:
-                yield BashClient(client)
+        async with _stdio(params, workdir / "desktop-commander.log") as client:
+            yield client
 
     async def _start(self, client: BashClient, command: str, timeout_ms: int) -> tuple[int, str]:
         text = _text(await client.call("start_process", {"command": command, "timeout_ms": timeout_ms}))
@@ -243,31 +289,63 @@ class DesktopCommander:
         if await _poll(has_output, 10.0) is None:
             raise RuntimeError("desktop-commander: echo output never appeared")
 
-    async def output(self, client: BashClient, size: int, timeout: float) -> float | None:
+    async def output(self, client: BashClient, size: int, timeout: float) -> Output:
+        """start_process waits up to its timeout_ms and returns early when the process exits; then one read
+        confirms the end. Polling a running process instead joins its whole buffered output on every read,
+        which stalls its pipe: 20 ms polls stretched its own runtime from 0.5 s to 6-13 s here."""
         start = time.perf_counter()
-        pid, _ = await self._start(client, output_cmd(size), 100)
+        pid, _ = await self._start(client, output_cmd(size), int(timeout * 1000))
 
         async def ended() -> bool:
             reply = await client.call("read_process_output", {"pid": pid, "timeout_ms": 100, "length": 1})
             return "completed with exit code" in _text(reply)
 
-        if await _poll(ended, timeout) is None:
-            return None
-        return time.perf_counter() - start
+        if await _poll(ended, max(0.0, timeout - (time.perf_counter() - start))) is None:
+            return None, ""
+        return time.perf_counter() - start, ""
 
 
-ALL_PEERS: tuple[type[Persistproc] | type[McpShellServer] | type[DesktopCommander], ...] = (
-    Persistproc,
-    McpShellServer,
-    DesktopCommander,
-)
+def all_peers(output_size: int) -> list[Peer]:
+    """Every peer, set up for an output run of `output_size` bytes."""
+    return [Persistproc(), McpShellServer(output_size), DesktopCommander()]
+
+
+# ---- hive-bash itself over stdio: the same-transport side for stdio peers ------
+
+
+class HiveBashStdio:
+    """bench/stdio_daemon.py: hive-bash's TaskManager and tools on the SDK's stdio transport."""
+
+    name = "hive_bash_stdio"
+    transport = "stdio"
+
+    def connect(self, workdir: Path) -> contextlib.AbstractAsyncContextManager[BashClient]:
+        params = StdioServerParameters(
+            command=sys.executable, args=[str(BENCH_DIR / "stdio_daemon.py")],
+            env={"HIVE_BASH_TASKS_DIR": str(workdir / "tasks")}, cwd=workdir,
+        )
+        return _stdio(params, workdir / "stdio-daemon.log")
+
+    async def echo(self, client: BashClient, index: int) -> None:
+        reply = await client.call("run", {"cmd": "echo hi", "wait_seconds": 5})
+        if reply.is_error or "hi" not in reply.text:
+            raise RuntimeError(f"hive-bash over stdio: unexpected reply {reply.text[:200]!r}")
+
+
+async def hive_stdio_latency(workdir: Path, calls: int) -> float:
+    """p50 of `run("echo hi", wait_seconds=5)` through the stdio client, measured as the stdio peers are."""
+    hive = HiveBashStdio()
+    hive_dir = workdir / hive.name
+    hive_dir.mkdir(exist_ok=True)
+    async with hive.connect(hive_dir) as client:
+        return await _echo_p50(hive, client, calls)
 
 
 async def measure_peer(
     peer: Peer, cache: Path, workdir: Path, calls: int, size: int, output_timeout: float
 ) -> PeerResult:
     """Install (once, cached) and measure one peer; every failure becomes a note, never an exception."""
-    result = PeerResult(peer.name)
+    result = PeerResult(peer.name, peer.transport)
     try:
         await asyncio.to_thread(peer.install, cache)
     except InstallError as exc:
@@ -277,15 +355,9 @@ async def measure_peer(
     peer_dir.mkdir(exist_ok=True)
     try:
         async with peer.connect(peer_dir) as client:
-            counter = itertools.count()  # persistproc keys processes by command: keep each one distinct
-            samples = await measure.timed(calls, lambda: peer.echo(client, next(counter)), warmup=3)
-            result.latency_p50 = measure.percentile(samples, 50)
-            try:
-                result.output_wall = await peer.output(client, size, output_timeout)
-                if result.output_wall is None:
-                    result.output_note = f"output of {size} bytes did not end within {output_timeout:.0f}s"
-            except NotImplementedError as exc:
-                result.output_note = str(exc)
+            result.latency_p50 = await _echo_p50(peer, client, calls)
+            result.output_wall, result.output_note = await peer.output(client, size, output_timeout)
+            result.output_timed_out = result.output_wall is None
     except Exception as exc:  # a peer failing must not sink the run: report it
         failure = f"failed: {type(exc).__name__}: {exc}"[:300]
         if result.latency_p50 is None:
