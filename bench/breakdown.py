@@ -1,31 +1,28 @@
-"""Where one `run("true", wait_seconds=5)` spends its time on the server, phase by phase.
+"""Where one call spends its time on the server, step by step: `python bench/breakdown.py`.
 
-    python bench/breakdown.py [--calls 1500] [--rate 1000] [--json PATH]
+    python bench/breakdown.py [--calls 1000] [--scratch DIR] [--json PATH]
 
-A raw HTTP client (http.client, one keep-alive connection) initializes an MCP session
-and then posts the same JSON-RPC `tools/call` again and again, so the client's own
-cost stays out of the daemon's numbers. While it does, `py-spy record` samples the
-daemon (pip install py-spy), and the kernel's schedstat says how much CPU the daemon
-used. Each sample is put in the phase of its innermost frame that names one (see
-PHASES); the phases' shares of the samples split the measured CPU per call. The same
-is done for the bench's bare echo server, the floor every tool call on this stack pays.
-
-The wall time per call is measured by the client; wall minus the daemon's CPU is the
-time the daemon waited (for bash to run `true` and exit, and for the network).
+Three servers in turn, each started through bench/phase_timers.py (wall-clock timers
+around the daemon's steps, and around each HTTP request as a whole): the bench's echo
+server (the floor every tool call on this stack pays), the daemon answering
+`run("true", wait_seconds=5)`, and the daemon answering `run("sleep 5", wait_seconds=0)`
+(the start-rate workload, one call at a time). A raw HTTP client (bench/raw_client.py,
+one keep-alive connection) posts the same JSON-RPC call again and again, so no MCP
+client library runs beside the server. Rows are microseconds per call; a parent's
+"rest" is its time less its children's. The tasks dir is in --scratch (default the
+system's temp dir): file creation costs what that filesystem makes it cost.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import http.client
 import json
-import shutil
-import subprocess
+import os
+import signal
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,118 +30,56 @@ from typing import Any
 
 import measure
 import scenarios
+from raw_client import RawClient
 
-# (phase, what a frame's "function (file:line)" text contains). The first rule a frame
-# matches names it; a sample goes to the phase of its innermost named frame. Library
-# frames (json, pydantic, asyncio) name nothing, so they count for the caller's phase.
-PHASES: list[tuple[str, tuple[str, ...]]] = [
-    ("output files: create .out/.err", ("_open_output",)),
-    ("spawn: vfork+exec (loop blocked until exec)", ("Popen", "_popen (hive_bash/process.py", "prepare_argv")),
-    ("spawn: pidfd + /proc start time", ("TaskProcess.__init__", "read_start_ticks")),
-    ("record: write + rename", ("RecordStore.save", "RecordSaver.")),
-    ("id, record, environment", ("_claim_id", "_new_record", "_task_env", "Task.__init__", "Task.started",
-                                  "TaskManager.submit", "TaskManager._start", "Slots.", "Watcher.watch", "(hive_bash/oom.py")),
-    ("exit: reap, rusage, end bookkeeping", ("_on_leader_exit", "Task.exited", "_await_exit", "TaskManager._ended",
-                                             "_note_usage", "_collect_session", "disk_full", "_start_pending",
-                                             "Watcher.unwatch", "Retention.ended")),
-    ("todo state", ("(hive_bash/todo_state.py", "(hive_bash/todos.py")),
-    ("retention: prune old tasks (watcher tick)", ("TaskManager.prune", "RecordStore.delete", "Retention.",
-                                                   "Watcher.tick", "Watcher.run", "SessionStore.prune")),
-    ("wait for the end (inline wait)", ("wait_for_result", "_wait_either")),
-    ("reply: read output, shape, result", ("(hive_bash/results.py", "(hive_bash/replies.py", "(hive_bash/output.py",
-                                           "(hive_bash/summaries.py", "(hive_bash/semantics.py", "tool_result")),
-    ("arguments: our checks", ("(hive_bash/arguments.py", "check_arguments", "check_call")),
-    ("arguments: SDK validation", ("call_fn_with_arg_validation", "pre_parse_json", "ArgModelBase", "model_dump_one_level")),
-    ("SDK: result conversion + output schema", ("convert_result", "_convert_to_content", "validate_output",
-                                                 "(jsonschema/", "structured_output")),
-    ("our middleware: JSON checks, guard, disconnects", ("(hive_bash/strict_json.py", "(hive_bash/security.py",
-                                                         "(hive_bash/disconnects.py", "(hive_bash/mcp_sessions.py",
-                                                         "(hive_bash/connections.py")),
-    ("SDK: JSON-RPC parse, session, dispatch", ("(mcp/",)),
-    ("HTTP: uvicorn, h11, starlette", ("(uvicorn/", "(h11/", "(starlette/")),
-    ("event loop: select, callbacks", ("(asyncio/", "(selectors.py")),
-]
-OTHER = "other"
+WARMUP_CALLS = 50
 # The start-rate workload, one call at a time: the task outlives the reply.
 START_ARGUMENTS = {"cmd": "sleep 5", "wait_seconds": 0}
-CALL_BODY = {"jsonrpc": "2.0", "id": 0, "method": "tools/call"}
-
-
-def phase_of(stack: list[str]) -> str:
-    for frame in reversed(stack):
-        for phase, needles in PHASES:
-            if any(needle in frame for needle in needles):
-                return phase
-    return OTHER
-
-
-def read_samples(path: Path) -> Counter[str]:
-    """py-spy's collapsed ('raw') output: one line per distinct stack, `frame;frame;... count`."""
-    phases: Counter[str] = Counter()
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        phases[phase_of(stack.split(";"))] += int(count)
-    return phases
-
-
-class RawClient:
-    """JSON-RPC over one HTTP/1.1 keep-alive connection: no MCP client library in the measurement."""
-
-    def __init__(self, url: str) -> None:
-        host_port = url.split("//", 1)[1].split("/", 1)[0]
-        self._conn = http.client.HTTPConnection(host_port, timeout=30)
-        self._headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-        self._next_id = 1
-
-    def post(self, body: dict[str, Any]) -> dict[str, Any] | None:
-        self._conn.request("POST", "/mcp", json.dumps(body), self._headers)
-        response = self._conn.getresponse()
-        data = response.read()
-        if response.status >= 300:
-            raise RuntimeError(f"HTTP {response.status}: {data[:300]!r}")
-        if session := response.getheader("mcp-session-id"):
-            self._headers["mcp-session-id"] = session
-        return _json_rpc_reply(data, response.getheader("content-type") or "")
-
-    def initialize(self) -> None:
-        reply = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "breakdown", "version": "0"}}})
-        assert reply is not None
-        self._headers["mcp-protocol-version"] = reply["result"]["protocolVersion"]
-        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        self._next_id += 1
-        reply = self.post({**CALL_BODY, "id": self._next_id, "params": {"name": tool, "arguments": arguments}})
-        if reply is None or "result" not in reply or reply["result"].get("isError"):
-            raise RuntimeError(f"{tool} failed: {reply}")
-        return reply["result"]
-
-
-def _json_rpc_reply(data: bytes, content_type: str) -> dict[str, Any] | None:
-    if not data.strip():
-        return None
-    if content_type.startswith("text/event-stream"):
-        events = [line[5:].strip() for line in data.decode().splitlines() if line.startswith("data:")]
-        data = next(event for event in events if event).encode()
-    return dict(json.loads(data))
+SERVER = "server: one POST, first byte in to last byte out"
+TOOL = "tool call (SDK dispatch to reply)"
+SUBMIT, WAIT = "submit (all of it)", "wait inline (all of it)"
+# (row, timer, parent row): a parent's "rest" is its time minus its children's.
+ROWS: list[tuple[str, str | None]] = [
+    (SERVER, None),
+    (TOOL, SERVER),
+    ("arguments: unknown names, types", TOOL),
+    ("arguments: run's options", TOOL),
+    ("arguments: destructive-command warning", TOOL),
+    (SUBMIT, TOOL),
+    ("submit: environment", SUBMIT),
+    ("submit: OOM counter", SUBMIT),
+    ("submit: create .out/.err", SUBMIT),
+    ("submit: vfork + exec (the loop waits for exec)", SUBMIT),
+    ("submit: pidfd, start time", SUBMIT),
+    ("submit: record saved (running)", SUBMIT),
+    (WAIT, TOOL),
+    ("exit: kill group, reap, rusage", WAIT),
+    ("exit: usage, session, end, next", WAIT),
+    ("wait over: record saved (final)", WAIT),
+    ("reply: read output, shape", TOOL),
+]
+REST = {
+    SERVER: "rest: MCP SDK, HTTP, event loop",
+    TOOL: "rest: SDK argument validation, result conversion",
+    SUBMIT: "rest: id, record, task, watcher, todo",
+    WAIT: "idle: bash runs and exits",
+}
+OFF_PATH = ["retention: prune (watcher tick)", "record saves (write + rename), all"]
 
 
 @dataclass
 class Breakdown:
     name: str
     calls: int
-    wall_p50_ms: float
-    wall_mean_ms: float
-    cpu_per_call_ms: float
-    phases: dict[str, float]  # ms of daemon CPU per call
+    wall_p50_us: float
+    wall_mean_us: float
+    cpu_per_call_us: float
+    phases: dict[str, float]  # row -> microseconds per call (wall)
 
 
 def drive(url: str, tool: str, arguments: dict[str, Any], calls: int) -> list[float]:
     client = RawClient(url)
     client.initialize()
-    for _ in range(50):  # warm up: imports, caches, the first records
-        client.call(tool, arguments)
     walls = []
     for _ in range(calls):
         start = time.perf_counter()
@@ -153,84 +88,109 @@ def drive(url: str, tool: str, arguments: dict[str, Any], calls: int) -> list[fl
     return walls
 
 
-def profiled(pid: int, out: Path, rate: int) -> subprocess.Popen[bytes]:
-    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    return subprocess.Popen(
-        [py_spy, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--output", str(out),
-         "--nonblocking"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+async def read_totals(pid: int, path: Path) -> dict[str, dict[str, float]]:
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{pid} wrote no totals to {path}")
+        await asyncio.sleep(0.02)
+    return dict(json.loads(path.read_text()))
+
+
+def per_call(totals: dict[str, dict[str, float]], before: dict[str, dict[str, float]], calls: int) -> dict[str, float]:
+    """Microseconds per measured call of each timer, warm-up calls taken off."""
+    return {
+        name: (total["seconds"] - before.get(name, {"seconds": 0.0})["seconds"]) / calls * 1e6
+        for name, total in totals.items()
+    }
+
+
+def with_rests(phases: dict[str, float]) -> dict[str, float]:
+    """The rows in order, each parent followed by what its children leave."""
+    rows: dict[str, float] = {}
+    for row, _ in ROWS:
+        if row in phases:
+            rows[row] = phases[row]
+    for parent, rest in REST.items():
+        if parent in phases:
+            children = sum(phases.get(row, 0.0) for row, above in ROWS if above == parent)
+            rows[rest] = phases[parent] - children
+    for row in OFF_PATH:
+        if row in phases:
+            rows[row] = phases[row]
+    return rows
 
 
 async def measure_server(
-    name: str, argv: list[str], port: int, workdir: Path, env: dict[str, str] | None,
-    tool: str, arguments: dict[str, Any], calls: int, rate: int, samples_dir: Path,
+    name: str, which: str, workdir: Path, env: dict[str, str], tool: str, arguments: dict[str, Any], calls: int
 ) -> Breakdown:
-    samples_path = samples_dir / f"{name.replace(' ', '-')}.samples"
-    async with measure.serve(argv, port, workdir, env=env, name=name) as server:
-        recorder = profiled(server.pid, samples_path, rate)
-        try:
-            await asyncio.sleep(1.0)  # py-spy attaches
-            cpu_before = measure.cpu_seconds(server.pid)
-            walls = await asyncio.to_thread(drive, server.url, tool, arguments, calls)
-            cpu = measure.cpu_seconds(server.pid) - cpu_before
-        finally:
-            recorder.send_signal(2)  # SIGINT: py-spy writes what it sampled and exits
-            recorder.wait()
-    phases = read_samples(samples_path)
-    total = sum(phases.values()) or 1
-    cpu_per_call = cpu / (calls + 50 + 2)
+    port = measure.free_port()
+    totals_path = workdir / f"{name.replace(' ', '-')}.phases.json"
+    argv = [sys.executable, str(scenarios.BENCH_DIR / "phase_timers.py"), which, "--port", str(port)]
+    env = {**env, "HIVE_BASH_PHASES_OUT": str(totals_path)}
+    async with measure.serve(argv, port, workdir, env=env, name=name.replace(" ", "-")) as server:
+        await asyncio.to_thread(drive, server.url, tool, arguments, WARMUP_CALLS)
+        before = await read_totals(server.pid, totals_path)
+        totals_path.unlink()
+        cpu_before = measure.cpu_seconds(server.pid)
+        walls = await asyncio.to_thread(drive, server.url, tool, arguments, calls)
+        cpu = measure.cpu_seconds(server.pid) - cpu_before
+        totals = await read_totals(server.pid, totals_path)
     return Breakdown(
-        name, calls, measure.percentile(walls, 50) * 1000, sum(walls) / len(walls) * 1000, cpu_per_call * 1000,
-        {phase: count / total * cpu_per_call * 1000 for phase, count in phases.most_common()},
+        name, calls, measure.percentile(walls, 50) * 1e6, sum(walls) / len(walls) * 1e6, cpu / (calls + 2) * 1e6,
+        with_rests(per_call(totals, before, calls)),
     )
 
 
 def table(results: list[Breakdown]) -> str:
-    names = [phase for phase, _ in PHASES] + [OTHER]
-    lines = ["| phase | " + " | ".join(f"{r.name} ms/call" for r in results) + " |", "|---|" + "---:|" * len(results)]
-    for phase in names:
-        cells = [f"{r.phases.get(phase, 0.0):.3f}" for r in results]
-        if any(cell != "0.000" for cell in cells):
-            lines.append(f"| {phase} | " + " | ".join(cells) + " |")
-    lines.append("| **daemon CPU per call** | " + " | ".join(f"**{r.cpu_per_call_ms:.3f}**" for r in results) + " |")
-    lines.append("| wall per call, p50 (client) | " + " | ".join(f"{r.wall_p50_ms:.3f}" for r in results) + " |")
-    lines.append("| wall per call, mean (client) | " + " | ".join(f"{r.wall_mean_ms:.3f}" for r in results) + " |")
+    names = list(dict.fromkeys(row for result in results for row in result.phases))
+    lines = ["| us per call | " + " | ".join(r.name for r in results) + " |", "|---|" + "---:|" * len(results)]
+    for row in names:
+        cells = [f"{r.phases[row]:.0f}" if row in r.phases else "" for r in results]
+        indent = "" if row in (SERVER, *OFF_PATH) else "&nbsp;&nbsp;" * _depth(row)
+        lines.append(f"| {indent}{row} | " + " | ".join(cells) + " |")
+    lines.append("| daemon CPU (schedstat) | " + " | ".join(f"{r.cpu_per_call_us:.0f}" for r in results) + " |")
+    lines.append("| client wall, p50 | " + " | ".join(f"{r.wall_p50_us:.0f}" for r in results) + " |")
+    lines.append("| client wall, mean | " + " | ".join(f"{r.wall_mean_us:.0f}" for r in results) + " |")
     return "\n".join(lines)
 
 
-def servers(workdir: Path) -> Iterator[tuple[str, list[str], int, dict[str, str] | None, str, dict[str, Any]]]:
-    port = measure.free_port()
-    yield ("echo", [sys.executable, str(scenarios.BENCH_DIR / "reference_server.py"), "--port", str(port)], port,
-           None, "echo", {"text": "hi"})
-    for name, arguments in (("run true", {"cmd": "true", "wait_seconds": 5}), ("start", START_ARGUMENTS)):
-        port = measure.free_port()
-        yield (name, [sys.executable, "-m", "hive_bash.cli", "--port", str(port)], port,
-               scenarios.daemon_env(workdir / name.replace(" ", "-")), "run", arguments)
+def _depth(row: str) -> int:
+    parents = dict(ROWS)
+    for parent, rest in REST.items():
+        parents[rest] = parent
+    depth = 0
+    while parents.get(row) is not None:
+        row, depth = parents[row] or "", depth + 1
+    return depth
 
 
-async def main_async(calls: int, rate: int, samples_dir: Path | None) -> list[Breakdown]:
+def workloads(workdir: Path) -> Iterator[tuple[str, str, dict[str, str], str, dict[str, Any]]]:
+    yield ("echo", "reference", {}, "echo", {"text": "hi"})
+    for name, arguments in (("run true, wait 5", {"cmd": "true", "wait_seconds": 5}), ("run sleep 5, wait 0", START_ARGUMENTS)):
+        yield (name, "daemon", scenarios.daemon_env(workdir / name.split(",")[0].replace(" ", "-")), "run", arguments)
+
+
+async def main_async(calls: int, scratch: Path | None) -> list[Breakdown]:
     results = []
-    with tempfile.TemporaryDirectory(prefix="hive-bash-breakdown-") as scratch:
-        workdir = Path(scratch)
+    with tempfile.TemporaryDirectory(prefix="hive-bash-breakdown-", dir=scratch) as temp:
+        workdir = Path(temp)
         try:
-            for name, argv, port, env, tool, arguments in servers(workdir):
-                results.append(await measure_server(
-                    name, argv, port, workdir, env, tool, arguments, calls, rate, samples_dir or workdir
-                ))
+            for name, which, env, tool, arguments in workloads(workdir):
+                results.append(await measure_server(name, which, workdir, env, tool, arguments, calls))
         finally:
             measure.sweep(workdir)
     return results
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Phase breakdown of run('true') on the daemon, with py-spy.")
-    parser.add_argument("--calls", type=int, default=1500)
-    parser.add_argument("--rate", type=int, default=1000, help="py-spy samples per second")
+    parser = argparse.ArgumentParser(description="Where one call spends its time on the server, step by step.")
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--scratch", type=Path, help="where the tasks dir goes (default: the system's temp dir)")
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--samples", type=Path, help="keep py-spy's collapsed stacks in this directory")
     args = parser.parse_args()
-    results = asyncio.run(main_async(args.calls, args.rate, args.samples))
+    results = asyncio.run(main_async(args.calls, args.scratch))
     print(table(results))
     if args.json is not None:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=2) + "\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import resource
 import signal
 import socket
 import statistics
@@ -104,6 +105,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def describe_filesystem(path: Path) -> str:
+    """The filesystem holding `path`, e.g. "ext4 on /dev/vda (no journal)": file creation costs
+    differ by orders of magnitude between them (docs/performance.md), so results name it."""
+    path = path.resolve()
+    best: tuple[str, str, str] = ("/", "?", "?")
+    with open("/proc/self/mountinfo") as mounts:
+        for line in mounts:
+            fields = line.split()
+            mount_point, rest = fields[4], fields[fields.index("-") + 1 :]
+            inside = path == Path(mount_point) or Path(mount_point) in path.parents
+            if inside and len(mount_point) >= len(best[0]):
+                best = (mount_point, rest[0], rest[1])
+    _, fstype, source = best
+    if fstype != "ext4":
+        return f"{fstype} on {source}"
+    journaled = any(Path("/proc/fs/jbd2").glob(f"{Path(source).name}-*"))
+    return f"ext4 on {source} ({'journal' if journaled else 'no journal'})"
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -120,14 +140,14 @@ async def spawn_and_wait(argv: Sequence[str], stdout: int | None = subprocess.DE
     await proc.wait()
 
 
-async def spawn_latency(calls: int) -> list[float]:
-    """Per-spawn seconds of asyncio starting `bash -c true` and waiting for its exit."""
-    return await timed(calls, lambda: spawn_and_wait(["bash", "-c", "true"]))
+async def spawn_rate(count: int, argv: Sequence[str]) -> tuple[float, float]:
+    """Processes started per second by asyncio, one after another, each left running; all ended after.
 
-
-async def spawn_rate(count: int, argv: Sequence[str]) -> float:
-    """Processes started per second by asyncio, one after another, each left running; all ended after."""
+    Also the CPU seconds each child used (RUSAGE_CHILDREN, once all are reaped): what one
+    task's own process costs the machine, whoever starts it.
+    """
     procs: list[asyncio.subprocess.Process] = []
+    children_before = _children_cpu()
     try:
         start = time.perf_counter()
         for _ in range(count):
@@ -141,12 +161,18 @@ async def spawn_rate(count: int, argv: Sequence[str]) -> float:
                 )
             )
         elapsed = time.perf_counter() - start
+        await asyncio.sleep(0.5)  # let the last ones finish starting: their start-up is what is counted
     finally:
         for proc in procs:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
         await asyncio.gather(*(proc.wait() for proc in procs))
-    return count / elapsed
+    return count / elapsed, (_children_cpu() - children_before) / count
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 async def direct_output_wall(cmd: str, path: Path) -> float:

@@ -10,17 +10,20 @@ import itertools
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import measure
 from hive_bash.mcp_compat import BashClient, open_client
+from raw_client import RawClient
 
 BENCH_DIR = Path(__file__).resolve().parent
 SETTLE_SECS = 1.0
 CONCURRENCY = 4  # calls in flight at once when starting many tasks
 RETAIN_COUNT = 100
+LATENCY_BLOCK = 20  # calls of one kind in a row when the latency phase takes turns
 
 
 @dataclass(frozen=True)
@@ -45,16 +48,24 @@ QUICK = Plan(300, 200, 500, 300, 256 * measure.MIB, 3, 500, 20, 16 * measure.MIB
 
 @dataclass
 class Reference:
-    echo_p50: float
-    echo_p99: float
     idle_rss: int
+    echo_cpu: float  # seconds of CPU per echo call with CONCURRENCY in flight: the server's and the client's
     echo_rate: float  # echo calls per second with CONCURRENCY in flight: the most any tool call can reach
 
 
 @dataclass
+class Latency:
+    """Seconds per call, the lists filled in turns (see _rounds) while both servers run."""
+
+    echo: list[float] = field(default_factory=list)  # the reference server's echo, raw JSON-RPC client
+    spawn: list[float] = field(default_factory=list)  # asyncio spawning `bash -c true` and waiting for it
+    run: list[float] = field(default_factory=list)  # the daemon's run("true", wait_seconds=5), raw client
+    echo_mcp: list[float] = field(default_factory=list)  # the same two calls through the SDK's own client
+    run_mcp: list[float] = field(default_factory=list)
+
+
+@dataclass
 class Hive:
-    run_p50: float = 0.0
-    run_p99: float = 0.0
     idle_rss: int = 0
     status_idle: list[float] = field(default_factory=list)
     status_loaded: list[float] = field(default_factory=list)
@@ -88,11 +99,64 @@ async def reference(workdir: Path, calls: int) -> Reference:
     async with measure.serve(argv, port, workdir, name="reference") as server:
         async with open_client(server.url) as client:
             idle = await _idle_rss(server.pid, client, "echo", {"text": "hi"})
-            samples = await measure.timed(calls, lambda: client.call("echo", {"text": "hi"}))
-            start = time.perf_counter()
+            start, server_cpu, client_cpu = time.perf_counter(), measure.cpu_seconds(server.pid), time.process_time()
             await measure.gather_limited(calls, CONCURRENCY, lambda _: client.call("echo", {"text": "hi"}))
             rate = calls / (time.perf_counter() - start)
-    return Reference(measure.percentile(samples, 50), measure.percentile(samples, 99), idle, rate)
+            cpu = measure.cpu_seconds(server.pid) - server_cpu + time.process_time() - client_cpu
+    return Reference(idle, cpu / calls, rate)
+
+
+async def latency(workdir: Path, calls: int) -> Latency:
+    """run("true") against its floor, the floor's parts measured in the same rounds, so drift hits both alike.
+
+    Both servers run side by side; raw echo calls, asyncio spawns and raw run calls take
+    turns in blocks (see _rounds), then the SDK client's echo and run calls do.
+    """
+    ref_port, hive_port = measure.free_port(), measure.free_port()
+    ref_argv = [sys.executable, str(BENCH_DIR / "reference_server.py"), "--port", str(ref_port)]
+    hive_argv = [sys.executable, "-m", "hive_bash.cli", "--port", str(hive_port)]
+    result = Latency()
+    async with measure.serve(ref_argv, ref_port, workdir, name="latency-reference") as ref, \
+            measure.serve(hive_argv, hive_port, workdir, env=daemon_env(workdir / "latency"), name="latency-hive") as hive:
+        echo, run = RawClient(ref.url), RawClient(hive.url)
+        echo.initialize()
+        run.initialize()
+        steps: list[tuple[list[float], Callable[[], Awaitable[object]]]] = [
+            (result.echo, _blocking(lambda: echo.call("echo", {"text": "hi"}))),
+            (result.spawn, lambda: measure.spawn_and_wait(["bash", "-c", "true"])),
+            (result.run, _blocking(lambda: run.call("run", {"cmd": "true", "wait_seconds": 5}))),
+        ]
+        await _rounds(steps, calls)
+        async with open_client(ref.url) as echo_mcp, open_client(hive.url) as run_mcp:
+            await _rounds([
+                (result.echo_mcp, lambda: echo_mcp.call("echo", {"text": "hi"})),
+                (result.run_mcp, lambda: run_mcp.call("run", {"cmd": "true", "wait_seconds": 5})),
+            ], calls)
+    return result
+
+
+def _blocking(call: Callable[[], object]) -> Callable[[], Awaitable[object]]:
+    """A raw client's call, run on the loop's thread: nothing else in the bench runs meanwhile."""
+
+    async def awaitable() -> object:
+        return call()
+
+    return awaitable
+
+
+async def _rounds(steps: list[tuple[list[float], Callable[[], Awaitable[object]]]], calls: int) -> None:
+    """`calls` timed calls of each step, in blocks that take turns (the order rotating), so slow
+    drift of the machine hits every step alike. A block's first call is not timed: it would
+    carry what the previous step left behind (a reaped child, a cold connection)."""
+    blocks = max(1, calls // LATENCY_BLOCK)
+    for block in range(blocks):
+        shift = block % len(steps)
+        for samples, call in steps[shift:] + steps[:shift]:
+            await call()
+            for _ in range(LATENCY_BLOCK):
+                start = time.perf_counter()
+                await call()
+                samples.append(time.perf_counter() - start)
 
 
 def daemon_env(workdir: Path) -> dict[str, str]:
@@ -111,9 +175,8 @@ async def hive(workdir: Path, plan: Plan, progress: Any) -> Hive:
     result = Hive()
     async with measure.serve(argv, port, workdir, env=daemon_env(workdir), name="hive-bash") as server:
         async with open_client(server.url) as client:
-            progress("hive: idle memory and run latency")
+            progress("hive: idle memory")
             result.idle_rss = await _idle_rss(server.pid, client, "run", {"cmd": "true", "wait_seconds": 5})
-            await _run_latency(client, plan, result)
             progress("hive: status with 0 and with %d running tasks" % plan.load_tasks)
             await _status_under_load(client, server.pid, plan, result)
             progress("hive: start rate over %d tasks" % plan.start_tasks)
@@ -131,11 +194,6 @@ async def hive(workdir: Path, plan: Plan, progress: Any) -> Hive:
 
 async def _run(client: BashClient, cmd: str, wait: float) -> dict[str, Any]:
     return _check(await client.call("run", {"cmd": cmd, "wait_seconds": wait}), f"run {cmd!r}")
-
-
-async def _run_latency(client: BashClient, plan: Plan, result: Hive) -> None:
-    samples = await measure.timed(plan.latency_calls, lambda: _run(client, "true", 5))
-    result.run_p50, result.run_p99 = measure.percentile(samples, 50), measure.percentile(samples, 99)
 
 
 async def _start_many(client: BashClient, cmd: str, count: int) -> list[str]:
