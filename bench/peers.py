@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from mcp import Client, MCPError
+from mcp import Client
+from mcp.shared.exceptions import MCPError, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import REQUEST_TIMEOUT
 
@@ -37,6 +38,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 INSTALL_TIMEOUT_SECS = 900
 POLL_SECS = 0.02
 DC_PACKAGE = "@wonderwhy-er/desktop-commander"
+START_PROCESS_GRACE_SECS = 5.0
 
 
 def output_cmd(size: int) -> str:
@@ -272,7 +274,10 @@ class DesktopCommander:
             yield client
 
     async def _start(self, client: BashClient, command: str, timeout_ms: int) -> tuple[int, str]:
-        text = _text(await client.call("start_process", {"command": command, "timeout_ms": timeout_ms}))
+        # start_process should return by timeout_ms; the client gives it 5 s more before giving up.
+        reply = await client.call("start_process", {"command": command, "timeout_ms": timeout_ms},
+                                  timeout=timeout_ms / 1000 + START_PROCESS_GRACE_SECS)
+        text = _text(reply)
         marker = "PID "
         if marker not in text:
             raise RuntimeError(f"desktop-commander: unexpected reply {text[:200]!r}")
@@ -294,7 +299,10 @@ class DesktopCommander:
         confirms the end. Polling a running process instead joins its whole buffered output on every read,
         which stalls its pipe: 20 ms polls stretched its own runtime from 0.5 s to 6-13 s here."""
         start = time.perf_counter()
-        pid, _ = await self._start(client, output_cmd(size), int(timeout * 1000))
+        try:
+            pid, _ = await self._start(client, output_cmd(size), int(timeout * 1000))
+        except MCPError as exc:  # it hung past its own timeout: it never reported the end
+            return None, f"start_process did not return within the limit + {START_PROCESS_GRACE_SECS:.0f} s ({exc})"
 
         async def ended() -> bool:
             reply = await client.call("read_process_output", {"pid": pid, "timeout_ms": 100, "length": 1})
