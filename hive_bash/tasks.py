@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import os
 import secrets
@@ -114,10 +115,9 @@ class Task:
         record.status, record.started_at = Status.RUNNING, started_at
         record.pid, record.proc_start_ticks = proc.pid, proc.start_ticks
 
-    async def exited(self) -> None:
-        """Wait for the process to end, release what the daemon held for it, and put its end in the record."""
+    def exited(self, wait_status: int) -> None:
+        """Its process has ended and been reaped: release what the daemon held for it, put its end in the record."""
         assert self.process is not None
-        wait_status = await self.process.exited
         if self.input is not None:
             self.input.detach()
         self.process.release()
@@ -344,7 +344,8 @@ class TaskManager:
         self._slots.running.add(task)
         self._watcher.watch(record)
         self._todos.started(record)  # the record is saved when its todo state changes
-        self._in_background(self._await_exit(task), f"task-{record.id}")
+        # A callback, not a task awaiting the future: the end is handled in the same loop turn.
+        proc.exited.add_done_callback(functools.partial(self._process_exited, task))
         logger.debug("task %s started: pid %d", record.id, proc.pid)
 
     def _start_pending(self) -> None:
@@ -418,8 +419,8 @@ class TaskManager:
             task.end_cause, task.end_reason = Status.FAILED, reason
         self._in_background(task.terminate(Status.FAILED, reason, self.settings.kill_grace_secs), f"output-{task.id}")
 
-    async def _await_exit(self, task: Task) -> None:
-        await task.exited()
+    def _process_exited(self, task: Task, exited: asyncio.Future[int]) -> None:
+        task.exited(exited.result())
         self._note_usage(task)
         self._collect_session(task)
         self._slots.running.discard(task)
