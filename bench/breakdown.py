@@ -30,33 +30,15 @@ from typing import Any
 
 import measure
 import scenarios
+from phase_timers import DAEMON_TIMERS, SERVER, SUBMIT, TOOL, WAIT
 from raw_client import RawClient
 
 WARMUP_CALLS = 50
 # The start-rate workload, one call at a time: the task outlives the reply.
 START_ARGUMENTS = {"cmd": "sleep 5", "wait_seconds": 0}
-SERVER = "server: one POST, first byte in to last byte out"
-TOOL = "tool call (SDK dispatch to reply)"
-SUBMIT, WAIT = "submit (all of it)", "wait inline (all of it)"
-# (row, timer, parent row): a parent's "rest" is its time minus its children's.
-ROWS: list[tuple[str, str | None]] = [
-    (SERVER, None),
-    (TOOL, SERVER),
-    ("arguments: unknown names, types", TOOL),
-    ("arguments: run's options", TOOL),
-    ("arguments: destructive-command warning", TOOL),
-    (SUBMIT, TOOL),
-    ("submit: environment", SUBMIT),
-    ("submit: OOM counter", SUBMIT),
-    ("submit: create .out/.err", SUBMIT),
-    ("submit: vfork + exec (the loop waits for exec)", SUBMIT),
-    ("submit: pidfd, start time", SUBMIT),
-    ("submit: record saved (running)", SUBMIT),
-    (WAIT, TOOL),
-    ("exit: kill group, reap, rusage", WAIT),
-    ("exit: usage, session, end, next", WAIT),
-    ("wait over: record saved (final)", WAIT),
-    ("reply: read output, shape", TOOL),
+# (row, the row it is part of): a parent's "rest" is its time minus its children's.
+ROWS: list[tuple[str, str | None]] = [(SERVER, None)] + [
+    (name, parent) for name, parent, *_ in DAEMON_TIMERS if parent is not None
 ]
 REST = {
     SERVER: "rest: MCP SDK, HTTP, event loop",
@@ -64,7 +46,8 @@ REST = {
     SUBMIT: "rest: id, record, task, watcher, todo",
     WAIT: "idle: bash runs and exits",
 }
-OFF_PATH = ["retention: prune (watcher tick)", "record saves (write + rename), all"]
+OFF_PATH = [name for name, parent, *_ in DAEMON_TIMERS if parent is None]
+INITIALIZE_POSTS = 2  # initialize and notifications/initialized, before the timed calls
 
 
 @dataclass
@@ -138,7 +121,7 @@ async def measure_server(
         cpu = measure.cpu_seconds(server.pid) - cpu_before
         totals = await read_totals(server.pid, totals_path)
     return Breakdown(
-        name, calls, measure.percentile(walls, 50) * 1e6, sum(walls) / len(walls) * 1e6, cpu / (calls + 2) * 1e6,
+        name, calls, measure.percentile(walls, 50) * 1e6, sum(walls) / len(walls) * 1e6, cpu / (calls + INITIALIZE_POSTS) * 1e6,
         with_rests(per_call(totals, before, calls)),
     )
 
@@ -157,12 +140,10 @@ def table(results: list[Breakdown]) -> str:
 
 
 def _depth(row: str) -> int:
-    parents = dict(ROWS)
-    for parent, rest in REST.items():
-        parents[rest] = parent
+    parents = {**dict(ROWS), **{rest: parent for parent, rest in REST.items()}}
     depth = 0
-    while parents.get(row) is not None:
-        row, depth = parents[row] or "", depth + 1
+    while (parent := parents.get(row)) is not None:
+        row, depth = parent, depth + 1
     return depth
 
 

@@ -161,13 +161,30 @@ async def spawn_rate(count: int, argv: Sequence[str]) -> tuple[float, float]:
                 )
             )
         elapsed = time.perf_counter() - start
-        await asyncio.sleep(0.5)  # let the last ones finish starting: their start-up is what is counted
+        # Their start-up is what is counted: wait until each has exec'd past argv[0] (bash -c execs its command).
+        await _until(lambda: all(_comm(proc.pid) != Path(argv[0]).name for proc in procs), STARTUP_WAIT_SECS)
     finally:
         for proc in procs:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
         await asyncio.gather(*(proc.wait() for proc in procs))
     return count / elapsed, (_children_cpu() - children_before) / count
+
+
+STARTUP_WAIT_SECS = 10.0
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+async def _until(condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
 
 
 def _children_cpu() -> float:

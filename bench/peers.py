@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mcp import Client
-from mcp.shared.exceptions import MCPError, MCPError
+from mcp.shared.exceptions import MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import REQUEST_TIMEOUT
 
@@ -301,8 +301,11 @@ class DesktopCommander:
         start = time.perf_counter()
         try:
             pid, _ = await self._start(client, output_cmd(size), int(timeout * 1000))
-        except MCPError as exc:  # it hung past its own timeout: it never reported the end
-            return None, f"start_process did not return within the limit + {START_PROCESS_GRACE_SECS:.0f} s ({exc})"
+        except MCPError as exc:
+            if exc.code != REQUEST_TIMEOUT:
+                raise
+            # it hung past its own timeout: it never reported the end
+            return None, f"start_process did not return within the limit + {START_PROCESS_GRACE_SECS:.0f} s"
 
         async def ended() -> bool:
             reply = await client.call("read_process_output", {"pid": pid, "timeout_ms": 100, "length": 1})

@@ -13,6 +13,7 @@ byte of its response, so what no timer covers is the SDK, the HTTP layer and the
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import signal
@@ -26,6 +27,40 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 TOTALS: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])  # name -> [calls, seconds]
 
+SERVER = "server: one POST, first byte in to last byte out"
+TOOL = "tool call (SDK dispatch to reply)"
+SUBMIT, WAIT = "submit (all of it)", "wait inline (all of it)"
+# (timer, the row it is part of (None: off the reply's path), module, "Class.attribute"s, async).
+# bench/breakdown.py builds its rows from this table.
+DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
+    (TOOL, SERVER, "mcp_compat", ("McpServer.call_tool",), True),
+    ("arguments: unknown names, types", TOOL, "arguments", ("check_call",), False),
+    ("arguments: run's options", TOOL, "arguments", ("task_options",), False),
+    ("arguments: destructive-command warning", TOOL, "semantics", ("warning",), False),
+    (SUBMIT, TOOL, "tasks", ("TaskManager.submit",), False),
+    ("submit: environment", SUBMIT, "tasks", ("TaskManager._task_env",), False),
+    ("submit: OOM counter", SUBMIT, "oom", ("CgroupMemory.oom_kills",), False),
+    ("submit: create .out/.err", SUBMIT, "process", ("_open_output",), False),
+    ("submit: vfork + exec (the loop waits for exec)", SUBMIT, "process", ("_popen",), False),
+    ("submit: pidfd, start time", SUBMIT, "process", ("TaskProcess.__init__",), False),
+    ("submit: record saved (running)", SUBMIT, "todo_state", ("TodoStateMachine.started",), False),
+    (WAIT, TOOL, "tasks", ("TaskManager.wait_for_result",), True),
+    ("exit: kill group, reap, rusage", WAIT, "process", ("TaskProcess._on_leader_exit",), False),
+    ("exit: usage, session, end, next", WAIT, "tasks",
+     ("TaskManager._note_usage", "TaskManager._collect_session", "TaskManager._ended", "TaskManager._start_pending"),
+     False),
+    ("wait over: record saved (final)", WAIT, "todo_state", ("TodoStateMachine.wait_over",), False),
+    ("reply: read output, shape", TOOL, "results", ("status_reply",), False),
+    ("retention: prune (watcher tick)", None, "tasks", ("TaskManager.prune",), False),
+    ("record saves (write + rename), all", None, "records", ("RecordStore.save",), False),
+]
+
+
+def _add(name: str, start: float) -> None:
+    total = TOTALS[name]
+    total[0] += 1
+    total[1] += time.perf_counter() - start
+
 
 def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
@@ -34,9 +69,7 @@ def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         finally:
-            total = TOTALS[name]
-            total[0] += 1
-            total[1] += time.perf_counter() - start
+            _add(name, start)
 
     return wrapper
 
@@ -48,9 +81,7 @@ def timed_async(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return await fn(*args, **kwargs)
         finally:
-            total = TOTALS[name]
-            total[0] += 1
-            total[1] += time.perf_counter() - start
+            _add(name, start)
 
     return wrapper
 
@@ -75,9 +106,7 @@ class RequestTimer:
         async def timed_send(message: Any) -> None:
             await send(message)
             if message["type"] == "http.response.body" and not message.get("more_body", False):
-                total = TOTALS["server: one POST, first byte in to last byte out"]
-                total[0] += 1
-                total[1] += time.perf_counter() - start
+                _add(SERVER, start)
 
         await self.app(scope, receive, timed_send)
 
@@ -93,32 +122,22 @@ def wrap_app(create: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def instrument_daemon() -> None:
-    from hive_bash import arguments, cli, mcp_compat, oom, process, records, results, semantics, tasks, todo_state
+    from hive_bash import cli
 
-    patch(mcp_compat.McpServer, "call_tool", "tool call (SDK dispatch to reply)", is_async=True)
-    patch(arguments, "check_call", "arguments: unknown names, types")
-    patch(arguments, "task_options", "arguments: run's options")
-    patch(semantics, "warning", "arguments: destructive-command warning")
-    patch(tasks.TaskManager, "submit", "submit (all of it)")
-    patch(tasks.TaskManager, "_task_env", "submit: environment")
-    patch(oom.CgroupMemory, "oom_kills", "submit: OOM counter")
-    patch(process, "_open_output", "submit: create .out/.err")
-    patch(process, "_popen", "submit: vfork + exec (the loop waits for exec)")
-    patch(process.TaskProcess, "__init__", "submit: pidfd, start time")
-    patch(todo_state.TodoStateMachine, "started", "submit: record saved (running)")
-    patch(tasks.TaskManager, "wait_for_result", "wait inline (all of it)", is_async=True)
-    patch(process.TaskProcess, "_on_leader_exit", "exit: kill group, reap, rusage")
-    for step in ("_note_usage", "_collect_session", "_ended", "_start_pending"):
-        patch(tasks.TaskManager, step, "exit: usage, session, end, next")
-    patch(todo_state.TodoStateMachine, "wait_over", "wait over: record saved (final)")
-    patch(records.RecordStore, "save", "record saves (write + rename), all")
-    patch(results, "status_reply", "reply: read output, shape")
-    patch(tasks.TaskManager, "prune", "retention: prune (watcher tick)")
+    for name, _, module_name, attributes, is_async in DAEMON_TIMERS:
+        module = importlib.import_module(f"hive_bash.{module_name}")
+        for attribute in attributes:
+            *classes, leaf = attribute.split(".")
+            owner = functools.reduce(getattr, classes, module)
+            patch(owner, leaf, name, is_async)
     cli.create_app = wrap_app(cli.create_app)
 
 
 def dump(path: Path) -> None:
-    path.write_text(json.dumps({name: {"calls": calls, "seconds": seconds} for name, (calls, seconds) in TOTALS.items()}))
+    """Write the totals whole: the reader waits for the file to appear and must never see half of it."""
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(json.dumps({name: {"calls": calls, "seconds": seconds} for name, (calls, seconds) in TOTALS.items()}))
+    os.replace(temp, path)
 
 
 def main() -> int:

@@ -247,13 +247,13 @@ class TaskProcess:
         input_fd: int | None = None,
         pty_out: tuple[int, Path] | None = None,
         on_output_failed: OutputFailed = _ignore_output_failure,
-        forked_between: tuple[int, int] = (0, -1),
+        forked_between: tuple[int, int] | None = None,  # CLOCK_BOOTTIME around the spawn, from _popen
     ) -> None:
         loop = asyncio.get_running_loop()
         self._popen = popen
         self.pid = popen.pid
         self.pgid = popen.pid  # start_new_session: the leader's pid is the group's id
-        ticks = start_ticks_between(*forked_between)
+        ticks = start_ticks_between(*forked_between) if forked_between is not None else None
         self.start_ticks = ticks if ticks is not None else read_start_ticks(self.pid)
         # Where `write` sends bytes: a pipe's write end or the PTY master (None: no input).
         self.input_fd = input_fd

@@ -139,18 +139,20 @@ class TodoStateMachine:
             progress.wanted, progress.wanted_delivered = None, True
             self._on_change(record)
             return
-        if not self._notifier.enabled:
-            pass  # no harness: nothing to send, and no todo text worth building
-        elif state == "clear":
+        if self._notifier.enabled:  # no harness: nothing to send, and no todo text worth building
+            self._send(record, state)
+        progress.wanted, progress.wanted_delivered = state, not self._notifier.enabled
+        logger.debug("task %s: todo %s wanted", record.id, state)
+        self._on_change(record)
+
+    def _send(self, record: TaskRecord, state: TodoState) -> None:
+        if state == "clear":
             self._notifier.clear(record.id)
         elif state == "running":
             self._notifier.upsert(record.id, summaries.running_todo(record), "running")
         else:
             body = summaries.final_todo(record, self._store.out_path(record.id), self._store.err_path(record.id))
             self._notifier.upsert(record.id, body, "final")
-        progress.wanted, progress.wanted_delivered = state, not self._notifier.enabled
-        logger.debug("task %s: todo %s wanted", record.id, state)
-        self._on_change(record)
 
     def _delivered(self, message: TodoMessage) -> None:
         """The notifier's report: the harness confirmed `message`."""
