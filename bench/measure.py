@@ -121,7 +121,19 @@ def describe_filesystem(path: Path) -> str:
     if fstype != "ext4":
         return f"{fstype} on {source}"
     journaled = any(Path("/proc/fs/jbd2").glob(f"{Path(source).name}-*"))
-    return f"ext4 on {source} ({'journal' if journaled else 'no journal'})"
+    return f"ext4 on {source} ({'journal' if journaled else 'no journal'}{_loop_device(source)})"
+
+
+def _loop_device(source: str) -> str:
+    """For a loop device, its backing file and whether it does direct I/O: without it, every
+    block is cached twice and written back by the loop's own thread, on the bench's cores."""
+    loop = Path("/sys/block") / Path(source).name / "loop"
+    try:
+        backing = (loop / "backing_file").read_text().strip()
+        direct = (loop / "dio").read_text().strip() == "1"
+    except OSError:
+        return ""
+    return f"; loop over {backing}, {'direct I/O' if direct else 'buffered: losetup --direct-io=on'}"
 
 
 def free_port() -> int:
