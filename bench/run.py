@@ -105,6 +105,10 @@ async def measure_all(plan: scenarios.Plan, workdir: Path, cache: Path, with_pee
         Metric("start_rate_vs_cpu_ceiling", hive.start_rate, cpu_ceiling(ref, task_cpu), None, "tasks/s",
                f"floor: {os.cpu_count()} cores / (echo call's CPU, server + client, {ms(ref.echo_cpu):.2f} ms "
                f"+ one task's own process, {ms(task_cpu):.2f} ms): the most tasks/s if run cost what echo costs"),
+        Metric("start_server_cpu", ms(hive.start_cpu), ms(ref.echo_server_cpu), None, "ms",
+               "the daemon's CPU per task started (all threads) against the echo server's per call, both "
+               f"{scenarios.CONCURRENCY} in flight: with cores to spare for bash and the client, start_rate "
+               "could reach at most 1/ratio of the echo rate"),
         Metric("output_2g_wall", measure.median(hive.output_walls), measure.median(hive.direct_walls), "<= 1.05", "s",
                f"{size} to stdout, median of {plan.output_repeats}; floor: the command redirected to a file"),
         Metric("output_2g_daemon_cpu", sum(hive.output_cpu), sum(hive.output_walls), "<= 0.01", "s",

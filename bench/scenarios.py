@@ -50,6 +50,7 @@ QUICK = Plan(300, 200, 500, 300, 256 * measure.MIB, 3, 500, 20, 16 * measure.MIB
 class Reference:
     idle_rss: int
     echo_cpu: float  # seconds of CPU per echo call with CONCURRENCY in flight: the server's and the client's
+    echo_server_cpu: float  # the server's part of it
     echo_rate: float  # echo calls per second with CONCURRENCY in flight: the most any tool call can reach
 
 
@@ -71,6 +72,7 @@ class Hive:
     status_loaded: list[float] = field(default_factory=list)
     loaded_rss: int = 0
     start_rate: float = 0.0
+    start_cpu: float = 0.0  # the daemon's CPU seconds per task started in the start-rate phase
     direct_walls: list[float] = field(default_factory=list)
     output_walls: list[float] = field(default_factory=list)
     output_cpu: list[float] = field(default_factory=list)
@@ -99,11 +101,12 @@ async def reference(workdir: Path, calls: int) -> Reference:
     async with measure.serve(argv, port, workdir, name="reference") as server:
         async with open_client(server.url) as client:
             idle = await _idle_rss(server.pid, client, "echo", {"text": "hi"})
-            start, server_cpu, client_cpu = time.perf_counter(), measure.cpu_seconds(server.pid), time.process_time()
+            start, server_before, client_before = time.perf_counter(), measure.cpu_seconds(server.pid), time.process_time()
             await measure.gather_limited(calls, CONCURRENCY, lambda _: client.call("echo", {"text": "hi"}))
             rate = calls / (time.perf_counter() - start)
-            cpu = measure.cpu_seconds(server.pid) - server_cpu + time.process_time() - client_cpu
-    return Reference(idle, cpu / calls, rate)
+            server_cpu = measure.cpu_seconds(server.pid) - server_before
+            cpu = server_cpu + time.process_time() - client_before
+    return Reference(idle, cpu / calls, server_cpu / calls, rate)
 
 
 async def latency(workdir: Path, calls: int) -> Latency:
@@ -180,12 +183,13 @@ async def hive(workdir: Path, plan: Plan, progress: Any) -> Hive:
             progress("hive: status with 0 and with %d running tasks" % plan.load_tasks)
             await _status_under_load(client, server.pid, plan, result)
             progress("hive: start rate over %d tasks" % plan.start_tasks)
-            await _start_rate(client, plan, result)
+            await _start_rate(client, server.pid, plan, result)
             progress("hive: output throughput, %d MiB x %d" % (plan.output_bytes // measure.MIB, plan.output_repeats))
             await _output(client, server.pid, workdir, plan, result)
             progress("hive: memory over %d finished tasks" % plan.finished_tasks)
             await _retention(client, server.pid, plan, result)
             progress("hive: the peers' workloads")
+            os.sync()  # as before every echo latency in bench/peers.py: retention's deletions written back first
             echo = await measure.timed(plan.peer_calls, lambda: _run(client, "echo hi", 5))
             result.echo_p50 = measure.percentile(echo, 50)
             result.peer_output_wall = await _output_wall(client, f"yes | head -c {plan.peer_output_bytes}")
@@ -235,10 +239,11 @@ async def _status_under_load(client: BashClient, pid: int, plan: Plan, result: H
     await _wait_until_none_running(client)
 
 
-async def _start_rate(client: BashClient, plan: Plan, result: Hive) -> None:
-    start = time.perf_counter()
+async def _start_rate(client: BashClient, pid: int, plan: Plan, result: Hive) -> None:
+    start, cpu = time.perf_counter(), measure.cpu_seconds(pid)
     await _start_many(client, "sleep 5", plan.start_tasks)
     result.start_rate = plan.start_tasks / (time.perf_counter() - start)
+    result.start_cpu = (measure.cpu_seconds(pid) - cpu) / plan.start_tasks
     await _wait_until_none_running(client)
 
 
