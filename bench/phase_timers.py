@@ -49,7 +49,7 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
     ("exit: usage, session, end, next", WAIT, "tasks",
      ("TaskManager._note_usage", "TaskManager._collect_session", "TaskManager._ended", "TaskManager._start_pending"),
      False),
-    ("wait over: record saved (final)", WAIT, "todo_state", ("TodoStateMachine.wait_over",), False),
+    ("wait over: todo settled (record after the reply)", WAIT, "todo_state", ("TodoStateMachine.wait_over",), False),
     ("reply: read output, shape", TOOL, "results", ("status_reply",), False),
     ("retention: prune (watcher tick)", None, "tasks", ("TaskManager.prune",), False),
     ("record saves (write + rename), all", None, "records", ("RecordStore.save",), False),

@@ -6,13 +6,14 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
 from .connections import log_accept_errors_once_per_burst
@@ -26,6 +27,21 @@ from .tasks import TaskManager
 from .tools import build_server
 
 logger = logging.getLogger(__name__)
+
+
+class AfterEachResponse:
+    """Calls `after` once each HTTP request is done, its response sent (or the request failed)."""
+
+    def __init__(self, app: ASGIApp, after: Callable[[], None]) -> None:
+        self.app = app
+        self.after = after
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if scope["type"] == "http":
+                self.after()
 
 
 def freeze_startup_objects() -> None:
@@ -79,6 +95,8 @@ def create_app(settings: Settings, token: str | None = None) -> Starlette:
             Middleware(RequestGuard, bind_host=settings.host, port=settings.port, token=token),
             Middleware(StrictJsonBodies),
             Middleware(DisconnectWatch),
+            # A reply that reports a task's end goes out before the record's write: written here.
+            Middleware(AfterEachResponse, after=manager.write_settled_records),
         ],
         lifespan=lifespan,
     )

@@ -5,20 +5,22 @@ is spawned (hive_bash.process) and watched (hive_bash.watcher: deadline, idle
 deadline, output cap); `kill`, the watcher or shutdown may end it; on exit its
 record is finalised in `_ended`, which tells hive_bash.todo_state (its completion
 todo) and hive_bash.retention (when to drop it). The manager saves the record
-whenever the todo state machine says it changed.
+whenever the todo state machine says it changed; an end a reply reports is saved
+right after that reply (RecordSaver).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import logging
 import os
 import secrets
 import signal
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -167,16 +169,27 @@ class Slots:
 
 
 class RecordSaver:
-    """Saves records as they change; a change may wait a moment for the next one, never longer."""
+    """Saves records as they change; a change may settle for a moment first, never longer.
+
+    A task's end settles when a reply is about to report it: the reply need not wait
+    for the write, and the todo the reply settles rides on the same write. The app
+    writes what settled as soon as a response has gone out (`write_settled`), and
+    SETTLE_SAVE_SECS bounds the wait in any case. A restart after SIGKILL in between
+    finds the task `running` and reports it interrupted; its output is kept either way.
+    """
 
     def __init__(self, store: RecordStore) -> None:
         self._store = store
         self._unsaved: dict[str, TaskRecord] = {}
-
-    def changed(self, record: TaskRecord) -> None:
-        self._unsaved[record.id] = record
+        self._settling = False
 
     def save(self, record: TaskRecord) -> None:
+        if self._settling:
+            self.settle(record)
+        else:
+            self._write(record)
+
+    def _write(self, record: TaskRecord) -> None:
         self._unsaved.pop(record.id, None)
         try:
             self._store.save(record)
@@ -184,17 +197,28 @@ class RecordSaver:
             # Disk full or gone: the in-memory record stays authoritative and is saved at the next change.
             logger.error("could not save the record of task %s: %s", record.id, exc)
 
-    def save_soon(self, record: TaskRecord) -> None:
-        if self._unsaved.get(record.id) is record:
+    def settle(self, record: TaskRecord) -> None:
+        """Save `record` within SETTLE_SAVE_SECS, once for all the changes made meanwhile."""
+        if self._unsaved.get(record.id) is not record:
+            self._unsaved[record.id] = record
             asyncio.get_running_loop().call_later(SETTLE_SAVE_SECS, self._save_if_unsaved, record)
+
+    @contextlib.contextmanager
+    def settling(self) -> Iterator[None]:
+        """Saves asked for inside settle instead: for changes the reply being built reports itself."""
+        self._settling = True
+        try:
+            yield
+        finally:
+            self._settling = False
 
     def _save_if_unsaved(self, record: TaskRecord) -> None:
         if self._unsaved.get(record.id) is record:
-            self.save(record)
+            self._write(record)
 
-    def save_all(self) -> None:
+    def write_settled(self) -> None:
         for record in list(self._unsaved.values()):
-            self.save(record)
+            self._write(record)
 
     def forget(self, record: TaskRecord) -> None:
         if self._unsaved.get(record.id) is record:
@@ -247,7 +271,7 @@ class TaskManager:
         stopped = "interrupted: the daemon stopped"
         grace = self.settings.kill_grace_secs
         await asyncio.gather(*(task.terminate(Status.INTERRUPTED, stopped, grace) for task in list(self._slots.running)))
-        self._saver.save_all()
+        self._saver.write_settled()
         await self._todos.stop(SHUTDOWN_TODO_FLUSH_SECS)
 
 
@@ -284,6 +308,11 @@ class TaskManager:
     def todo_backlog(self) -> int:
         return self._todos.backlog
 
+    def write_settled_records(self) -> None:
+        """Write the records whose changes a reply reported (see RecordSaver); the app calls this
+        once a response has gone out."""
+        self._saver.write_settled()
+
     async def wait_for_result(self, task: Task, seconds: float, abandon: asyncio.Event | None = None) -> bool:
         """Wait up to `seconds` for the task to end (or until `abandon`: the caller left); True if it has ended.
 
@@ -297,7 +326,8 @@ class TaskManager:
                 await _wait_either(task.ended, abandon, seconds)
             result_seen = task.ended.is_set() and not (abandon is not None and abandon.is_set())
         finally:
-            self._todos.wait_over(task.record, result_seen)
+            with self._saver.settling():  # the reply reports the end: the record is written after it
+                self._todos.wait_over(task.record, result_seen)
         return task.ended.is_set()
 
 
@@ -451,11 +481,11 @@ class TaskManager:
         if status is not None:
             record.status, record.end_reason, record.ended_at = status, reason, time.time()
         task.ended.set()
-        self._saver.changed(record)
+        # Saved now if its final todo is wanted now; held back for an inline wait, it settles
+        # with the wait's outcome, in one write after the reply.
         self._todos.ended(record)
-        # Saved now if its todo changed; a final todo held back for an inline wait is saved
-        # once that settles it (one write instead of two), or after SETTLE_SAVE_SECS as owed.
-        self._saver.save_soon(record)
+        if self._todos.holds_back(record):
+            self._saver.settle(record)
         self._retention.ended(record)  # pruned by the watcher's tick, off the reply's path
         logger.debug("task %s ended: %s", record.id, summaries.status_words(record))
 

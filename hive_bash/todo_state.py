@@ -99,6 +99,11 @@ class TodoStateMachine:
         todo.held_back = True
         todo.progress.wanted, todo.progress.wanted_delivered = "final", not self._notifier.enabled
 
+    def holds_back(self, record: TaskRecord) -> bool:
+        """Whether the task's final todo waits for an inline wait to settle it."""
+        todo = self._todo(record)
+        return todo is not None and todo.held_back
+
     def wait_begins(self, record: TaskRecord) -> None:
         self._todos[record.id].inline_waits += 1
 

@@ -93,7 +93,7 @@ async def test_cpu_and_peak_memory_in_status_record_and_list(daemon: Daemon) -> 
         listed = (await call_ok(client, "list", {"limit": 5}))
         small = (await call_ok(client, "run", {"cmd": "echo hi", "wait_seconds": 30})).structured
     assert status["status"] == "done", status
-    record = daemon.record(status["id"])
+    record = daemon.ended_record(status["id"])
     # at most what two cores give in the time it ran
     assert 0.5 <= status["cpu_secs"] <= (record["ended_at"] - record["started_at"]) * 2 + 0.01, status
     assert 256 * 2**20 <= status["max_rss_bytes"] < 2048 * 2**20
@@ -102,7 +102,7 @@ async def test_cpu_and_peak_memory_in_status_record_and_list(daemon: Daemon) -> 
     # and `echo hi` used too little CPU for a figure to say anything: both left out of the reply
     assert "cpu_secs" not in small and "max_rss_bytes" not in small, small
     assert record["max_rss_bytes"] == status["max_rss_bytes"] and round(record["cpu_secs"], 2) == status["cpu_secs"]
-    assert daemon.record(small["id"])["cpu_secs"] is not None
+    assert daemon.ended_record(small["id"])["cpu_secs"] is not None
     row = listed.structured["tasks"][status["id"]]
     assert "cpu " in row, row
     assert "MiB" in row and len(status["id"]) + len(row) <= 72, row
@@ -141,7 +141,7 @@ async def test_sigkill_while_the_oom_counter_rose_reads_oom(make_daemon, tmp_pat
     assert "OOM killer" in status["diagnosis"], status
     assert "512 MiB" in status["diagnosis"] and str(leaf.parent / "memory.max") in status["diagnosis"]
     assert "diagnosis: most likely killed by the kernel's OOM killer" in reply.text
-    assert "OOM killer" in daemon.record(status["id"])["diagnosis"]
+    assert "OOM killer" in daemon.ended_record(status["id"])["diagnosis"]
     assert plain["signal"] == "SIGKILL" and "diagnosis" not in plain
     assert by_kill["status"] == "killed" and "diagnosis" not in by_kill
 

@@ -47,7 +47,7 @@ async def test_long_task_returns_started_then_status_waits_for_the_end(daemon: D
     assert final.structured["exit_code"] == 0
     assert final.structured["stdout"] == "finished\n"
     assert final.structured["verdict"].startswith("done, exit 0 after ")
-    record = daemon.record(task_id)
+    record = daemon.ended_record(task_id)
     assert record["ended_at"] - record["started_at"] >= 0.99
 
 

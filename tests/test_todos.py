@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 from pathlib import Path
 
@@ -203,7 +202,7 @@ async def test_records_are_json_written_with_private_modes(make_daemon) -> None:
     assert daemon.tasks_dir.stat().st_mode & 0o777 == 0o700
     for suffix in (".json", ".out", ".err"):
         assert (daemon.tasks_dir / f"{task_id}{suffix}").stat().st_mode & 0o777 == 0o600
-    record = json.loads((daemon.tasks_dir / f"{task_id}.json").read_text())
+    record = daemon.ended_record(task_id)
     assert {"id", "cmd", "status", "exit_code", "created_at", "started_at", "ended_at", "pid",
             "proc_start_ticks"} <= set(record)
     assert not list(daemon.tasks_dir.glob(".*.tmp"))

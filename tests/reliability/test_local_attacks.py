@@ -112,6 +112,7 @@ async def test_planted_symlinks_and_loose_modes_are_not_followed_or_kept(make_da
                                               "wait_seconds": 10})
         await call_ok(client, "run", {"cmd": "echo mine", "name": "loose", "wait_seconds": 10})
     assert built.structured["stdout"] == "overwritten\n"
+    daemon.ended_record("build")  # its last write done: no temp file of it is on its way
     assert victim.read_text() == "# the agent's own file\n"
     for name in ("build.out", "build.err", "build.json", "loose.out", "loose.json"):
         path = tasks_dir / name

@@ -1,0 +1,63 @@
+"""When a task's record reaches the disk: the task manager with a real bash and a real tasks dir, no HTTP.
+
+A reply that reports a task's end does not wait for the record's write: the end (and
+the todo the reply settles) is written once, right after, within SETTLE_SAVE_SECS, and
+at the latest when the daemon stops. The settle time is stretched here so that
+"right after" cannot come before the test has looked.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hive_bash import tasks
+from hive_bash.arguments import TaskOptions
+from hive_bash.cli import prepare_tasks_dir
+from hive_bash.settings import Settings
+from hive_bash.tasks import TaskManager
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    monkeypatch.setattr(tasks, "SETTLE_SAVE_SECS", 600.0)
+    return Settings(tasks_dir=prepare_tasks_dir(tmp_path / "tasks"), agent_socket=None)
+
+
+def on_disk(settings: Settings, task_id: str) -> dict[str, Any]:
+    return json.loads((settings.tasks_dir / f"{task_id}.json").read_text())
+
+
+async def test_the_end_reported_inline_is_written_after_the_reply(settings: Settings) -> None:
+    manager = TaskManager(settings)
+    await manager.start()
+    try:
+        task = manager.submit(TaskOptions(cmd="exit 3"))
+        assert on_disk(settings, task.id)["pid"] == task.record.pid  # the pid is on disk before anything else
+        assert await manager.wait_for_result(task, 10)
+        # What the tool now builds its reply from; the disk still has the start.
+        assert task.record.status.value == "done" and task.record.exit_code == 3
+        assert on_disk(settings, task.id)["status"] == "running"
+    finally:
+        await manager.shutdown()
+    record = on_disk(settings, task.id)
+    assert (record["status"], record["exit_code"]) == ("done", 3)
+    assert record["todo"]["wanted"] is None  # settled by the reply: no completion todo owed
+
+
+async def test_an_end_nobody_waits_for_is_written_at_once(settings: Settings) -> None:
+    manager = TaskManager(settings)
+    await manager.start()
+    try:
+        task = manager.submit(TaskOptions(cmd="exit 4"))
+        await task.ended.wait()
+        record = on_disk(settings, task.id)
+        assert (record["status"], record["exit_code"]) == ("done", 4)
+        assert record["todo"]["wanted"] == "final"  # owed to the harness, and on disk for a restart
+    finally:
+        await manager.shutdown()
