@@ -88,7 +88,8 @@ async def measure_all(plan: scenarios.Plan, workdir: Path, cache: Path, with_pee
     metrics = [
         Metric("run_latency_p50", ms(p50(latency.run)), ms(p50(latency.echo) + p50(latency.spawn)), "<= 1.2", "ms",
                "run(true, wait_seconds=5); floor: echo tool p50 + asyncio `bash -c true` p50; raw JSON-RPC "
-               "client (bench/raw_client.py), floor and value interleaved round by round"),
+               f"client (bench/raw_client.py), floor and value interleaved round by round, each on "
+               f"{scenarios.LATENCY_SERVERS} servers in turn"),
         Metric("run_latency_p99", ms(p99(latency.run)), ms(p99(latency.echo) + p99(latency.spawn)), None, "ms"),
         Metric("run_latency_p50_sdk_client", ms(p50(latency.run_mcp)), ms(p50(latency.echo_mcp) + p50(latency.spawn)),
                None, "ms", "the same through the SDK's own Python client, whose work is in both"),

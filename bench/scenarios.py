@@ -6,11 +6,13 @@ Each function returns raw numbers (seconds, bytes); run.py turns them into ratio
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import itertools
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,12 @@ SETTLE_SECS = 1.0
 CONCURRENCY = 4  # calls in flight at once when starting many tasks
 RETAIN_COUNT = 100
 LATENCY_BLOCK = 20  # calls of one kind in a row when the latency phase takes turns
+# Servers of each kind the latency phase rotates through: on this VM one daemon's p50 differs
+# from the next one's by up to a quarter (six started minutes apart: 2.54-3.15 ms), more than
+# the daemon's own share of a run; the rotation measures the typical start, not one.
+LATENCY_SERVERS = 3
+ECHO_ARGUMENTS = {"text": "hi"}
+RUN_ARGUMENTS = {"cmd": "true", "wait_seconds": 5}
 
 
 @dataclass(frozen=True)
@@ -56,7 +64,7 @@ class Reference:
 
 @dataclass
 class Latency:
-    """Seconds per call, the lists filled in turns (see _rounds) while both servers run."""
+    """Seconds per call, the lists filled in turns (see _rounds) while all the servers run."""
 
     echo: list[float] = field(default_factory=list)  # the reference server's echo, raw JSON-RPC client
     spawn: list[float] = field(default_factory=list)  # asyncio spawning `bash -c true` and waiting for it
@@ -112,29 +120,36 @@ async def reference(workdir: Path, calls: int) -> Reference:
 async def latency(workdir: Path, calls: int) -> Latency:
     """run("true") against its floor, the floor's parts measured in the same rounds, so drift hits both alike.
 
-    Both servers run side by side; raw echo calls, asyncio spawns and raw run calls take
-    turns in blocks (see _rounds), then the SDK client's echo and run calls do.
+    LATENCY_SERVERS daemons and as many reference servers run side by side: raw echo calls,
+    asyncio spawns and raw run calls take turns in blocks (see _rounds), each block on the
+    next server, then the SDK client's echo and run calls do the same.
     """
-    ref_port, hive_port = measure.free_port(), measure.free_port()
-    ref_argv = [sys.executable, str(BENCH_DIR / "reference_server.py"), "--port", str(ref_port)]
-    hive_argv = [sys.executable, "-m", "hive_bash.cli", "--port", str(hive_port)]
     result = Latency()
-    async with measure.serve(ref_argv, ref_port, workdir, name="latency-reference") as ref, \
-            measure.serve(hive_argv, hive_port, workdir, env=daemon_env(workdir / "latency"), name="latency-hive") as hive:
-        echo, run = RawClient(ref.url), RawClient(hive.url)
-        echo.initialize()
-        run.initialize()
-        steps: list[tuple[list[float], Callable[[], Awaitable[object]]]] = [
-            (result.echo, _blocking(lambda: echo.call("echo", {"text": "hi"}))),
-            (result.spawn, lambda: measure.spawn_and_wait(["bash", "-c", "true"])),
-            (result.run, _blocking(lambda: run.call("run", {"cmd": "true", "wait_seconds": 5}))),
-        ]
-        await _rounds(steps, calls)
-        async with open_client(ref.url) as echo_mcp, open_client(hive.url) as run_mcp:
-            await _rounds([
-                (result.echo_mcp, lambda: echo_mcp.call("echo", {"text": "hi"})),
-                (result.run_mcp, lambda: run_mcp.call("run", {"cmd": "true", "wait_seconds": 5})),
-            ], calls)
+    async with contextlib.AsyncExitStack() as stack:
+        refs, hives = [], []
+        for index in range(LATENCY_SERVERS):
+            ref_port, hive_port = measure.free_port(), measure.free_port()
+            ref_argv = [sys.executable, str(BENCH_DIR / "reference_server.py"), "--port", str(ref_port)]
+            hive_argv = [sys.executable, "-m", "hive_bash.cli", "--port", str(hive_port)]
+            refs.append(await stack.enter_async_context(
+                measure.serve(ref_argv, ref_port, workdir, name=f"latency-reference-{index}")))
+            hives.append(await stack.enter_async_context(measure.serve(
+                hive_argv, hive_port, workdir, env=daemon_env(workdir / f"latency-{index}"), name=f"latency-hive-{index}")))
+        echo_raw, run_raw = [RawClient(ref.url) for ref in refs], [RawClient(hive.url) for hive in hives]
+        for client in echo_raw + run_raw:
+            client.initialize()
+        spawn = [lambda: measure.spawn_and_wait(["bash", "-c", "true"])]
+        await _rounds([
+            (result.echo, [_blocking(functools.partial(client.call, "echo", ECHO_ARGUMENTS)) for client in echo_raw]),
+            (result.spawn, spawn),
+            (result.run, [_blocking(functools.partial(client.call, "run", RUN_ARGUMENTS)) for client in run_raw]),
+        ], calls)
+        echo_mcp = [await stack.enter_async_context(open_client(ref.url)) for ref in refs]
+        run_mcp = [await stack.enter_async_context(open_client(hive.url)) for hive in hives]
+        await _rounds([
+            (result.echo_mcp, [functools.partial(client.call, "echo", ECHO_ARGUMENTS) for client in echo_mcp]),
+            (result.run_mcp, [functools.partial(client.call, "run", RUN_ARGUMENTS) for client in run_mcp]),
+        ], calls)
     return result
 
 
@@ -147,14 +162,17 @@ def _blocking(call: Callable[[], object]) -> Callable[[], Awaitable[object]]:
     return awaitable
 
 
-async def _rounds(steps: list[tuple[list[float], Callable[[], Awaitable[object]]]], calls: int) -> None:
+async def _rounds(steps: list[tuple[list[float], Sequence[Callable[[], Awaitable[object]]]]], calls: int) -> None:
     """`calls` timed calls of each step, in blocks that take turns (the order rotating), so slow
-    drift of the machine hits every step alike. A block's first call is not timed: it would
-    carry what the previous step left behind (a reaped child, a cold connection)."""
+    drift of the machine hits every step alike. A step with several servers moves to the next
+    one every len(steps) blocks, so each server sees every place in the order. A block's
+    first call is not timed: it would carry what the previous step left behind (a reaped
+    child, a cold connection)."""
     blocks = max(1, calls // LATENCY_BLOCK)
     for block in range(blocks):
         shift = block % len(steps)
-        for samples, call in steps[shift:] + steps[:shift]:
+        for samples, servers in steps[shift:] + steps[:shift]:
+            call = servers[(block // len(steps)) % len(servers)]
             await call()
             for _ in range(LATENCY_BLOCK):
                 start = time.perf_counter()
