@@ -1,9 +1,10 @@
 """When a task's record reaches the disk: the task manager with a real bash and a real tasks dir, no HTTP.
 
 A reply that reports a task's end does not wait for the record's write: the end (and
-the todo the reply settles) is written once, right after, within SETTLE_SAVE_SECS, and
-at the latest when the daemon stops. The settle time is stretched here so that
-"right after" cannot come before the test has looked.
+the todo the reply settles) is written once, when the app has sent the response
+(`write_settled_records`), within SETTLE_SAVE_SECS in any case, and at the latest when
+the daemon stops. The settle time is stretched here so that it cannot pass before the
+test has looked.
 """
 
 from __future__ import annotations
@@ -43,11 +44,24 @@ async def test_the_end_reported_inline_is_written_after_the_reply(settings: Sett
         # What the tool now builds its reply from; the disk still has the start.
         assert task.record.status.value == "done" and task.record.exit_code == 3
         assert on_disk(settings, task.id)["status"] == "running"
+        manager.write_settled_records()  # what the app does once the response has gone out
+        record = on_disk(settings, task.id)
+        assert (record["status"], record["exit_code"]) == ("done", 3)
+        assert record["todo"]["wanted"] is None  # settled by the reply: no completion todo owed
     finally:
         await manager.shutdown()
-    record = on_disk(settings, task.id)
-    assert (record["status"], record["exit_code"]) == ("done", 3)
-    assert record["todo"]["wanted"] is None  # settled by the reply: no completion todo owed
+
+
+async def test_a_stopping_daemon_writes_what_is_still_settling(settings: Settings) -> None:
+    manager = TaskManager(settings)
+    await manager.start()
+    try:
+        task = manager.submit(TaskOptions(cmd="exit 5"))
+        assert await manager.wait_for_result(task, 10)
+        assert on_disk(settings, task.id)["status"] == "running"
+    finally:
+        await manager.shutdown()
+    assert (on_disk(settings, task.id)["status"], on_disk(settings, task.id)["exit_code"]) == ("done", 5)
 
 
 async def test_an_end_nobody_waits_for_is_written_at_once(settings: Settings) -> None:
