@@ -36,10 +36,10 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, BinaryIO, NoReturn, TextIO
 
 from . import mcp_config, tokens
 from .mcp_compat import BashClient, ToolReply, open_client
@@ -61,6 +61,11 @@ CALL_TIMEOUT_SECS = MAX_SERVER_WAIT_SECS + 30.0
 
 # Pages the CLI reads (the daemon's default page is sized for a model's reply budget).
 PAGE_BYTES = 65536
+# The `write` tool's limit per call (hive_bash.tools.WRITE_MAX_BYTES), and the JSON characters
+# a write's data may cost so its request stays within the body bound (strict_json.MAX_BODY_BYTES,
+# 4 MiB) with room for the rest of the request.
+WRITE_MAX_BYTES = 1024 * 1024
+WRITE_JSON_CHARS = 3 * 1024 * 1024
 
 EXIT_OK = 0
 EXIT_NO_MATCH = 1  # logs --grep found nothing, as grep(1) exits
@@ -392,14 +397,80 @@ async def logs_page(client: BashClient, args: argparse.Namespace, offset: int, w
 
 
 async def cmd_write(client: BashClient, args: argparse.Namespace, out: Output) -> int:
-    """Send DATA (or stdin with '-') to the task's input; --eof closes it afterwards."""
-    data = read_stdin() if args.data == "-" else args.data
-    out.emit(await call(client, "write", {"id": args.id, "data": data, "eof": True if args.eof else None}))
+    """Send DATA (or stdin with '-') to the task's input; --eof closes it afterwards.
+
+    Stdin is sent as it is read, in writes the tool takes (see write_pieces), one result
+    line each; --eof goes with the last. A refused write stops there, saying how much was sent."""
+    pieces = write_pieces(sys.stdin.buffer) if args.data == "-" else iter([args.data])
+    sent = 0
+    piece: str | None = _next_piece(pieces, sent, "")
+    while piece is not None:
+        following = _next_piece(pieces, sent + len(piece.encode("utf-8", "surrogatepass")), None)
+        last = following is None
+        try:
+            reply = await call(client, "write", {"id": args.id, "data": piece, "eof": True if args.eof and last else None})
+        except ToolFailed as exc:
+            if args.data != "-":
+                raise
+            raise ToolFailed(f"{exc} (after {sent} of the input's bytes were sent; the rest was not)") from None
+        out.emit(reply)
+        sent += len(piece.encode("utf-8", "surrogatepass"))
+        piece = following
     return EXIT_OK
 
 
-def read_stdin() -> str:
-    return sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+def _next_piece(pieces: Iterator[str], sent: int, default: str | None) -> str | None:
+    """The next piece of input; input that is not text stops the command, saying what was sent."""
+    try:
+        return next(pieces, default)
+    except NotText as exc:
+        raise ToolFailed(f"{exc} (after {sent} of the input's bytes were sent; the rest was not)") from None
+
+
+class NotText(Exception):
+    """Input for `write` that is not UTF-8: the tool takes text (JSON strings)."""
+
+
+def write_pieces(source: BinaryIO) -> Iterator[str]:
+    """The input as pieces the `write` tool accepts, in order: each at most WRITE_MAX_BYTES,
+    ended on a character boundary, and small enough that its request stays within the daemon's
+    body bound however it is escaped in JSON (a control character costs six characters).
+    NotText at the first byte that is not UTF-8 (offset counted over the whole input)."""
+    carry = b""
+    offset = 0
+    while True:
+        block = carry + source.read(WRITE_MAX_BYTES - len(carry))
+        if not block:
+            return
+        end = len(block) if len(block) < WRITE_MAX_BYTES else _character_boundary(block)
+        carry = block[end:]
+        try:
+            text = block[:end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            where = offset + exc.start
+            raise NotText(f"input byte {where} ({block[exc.start]:#04x}) is not UTF-8: write sends text") from None
+        offset += end
+        yield from _within_json_budget(text)
+
+
+def _character_boundary(data: bytes) -> int:
+    """Where to cut `data` so no UTF-8 character is split: before a trailing partial one."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # not a continuation byte: the last character starts here
+            needed = 1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
+            return len(data) if needed <= back else len(data) - back
+    return len(data)  # not UTF-8 at all: any cut keeps the bytes
+
+
+def _within_json_budget(text: str) -> Iterator[str]:
+    """`text` in halves until each half's JSON string (as an ASCII-only client writes it) fits WRITE_JSON_CHARS."""
+    if len(json.dumps(text)) <= WRITE_JSON_CHARS:
+        yield text
+        return
+    middle = len(text) // 2  # code points: a surrogate escape is one, so no byte is split
+    yield from _within_json_budget(text[:middle])
+    yield from _within_json_budget(text[middle:])
 
 
 COMMANDS: dict[str, Callable[[BashClient, argparse.Namespace, Output], Awaitable[int]]] = {

@@ -2,8 +2,12 @@
 
 Every POST body passes through here before the MCP app:
 
-- Size: a declared Content-Length over the SDK's limit (4 MiB) is refused with 413
-  before a byte of the body is read; a chunked body is read only up to the limit.
+- Size: a body over the SDK's limit (4 MiB) is never kept: its bytes past the limit are
+  read and thrown away up to DRAIN_BODY_BYTES, and then the call gets its answer, a
+  JSON-RPC error naming the limit for the request's id, on a connection that goes on.
+  Answering with the body unread would close the connection under the client, which
+  both SDK lines take as the end of the whole session. A body declared or sent past
+  DRAIN_BODY_BYTES gets a 413 at once and the connection is closed.
 - Nesting: deeper than MAX_DEPTH is refused as a parse error. Python's parser recurses,
   so without this a deep document ends in a RecursionError somewhere (a 500).
 - Numbers: Python's json module (and so the SDK) accepts NaN, Infinity and 1e999, and
@@ -20,15 +24,27 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import math
+import re
 from collections.abc import Iterator
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+logger = logging.getLogger(__name__)
+
 # The SDK's own limit (mcp.server.transport_security.DEFAULT_MAX_REQUEST_BODY_SIZE,
 # and MAXIMUM_MESSAGE_SIZE on older 1.x releases): no valid request is larger.
 MAX_BODY_BYTES = 4 * 1024 * 1024
+# An oversized body is read (not kept) up to this bound so its answer can reach the client:
+# a 16 MiB `write` escaped in JSON fits, a stream without end does not. The request
+# timeout (hive_bash.connections) bounds the time it may take.
+DRAIN_BODY_BYTES = 64 * 1024 * 1024
+# What is kept of an oversized body to find its id, method and tool: the SDKs' clients put
+# the id before the params, the TypeScript SDK's (Claude Code's) puts it last.
+HEAD_BYTES = 65536
+TAIL_BYTES = 4096
 # A tool call nests about 5 deep and holds a few dozen values (a 1 MiB `write` is one
 # string); these leave room for any client metadata while bounding what the SDK parses
 # on the event loop: 2 million numbers took it 60 to 200 ms, /healthz waiting meanwhile.
@@ -57,13 +73,15 @@ class NonFinite:
 
 
 class BodyRefused(Exception):
-    """A body refused before the MCP app sees it: HTTP status, JSON-RPC code, one-line message."""
+    """A body refused before the MCP app sees it: HTTP status, JSON-RPC code, one-line message;
+    `close` when the connection cannot go on (the body was not read to its end)."""
 
-    def __init__(self, status: int, code: int, message: str, request_id: Any = None) -> None:
+    def __init__(self, status: int, code: int, message: str, request_id: Any = None, close: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.request_id = request_id
+        self.close = close
 
 
 def structure_refusal(document: bytes) -> str | None:
@@ -250,15 +268,13 @@ def _declared_length(scope: Scope) -> int | None:
     return None
 
 
-def _too_large() -> BodyRefused:
-    return BodyRefused(413, INVALID_REQUEST, f"request body too large: the limit is {MAX_BODY_BYTES} bytes")
-
-
 async def _read_body(scope: Scope, receive: Receive) -> bytes | None:
-    """The whole body, never more than MAX_BODY_BYTES of it read; None if the client disconnected."""
+    """The whole body, never more than MAX_BODY_BYTES of it kept; None if the client disconnected.
+
+    Past the limit the rest is read and dropped (see DRAIN_BODY_BYTES), then BodyRefused."""
     declared = _declared_length(scope)
-    if declared is not None and declared > MAX_BODY_BYTES:
-        raise _too_large()
+    if declared is not None and declared > DRAIN_BODY_BYTES:
+        raise _too_large(scope, Oversized(declared, b"", b"", drained=False))
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -267,11 +283,136 @@ async def _read_body(scope: Scope, receive: Receive) -> bytes | None:
             return None
         chunk = message.get("body", b"")
         size += len(chunk)
+        more = message.get("more_body", False)
         if size > MAX_BODY_BYTES:
-            raise _too_large()
+            chunks.append(chunk)
+            oversized = await _drain(chunks, size, more, receive)
+            if oversized is None:
+                return None
+            raise _too_large(scope, oversized)
         chunks.append(chunk)
-        if not message.get("more_body", False):
+        if not more:
             return b"".join(chunks)
+
+
+class Oversized:
+    """What is known of a body over the limit: its size (so far), its first and last bytes."""
+
+    def __init__(self, size: int, head: bytes, tail: bytes, drained: bool) -> None:
+        self.size = size
+        self.head = head
+        self.tail = tail
+        self.drained = drained  # read to its end: the connection can serve the next request
+
+
+async def _drain(chunks: list[bytes], size: int, more: bool, receive: Receive) -> Oversized | None:
+    """Read the rest of an oversized body without keeping it, up to DRAIN_BODY_BYTES; None if the client left."""
+    head = _head_of(chunks)
+    tail = chunks[-1][-TAIL_BYTES:]
+    chunks.clear()  # the body read so far (4 MiB) is not held while the rest arrives
+    while more and size <= DRAIN_BODY_BYTES:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        tail = (tail + chunk)[-TAIL_BYTES:]
+        more = message.get("more_body", False)
+    return Oversized(size, head, tail, drained=not more)
+
+
+def _head_of(chunks: list[bytes]) -> bytes:
+    head = b""
+    for chunk in chunks:
+        head += chunk[: HEAD_BYTES - len(head)]
+        if len(head) >= HEAD_BYTES:
+            break
+    return head
+
+
+def _too_large(scope: Scope, body: Oversized) -> BodyRefused:
+    """The refusal of an oversized body, logged in one line naming the call.
+
+    With the request's id known and the body read to its end, the answer is a JSON-RPC error
+    at status 200: mcp 1.x's client ends the whole session on any 4xx (mcp 2.x reads either)."""
+    request = called(body.head, body.tail)
+    size = f"{body.size} bytes" if body.drained else f"over {min(body.size, DRAIN_BODY_BYTES)} bytes"
+    message = (
+        f"request too large: {size}, the limit is {MAX_BODY_BYTES} bytes (4 MiB) per request; "
+        "send large input to a task in several write calls (1 MiB each at most) and keep a long "
+        "script in a file rather than in cmd"
+    )
+    ending = "read and dropped" if body.drained else "connection closed"
+    client = scope.get("client")
+    peer = "%s:%d" % tuple(client) if client else "a client"
+    logger.warning("refused %s from %s: body of %s over the %d-byte limit (%s)",
+                   request.describe(), peer, size, MAX_BODY_BYTES, ending)
+    answered = request.id is not None and body.drained
+    return BodyRefused(200 if answered else 413, INVALID_REQUEST, message, request.id, close=not body.drained)
+
+
+class CalledRequest:
+    """The id, method and tool of a request, as far as the kept bytes of its body tell."""
+
+    def __init__(self, request_id: Any, method: str | None, tool: str | None) -> None:
+        self.id = request_id
+        self.method = method
+        self.tool = tool
+
+    def describe(self) -> str:
+        what = " ".join(_short(part) for part in (self.method, self.tool) if part) or "a request"
+        return what if self.id is None else f"{what} (id {_short(json.dumps(self.id))})"
+
+
+_DECODER = json.JSONDecoder()
+_OPENING = re.compile(r"\s*\{")
+_MEMBER_KEY = re.compile(r'\s*,?\s*"((?:[^"\\]|\\.)*)"\s*:\s*')
+# The last member of the top-level object, `"id": 7}` at the very end after only small members:
+# a nested id is followed by two closing braces, one inside a string by an escaped quote.
+_TRAILING_ID = re.compile(
+    rb'"id"\s*:\s*(-?[0-9]{1,19}|"[^"\\]{0,200}")\s*'
+    rb'(?:,\s*"[^"\\]{0,100}"\s*:\s*(?:"[^"\\]{0,200}"|-?[0-9.eE+-]{1,30}|true|false|null)\s*)*\}\s*\Z'
+)
+
+
+def called(head: bytes, tail: bytes) -> CalledRequest:
+    """Which request an oversized body carries: its top-level members that lie whole in `head`
+    (and those of its params), else an id at the very end of `tail`."""
+    text = head.decode("utf-8", "replace")
+    members, cut_at = leading_members(text, 0)
+    params: dict[str, Any] = {}
+    if "params" in members:
+        params = members["params"] if isinstance(members["params"], dict) else {}
+    elif cut_at is not None and cut_at[0] == "params":
+        params, _ = leading_members(text, cut_at[1])
+    request_id = members.get("id")
+    if "id" not in members:
+        trailing = _TRAILING_ID.search(tail)
+        request_id = json.loads(trailing.group(1)) if trailing else None
+    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+        request_id = None
+    method, tool = members.get("method"), params.get("name")
+    return CalledRequest(
+        request_id, method if isinstance(method, str) else None, tool if isinstance(tool, str) else None
+    )
+
+
+def leading_members(text: str, start: int) -> tuple[dict[str, Any], tuple[str, int] | None]:
+    """The members of the JSON object at text[start:] that lie whole in `text`, in order, and
+    (key, where its value starts) of the first one cut off by the end of `text`."""
+    members: dict[str, Any] = {}
+    opening = _OPENING.match(text, start)
+    if opening is None:
+        return members, None
+    position = opening.end()
+    while (key := _MEMBER_KEY.match(text, position)) is not None:
+        try:
+            name = json.loads(f'"{key.group(1)}"')
+            value, position = _DECODER.raw_decode(text, key.end())
+        except (ValueError, RecursionError):
+            return members, (key.group(1), key.end())
+        members[name] = value
+    return members, None
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -291,7 +432,7 @@ async def _refuse(send: Send, refused: BodyRefused) -> None:
     payload = {"jsonrpc": "2.0", "id": refused.request_id, "error": {"code": refused.code, "message": str(refused)}}
     data = json.dumps(payload).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-    if refused.status == 413:
-        headers.append((b"connection", b"close"))  # the unread rest of the body is not worth draining
+    if refused.close:
+        headers.append((b"connection", b"close"))  # the rest of the body is not read: nothing follows it
     await send({"type": "http.response.start", "status": refused.status, "headers": headers})
     await send({"type": "http.response.body", "body": data})

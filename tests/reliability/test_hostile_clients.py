@@ -108,11 +108,12 @@ def test_huge_key_and_flat_list_bodies_leave_memory_flat_and_healthz_fast(make_d
 
 
 def test_declared_oversize_body_is_refused_before_it_is_sent(daemon: Daemon) -> None:
-    """Content-Length over the SDK's 4 MiB limit: 413 at once, without reading (or waiting for) the body."""
+    """Content-Length past what the daemon reads of an oversized body (issue 25: up to 64 MiB is read
+    and dropped, tests/reliability/test_oversized_requests.py): 413 at once, without waiting for the body."""
     with socket.create_connection(("127.0.0.1", daemon.port), timeout=10) as sock:
         sock.sendall(
             b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            b"Accept: application/json, text/event-stream\r\nContent-Length: 8388608\r\n\r\n{"
+            b"Accept: application/json, text/event-stream\r\nContent-Length: 134217728\r\n\r\n{"
         )
         answer = b""
         while chunk := sock.recv(4096):  # until the daemon closes: the timeout bounds the wait
