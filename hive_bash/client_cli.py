@@ -33,6 +33,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -97,15 +98,31 @@ class Connection:
     headers: Mapping[str, str]
 
 
+# What a terminal would act on rather than show: C0 controls but tab and newline, DEL, C1
+# controls (U+009B is a CSI on its own), and bytes that were not UTF-8 (surrogate escapes).
+# Task output holds them (`\x1b]52;c;...` writes the clipboard, `\x1b[2J` clears the screen).
+_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\udc80-\udcff]")
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every terminal control shown as `\\xNN` (the byte it stands for)."""
+    return _TERMINAL_CONTROLS.sub(lambda found: f"\\x{ord(found.group()) & 0xFF:02x}", text)
+
+
 @dataclass(frozen=True)
 class Output:
-    """Where results go and how they are shaped."""
+    """Where results go and how they are shaped. To a terminal (`terminal`), task output and
+    the daemon's text are shown with their control characters escaped; --json and a pipe get
+    them unchanged (JSON escapes them itself)."""
 
     stdout: TextIO
     json: bool
+    terminal: bool = False
 
     def write_raw(self, data: str) -> None:
-        """Write task output unchanged, flushed at once (followers read it as it arrives)."""
+        """Write task output unchanged (escaped to a terminal), flushed at once (followers read it as it arrives)."""
+        if self.terminal:
+            data = escape_controls(data)
         binary = getattr(self.stdout, "buffer", None)
         if binary is not None:
             self.stdout.flush()
@@ -120,7 +137,7 @@ class Output:
         if self.json:
             self.stdout.write(json.dumps(reply.structured) + "\n")
         else:
-            text = reply.text
+            text = escape_controls(reply.text) if self.terminal else reply.text
             self.stdout.write(text if text.endswith("\n") else text + "\n")
         self.stdout.flush()
 
@@ -546,6 +563,19 @@ def configure_logging(verbose: bool) -> None:
     )
 
 
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # replaced or closed streams
+        return False
+
+
+def print_error(exc: Exception) -> None:
+    """One line on stderr; the daemon's message may quote task output: escaped to a terminal."""
+    text = str(exc)
+    print(f"{PROG}: {escape_controls(text) if _is_terminal(sys.stderr) else text}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     """Entry point of the `hive-bash` console script; returns the exit status."""
     parser = build_parser(os.environ if env is None else env)
@@ -555,14 +585,14 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         connection = connection_for(args)
     except ValueError as exc:
         parser.exit(EXIT_TOOL_ERROR, f"{PROG}: {exc}\n")
-    out = Output(stdout=sys.stdout, json=args.json)
+    out = Output(stdout=sys.stdout, json=args.json, terminal=_is_terminal(sys.stdout))
     try:
         return asyncio.run(execute(args, connection, out))
     except ToolFailed as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        print_error(exc)
         return EXIT_TOOL_ERROR
     except Unreachable as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        print_error(exc)
         return EXIT_UNREACHABLE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
