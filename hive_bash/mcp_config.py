@@ -44,6 +44,7 @@ import json
 import logging
 import os
 import re
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -61,6 +62,8 @@ TOOL_GROUPS_ENV = "HIVE_TOOL_GROUPS"
 SERVERS_FILE_ENV = "HIVE_MCP_SERVERS_FILE"
 FORMAT_VERSION = 1
 EXIT_INPUT_ERROR = 2
+# The module writes a few KiB; anything near this is not its file.
+MAX_SERVERS_FILE_BYTES = 1024 * 1024
 
 SERVER_TYPES = ("stdio", "http")
 # Claude Code names MCP tools mcp__<server>__<tool>; keep both parts to plain identifiers.
@@ -119,8 +122,14 @@ class ServersFile:
 # --- parsing ---------------------------------------------------------------
 
 
+def _shown(text: str) -> str:
+    """A name or key as an error line shows it: as it is, or JSON-quoted when it holds a newline,
+    a control or another unprintable character (the message stays one line)."""
+    return text if text.isprintable() else json.dumps(text)
+
+
 def _where(name: str, key: str) -> str:
-    return f"mcpServers.{name}.{key}"
+    return f"mcpServers.{_shown(name)}.{_shown(key)}"
 
 
 def _opt_str(entry: Mapping[str, Any], name: str, key: str) -> str | None:
@@ -169,9 +178,9 @@ def _allowed_tools(entry: Mapping[str, Any], name: str) -> tuple[str, ...]:
 def parse_server(name: str, entry: Any) -> McpServer:
     """Validate one entry; raise ConfigError naming the entry and field."""
     if not NAME_RE.fullmatch(name):
-        raise ConfigError(f"mcpServers.{name}: server names may use only letters, digits, '_' and '-'")
+        raise ConfigError(f"mcpServers.{_shown(name)}: server names may use only letters, digits, '_' and '-'")
     if not isinstance(entry, dict):
-        raise ConfigError(f"mcpServers.{name}: expected an object, got {entry!r}")
+        raise ConfigError(f"mcpServers.{_shown(name)}: expected an object, got {entry!r}")
     unknown = sorted(set(entry) - ENTRY_FIELDS)
     if unknown:
         raise ConfigError(f"{_where(name, unknown[0])}: unknown field")
@@ -234,12 +243,45 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
+def read_servers_bytes(path: Path) -> bytes:
+    """The file's bytes, read only if it is a regular file within MAX_SERVERS_FILE_BYTES.
+
+    Opened without blocking (a FIFO would hang the harness's every turn until a writer came)
+    and checked with fstat before a byte is read (/dev/zero would fill memory)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"cannot read: not a regular file ({_file_kind(info.st_mode)})")
+        if info.st_size > MAX_SERVERS_FILE_BYTES:
+            raise ConfigError(f"cannot read: {info.st_size} bytes, the limit is {MAX_SERVERS_FILE_BYTES}")
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, MAX_SERVERS_FILE_BYTES + 1 - size):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_SERVERS_FILE_BYTES:  # grew while being read
+                raise ConfigError(f"cannot read: over {MAX_SERVERS_FILE_BYTES} bytes, the limit")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a file")
+
+
 def load_servers_file(path: Path) -> ServersFile:
     """Read and validate the file; every way it can be wrong is a ConfigError (one line, exit 2)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror or exc}") from exc
+        text = read_servers_bytes(path).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"not UTF-8: byte {exc.object[exc.start]:#04x} at offset {exc.start}") from None
     try:
@@ -390,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         groups = resolve_tool_groups(args.tool_groups, os.environ, servers_file.tool_groups)
         result = render(servers_file, groups, subagent=args.subagent)
     except ConfigError as exc:
-        print(f"{PROG}: error: {servers_path}: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {_shown(str(servers_path))}: {exc}", file=sys.stderr)
         return EXIT_INPUT_ERROR
     try:
         write_results(args, result)

@@ -200,7 +200,7 @@ def test_tool_group_precedence(
         (servers_doc(m={"command": "m", "comand": "typo"}), "mcpServers.m.comand: unknown field"),
         (servers_doc(m="x"), "mcpServers.m: expected an object"),
         (servers_doc(**{"my server": {"command": "x"}}), "mcpServers.my server: server names may use only"),
-        (servers_doc(**{"bash\n": {"command": "x"}}), "mcpServers.bash\n: server names may use only"),
+        (servers_doc(**{"bash\n": {"command": "x"}}), 'mcpServers."bash\\n": server names may use only'),
         (servers_doc(m={"command": "m", "allowedTools": ["run\n"]}), "mcpServers.m.allowedTools: 'run\\n' is"),
         (servers_doc(m={"type": "http", "url": "u", "headers": {"X": "a\r\nInjected: 1"}}), "mcpServers.m.headers:"),
         (servers_doc(m={"command": "m", "bearerTokenFile": "/t"}), "mcpServers.m.bearerTokenFile: only an http"),
