@@ -32,6 +32,12 @@ LOGS_DEFAULT_BUDGET = 5000  # JSON characters of a logs page whose max_bytes was
 LIST_ROW_CHARS = 72  # one `list` row, id included: 50 rows stay under 4,000 characters
 LIST_CMD_MIN_CHARS = 20
 LIST_USAGE_CMD_MIN_CHARS = 12  # a row showing its cost may cut its cmd shorter, never its length
+# A whole `list` reply; the sessions after the task rows get what is left, at least the minimum
+# (50 full rows use most of it), and a count of those left out.
+LIST_BUDGET = 4000
+SEARCH_PATTERN_CHARS = 80  # of a pattern quoted in a search's verdict
+LIST_SESSIONS_MIN_CHARS = 600
+SESSION_CWD_CHARS = 120
 STATUS_CMD_CHARS = 300  # a cmd may be 256 KiB; the record and `list` keep it, a reply shows its start
 WAIT_HINT_SECS = 30
 # An ended task's cost is said only when it says something: under this much CPU a number
@@ -261,10 +267,25 @@ def list_reply(
         head = f"{len(rows)} of {total} {which}, newest first (raise limit for more)"
     else:
         head = f"{total} {which}, newest first"
-    shells = [compact([("name", item.name), ("cwd", item.cwd), ("tasks", item.tasks)]) for item in sessions]
-    return compact(
-        [("verdict", head), ("tasks", {row.id: list_row(row) for row in rows}), ("total", total), ("sessions", shells)]
-    )
+    reply = compact([("verdict", head), ("tasks", {row.id: list_row(row) for row in rows}), ("total", total)])
+    shells = session_rows(sessions, LIST_BUDGET - len(json.dumps(reply)))
+    return compact([*reply.items(), ("sessions", shells), ("more_sessions", (len(sessions) - len(shells)) or None)])
+
+
+def session_rows(sessions: Sequence[SessionRow], budget: int) -> list[dict[str, Any]]:
+    """The sessions, by name, as many as fit `budget` JSON characters (at least LIST_SESSIONS_MIN_CHARS'
+    worth): 300 sessions made a `list(limit=5)` reply of 35,775 characters. A long cwd shows its end."""
+    rows: list[dict[str, Any]] = []
+    left = max(budget, LIST_SESSIONS_MIN_CHARS)
+    for item in sessions:
+        cwd = item.cwd if item.cwd is None or len(item.cwd) <= SESSION_CWD_CHARS else "…" + item.cwd[1 - SESSION_CWD_CHARS :]
+        row = compact([("name", item.name), ("cwd", cwd), ("tasks", item.tasks)])
+        cost = len(json.dumps(row)) + 2
+        if cost > left:
+            break
+        rows.append(row)
+        left -= cost
+    return rows
 
 
 # ---- logs -----------------------------------------------------------------
@@ -356,9 +377,13 @@ def search_reply(found: SearchFacts) -> dict[str, Any]:
     listed = sum(line.is_match for line in found.lines)
     eof = found.ended and found.next_offset >= found.size
     state = "end of output" if eof else "the task ended" if found.ended else f"task {found.task_status.value}"
-    head = f"{found.total_matches} lines of {found.stream} bytes {found.offset}-{found.size} match {found.pattern!r} ({state})"
+    # A pattern may be 1,000 characters: quoted whole twice it took a third of the reply's budget.
+    long = len(found.pattern) > SEARCH_PATTERN_CHARS
+    quoted = repr(found.pattern[:SEARCH_PATTERN_CHARS] + "…" if long else found.pattern)
+    head = f"{found.total_matches} lines of {found.stream} bytes {found.offset}-{found.size} match {quoted} ({state})"
     if listed < found.total_matches:
-        more = f"logs(id='{found.id}', pattern={found.pattern!r}, offset={found.next_offset})"
+        again = "the same pattern" if long else quoted
+        more = f"logs(id='{found.id}', pattern={again}, offset={found.next_offset})"
         head += f"; {listed} listed, more: {more}"
     return compact(
         [
