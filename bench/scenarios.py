@@ -19,6 +19,7 @@ from typing import Any
 
 import measure
 from hive_bash.mcp_compat import BashClient, open_client
+from hive_bash.replies import with_state
 from raw_client import RawClient
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -93,7 +94,7 @@ class Hive:
 def _check(reply: Any, what: str) -> dict[str, Any]:
     if reply.is_error or reply.structured is None:
         raise RuntimeError(f"{what}: {reply.text[:300]}")
-    return dict(reply.structured)
+    return with_state(reply.structured)  # status and exit_code are in the verdict
 
 
 async def _idle_rss(pid: int, client: BashClient, tool: str, arguments: dict[str, Any]) -> int:

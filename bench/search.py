@@ -26,6 +26,7 @@ from report import Metric, publish
 from scenarios import daemon_env
 
 from hive_bash.mcp_compat import BashClient, open_client
+from hive_bash.replies import with_state
 
 # (name, pattern): many hits (the listing ends early, the rest only counted); few hits (all listed:
 # every line numbered to the end, as grep -n does); an alternation of literals.
@@ -100,9 +101,9 @@ async def write_output(client: BashClient, workdir: Path, size_mib: int) -> tupl
     rare.write_bytes(block("ld: fatal: cannot allocate 4294967296 bytes"))
     cmd = f"for i in $(seq {size_mib}); do if [ $((i % {RARE_EVERY})) = 0 ]; then cat {rare}; else cat {common}; fi; done"
     reply = await client.call("run", {"cmd": cmd, "wait_seconds": 30, "name": "big-log"})
-    task = reply.structured or {}
+    task = with_state(reply.structured or {})  # status and exit_code are in the verdict
     while task.get("status") in ("pending", "running"):
-        task = (await client.call("status", {"id": "big-log", "wait_seconds": 30})).structured or {}
+        task = with_state((await client.call("status", {"id": "big-log", "wait_seconds": 30})).structured or {})
     if task.get("exit_code") != 0:
         raise RuntimeError(f"writing the output failed: {task}")
     return "big-log", Path(task["stdout_path"])

@@ -195,18 +195,64 @@ _JSON_TYPES: dict[str, str] = {
 }
 
 
-def closest(name: str, valid: list[str]) -> str | None:
-    """The valid name a misspelt one most likely meant (`timeout_seconds` -> `timeout_secs`)."""
-    matches = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+# The names models actually try, mapped to ours: Claude Code's own Bash (command, timeout,
+# description, run_in_background), TaskOutput/BashOutput (task_id, bash_id, block, filter),
+# KillShell (shell_id), and the usual synonyms. Per tool, since `timeout` means timeout_secs to
+# run and wait_seconds to status. A value that is not one of the tool's names is said as it is.
+_SAME_FOR_EVERY_TASK_TOOL = {name: "id" for name in ("task_id", "taskId", "bash_id", "shell_id", "shellId",
+                                                     "job_id", "process_id", "task", "name")}
+_ALWAYS_IN_BACKGROUND = "leave it out (every run is a background task; wait_seconds=0 returns at once)"
+KNOWN_NAMES: dict[str, dict[str, str]] = {
+    "run": {
+        "command": "cmd", "cmdline": "cmd", "script": "cmd", "bash": "cmd", "shell": "cmd",
+        "timeout": "timeout_secs (in seconds)", "timeout_ms": "timeout_secs (in seconds)", "timeout_sec": "timeout_secs",
+        "max_seconds": "timeout_secs", "time_limit": "timeout_secs",
+        "wait": "wait_seconds", "block": "wait_seconds", "wait_secs": "wait_seconds",
+        "run_in_background": _ALWAYS_IN_BACKGROUND, "background": _ALWAYS_IN_BACKGROUND,
+        "description": "leave it out (run takes no description; name sets a task id)",
+        "id": "name", "task_id": "name", "label": "name",
+        "dir": "cwd", "directory": "cwd", "workdir": "cwd", "working_dir": "cwd", "working_directory": "cwd",
+        "path": "cwd", "environment": "env", "env_vars": "env", "envs": "env",
+        "tty": "pty", "terminal": "pty", "interactive": "pty",
+        "input": "stdin='pipe' (then send it with write)", "data": "stdin='pipe' (then send it with write)",
+        "idle_timeout": "idle_timeout_secs", "shell_session": "session",
+    },
+    "status": {**_SAME_FOR_EVERY_TASK_TOOL, "timeout": "wait_seconds", "block": "wait_seconds",
+               "wait": "wait_seconds", "wait_secs": "wait_seconds"},
+    "logs": {**_SAME_FOR_EVERY_TASK_TOOL, "timeout": "wait_seconds", "block": "wait_seconds",
+             "wait": "wait_seconds", "filter": "pattern", "regex": "pattern", "grep": "pattern",
+             "search": "pattern", "query": "pattern", "tail": "offset (status shows the tail)",
+             "lines": "max_bytes (pages are in bytes)", "limit": "max_bytes", "fd": "stream", "start": "offset",
+             "context": "context_lines"},
+    "write": {**_SAME_FOR_EVERY_TASK_TOOL, "input": "data", "text": "data", "keys": "data", "chars": "data",
+              "content": "data", "stdin": "data", "message": "data", "close": "eof", "close_stdin": "eof",
+              "end": "eof"},
+    "kill": {**_SAME_FOR_EVERY_TASK_TOOL, "signal": "force (SIGINT, or SIGKILL with force=true)",
+             "sig": "force (SIGINT, or SIGKILL with force=true)", "forced": "force", "hard": "force"},
+    "list": {"state": "status", "filter": "status", "max": "limit", "count": "limit", "n": "limit"},
+}
+# A fuzzy guess only when it is close: below this, `description` read as `session`.
+CLOSE_MATCH_CUTOFF = 0.75
+
+
+def closest(name: str, valid: list[str], tool: str = "") -> str | None:
+    """The valid name a misspelt or borrowed one most likely meant (`timeout_seconds` -> `timeout_secs`)."""
+    known = KNOWN_NAMES.get(tool, {}).get(name)
+    if known is not None:
+        return known
+    matches = difflib.get_close_matches(name, valid, n=1, cutoff=CLOSE_MATCH_CUTOFF)
     if matches:
         return matches[0]
-    prefixed = [candidate for candidate in valid if candidate.startswith(name) or name.startswith(candidate)]
+    # `wait` -> wait_seconds; never from a stub as short as `id`, a prefix of idle_timeout_secs too
+    prefixed = [candidate for candidate in valid if len(name) >= 4 and (candidate.startswith(name) or name.startswith(candidate))]
     return prefixed[0] if len(prefixed) == 1 else None
 
 
 def unknown_argument(tool: str, name: str, valid: list[str]) -> InvalidArgument:
-    guess = closest(name, valid)
-    hint = f"did you mean {guess}? " if guess else ""
+    guess = closest(name, valid, tool)
+    hint = ""
+    if guess is not None:  # a name of ours (maybe with a word on its use), else advice said as it is
+        hint = f"did you mean {guess}? " if guess.split(" ")[0].split("=")[0] in valid else f"{guess}; "
     return InvalidArgument(name, f"{tool} has no such argument; {hint}valid: {', '.join(valid)}")
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn, TextIO
 
-from . import mcp_config, tokens
+from . import mcp_config, replies, tokens
 from .mcp_compat import BashClient, ToolReply, open_client
 from .records import Status
 from .settings import DEFAULT_PORT
@@ -135,7 +135,8 @@ class Output:
     def emit(self, reply: ToolReply) -> None:
         """The structured result as one JSON object with --json, else the tool's text block."""
         if self.json:
-            self.stdout.write(json.dumps(reply.structured) + "\n")
+            structured = reply.structured
+            self.stdout.write(json.dumps(None if structured is None else replies.with_state(structured)) + "\n")
         else:
             text = escape_controls(reply.text) if self.terminal else reply.text
             self.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -257,6 +258,7 @@ def module_token_file(servers_file: Path, url: str) -> Path | None:
 
 def task_exit_code(structured: Mapping[str, Any]) -> int:
     """The exit status a shell script would expect for a task's status result (see module doc)."""
+    structured = replies.with_state(structured)
     status = structured.get("status")
     if status in ACTIVE_STATUSES:
         return EXIT_OK
@@ -307,7 +309,7 @@ async def wait_for_end(client: BashClient, reply: ToolReply, deadline: float | N
 
 
 def _active(reply: ToolReply) -> bool:
-    return reply.structured is not None and reply.structured.get("status") in ACTIVE_STATUSES
+    return reply.structured is not None and replies.with_state(reply.structured).get("status") in ACTIVE_STATUSES
 
 
 def _deadline(wait: float | None) -> float | None:

@@ -73,7 +73,26 @@ def create_server(name: str, instructions: str, version: str, check_arguments: A
     else:
         server = McpServer(name=name, instructions=instructions, transport_security=_SDK_SECURITY_OFF)  # type: ignore[call-arg]
     server.check_arguments = check_arguments
+    _serve_tools_only(server)
     return server
+
+
+# Requests the SDK answers by default with empty lists. While a handler is registered the
+# server advertises the capability, and Claude Code then adds its three resource tools
+# (about 2,000 characters) to every request it sends its model: hive-bash has only tools.
+_UNUSED_METHODS = ("prompts/list", "prompts/get", "resources/list", "resources/templates/list", "resources/read")
+
+
+def _serve_tools_only(server: McpServer) -> None:
+    if SDK_LINE == 2:
+        handlers = server._lowlevel_server._request_handlers
+        for method in _UNUSED_METHODS:
+            handlers.pop(method, None)
+        return
+    unused = {mcp_types.ListPromptsRequest, mcp_types.GetPromptRequest, mcp_types.ListResourcesRequest,
+              mcp_types.ListResourceTemplatesRequest, mcp_types.ReadResourceRequest}
+    for request in unused:
+        server._mcp_server.request_handlers.pop(request, None)
 
 
 def add_tool(server: McpServer, fn: Callable[..., Any], name: str, description: str) -> None:

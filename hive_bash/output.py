@@ -7,6 +7,7 @@ never split into replacement garbage by our own slicing.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -111,6 +112,8 @@ def disk_full(directory: Path) -> bool:
 
 # ---- excerpts for the model: head and tail cut on line boundaries ------
 
+REPEAT_FOLD_MIN = 4  # identical lines in a row from which on they show once, with a count
+REPEAT_MARKER_COST = 45  # `[... the line above 99999 more times ...]\n` as JSON
 EXCERPT_READ_BYTES = 16384  # read at most this much from each end of a stream
 NEWLINE_COUNT_CHUNK = 1 << 20
 # Lines left out are counted up to this many bytes; past it they are estimated from the
@@ -147,6 +150,8 @@ class Excerpt:
     start: int = 0  # the byte the excerpt was asked to begin at: what came before was seen already
 
     lines_counted: bool = True
+    overwrites_folded: int = 0  # carriage-return overwrites shown as their line's final state (fold)
+    repeats_folded: int = 0  # identical lines shown once with a count (fold)
 
     @property
     def cut_bytes(self) -> int:
@@ -170,27 +175,65 @@ def _fit_prefix(data: bytes, budget: int) -> int:
     return len(data)
 
 
-def take_head(data: bytes, budget: int, complete: bool) -> int:
+def line_costs(lines: list[bytes], folding: bool) -> list[int]:
+    """What each line costs in JSON characters as shown: raw, or (`folding`) as fold shows it, a carriage-
+    return overwrite as its final state and a line repeated REPEAT_FOLD_MIN times as one marker (an upper bound)."""
+    if not folding:
+        return [json_cost(line) for line in lines]
+    costs: list[int] = []
+    previous, run = b"", 0
+    for line in lines:
+        shown = _overwritten_bytes(line)
+        run = run + 1 if shown == previous else 1
+        previous = shown
+        costs.append(json_cost(shown) if run < REPEAT_FOLD_MIN else REPEAT_MARKER_COST if run == REPEAT_FOLD_MIN else 0)
+    return costs
+
+
+def _overwritten_bytes(line: bytes) -> bytes:
+    body = line.rstrip(b"\n")
+    ending = line[len(body):]
+    if body.endswith(b"\r") and ending:
+        body, ending = body[:-1], b"\r" + ending
+    if b"\r" not in body:
+        return line
+    shown = b""
+    for piece in body.split(b"\r"):
+        shown = piece + shown[len(piece) :]
+    return shown + ending
+
+
+def shown_cost(data: bytes) -> int:
+    return sum(line_costs(_lines(data), folding=True))
+
+
+def take_head(data: bytes, budget: int, complete: bool, folding: bool = False) -> int:
     """How many bytes from the start of `data` to show: whole lines within `budget`, else part of the first.
 
-    `complete` says `data` is the whole stream, so an unfinished last line is really its end."""
+    `complete` says `data` is the whole stream, so an unfinished last line is really its end;
+    `folding`: lines cost what fold shows of them (excerpts; a logs page is shown byte for byte)."""
     used = taken = 0
-    for line in _lines(data):
-        cost = json_cost(line)
+    lines = _lines(data)
+    for line, cost in zip(lines, line_costs(lines, folding)):
         if used + cost > budget or not (line.endswith(b"\n") or complete):
+            if folding and b"\r" in line and not line.endswith(b"\n"):
+                return taken  # a progress line still overwriting itself: its final state is in the tail
             return taken if taken else _fit_prefix(line, budget)
         used, taken = used + cost, taken + len(line)
     return taken
 
 
-def take_tail(data: bytes, budget: int, starts_mid_stream: bool) -> int:
+def take_tail(data: bytes, budget: int, starts_mid_stream: bool, folding: bool = False) -> int:
     """How many bytes at the end of `data` to show: whole lines within `budget`, else the end of the last."""
     lines = _lines(data)
     if starts_mid_stream and len(lines) > 1:
-        lines = lines[1:]  # the window began inside a line: that fragment never existed on its own
+        # The window began inside a line: that fragment never existed on its own, unless it
+        # is a line overwriting itself, whose pieces from a carriage return on are what it shows.
+        first = lines[0]
+        lines = ([first[first.index(b"\r") :]] if folding and b"\r" in first else []) + lines[1:]
     used = taken = 0
-    for line in reversed(lines):
-        cost = json_cost(line)
+    backwards = lines[::-1]
+    for line, cost in zip(backwards, line_costs(backwards, folding)):
         if used + cost > budget:
             if taken:
                 return taken
@@ -205,11 +248,11 @@ def plan_excerpt(head: bytes, tail: bytes, size: int, budget: int) -> tuple[int,
 
     `head` is the stream's first bytes, `tail` its last bytes (both may be the whole stream)."""
     complete = len(head) == size
-    if complete and json_cost(head) <= budget:
+    if complete and shown_cost(head) <= budget:
         return size, size
-    head_end = take_head(head, budget // 3, complete)
-    remaining = budget - json_cost(head[:head_end])
-    tail_begin = size - take_tail(tail, remaining, starts_mid_stream=len(tail) < size)
+    head_end = take_head(head, budget // 3, complete, folding=True)
+    remaining = budget - shown_cost(head[:head_end])
+    tail_begin = size - take_tail(tail, remaining, starts_mid_stream=len(tail) < size, folding=True)
     return head_end, max(head_end, tail_begin)
 
 
@@ -287,11 +330,62 @@ def excerpt_of(stream: StreamBytes, budget: int) -> Excerpt:
     tail = head if len(head) == size - start else tail
     head_end, tail_begin = (start + offset for offset in plan_excerpt(head, tail, size - start, budget))
     if head_end >= size:
-        return Excerpt(decode(head), "", size, size, size, 0, start)
+        return folded(Excerpt(decode(head), "", size, size, size, 0, start))
     shown_head = head[: head_end - start]
     shown_tail = tail[len(tail) - (size - tail_begin) :] if tail_begin < size else b""
     cut_lines, counted = lines_left_out(path, head_end, tail_begin, shown_head + shown_tail)
-    return Excerpt(decode(shown_head), decode(shown_tail), size, head_end, tail_begin, cut_lines, start, counted)
+    return folded(Excerpt(decode(shown_head), decode(shown_tail), size, head_end, tail_begin, cut_lines, start, counted))
+
+
+# ---- folding what a terminal would have overwritten or a loop repeated ------
+# Only excerpts fold (the files and logs pages stay byte-exact): 2,000 updates of a progress
+# line are one line to a reader, and so are 500 identical "retrying..." lines.
+
+
+
+def overwritten(line: str) -> str:
+    """What a terminal shows of a line with carriage returns: each piece written over the start."""
+    shown = ""
+    for piece in line.split("\r"):
+        shown = piece + shown[len(piece) :]
+    return shown
+
+
+def fold(text: str) -> tuple[str, int, int]:
+    """(text, overwrites folded, repeated lines folded). A `\\r` that ends a line (a PTY's `\\r\\n`) stays."""
+    lines = text.split("\n")
+    overwrites = repeats = 0
+    shown: list[str] = []
+    for index, line in enumerate(lines):
+        ending = "\r" if line.endswith("\r") and index < len(lines) - 1 else ""
+        body = line[: len(line) - len(ending)]
+        if "\r" in body:
+            overwrites += body.count("\r")
+            body = overwritten(body)
+        shown.append(body + ending)
+    folded_lines: list[str] = []
+    index = 0
+    while index < len(shown):
+        run = 1
+        while index + run < len(shown) and shown[index + run] == shown[index] and index + run < len(shown) - 1:
+            run += 1
+        folded_lines.append(shown[index])
+        if run >= REPEAT_FOLD_MIN:
+            folded_lines.append(f"[... the line above {run - 1} more times ...]")
+            repeats += run - 1
+        else:
+            folded_lines.extend(shown[index + 1 : index + run])
+        index += run
+    return "\n".join(folded_lines), overwrites, repeats
+
+
+def folded(excerpt: Excerpt) -> Excerpt:
+    head, head_overwrites, head_repeats = fold(excerpt.head)
+    tail, tail_overwrites, tail_repeats = fold(excerpt.tail)
+    if not (head_overwrites or head_repeats or tail_overwrites or tail_repeats):
+        return excerpt
+    return dataclasses.replace(excerpt, head=head, tail=tail, overwrites_folded=head_overwrites + tail_overwrites,
+                               repeats_folded=head_repeats + tail_repeats)
 
 
 def lines_left_out(path: Path, start: int, end: int, shown: bytes) -> tuple[int, bool]:
@@ -314,3 +408,15 @@ def last_lines(path: Path, count: int, max_chars: int) -> list[str]:
         window = window[skip_partial_start(window) :]
     lines = [line.strip() for line in decode(window).splitlines() if line.strip()]
     return [line if len(line) <= max_chars else line[: max_chars - 1] + "…" for line in lines[-count:]]
+
+
+PROMPT_CHARS = 120
+
+
+def last_printed_line(*paths: Path) -> str | None:
+    """The last non-blank line of whichever stream grew last (a prompt: `read -p` writes to stderr)."""
+    written = [(mtime, path) for path in paths for size, mtime in [size_and_mtime(path)] if size and mtime is not None]
+    if not written:
+        return None
+    lines = last_lines(max(written)[1], 1, PROMPT_CHARS)
+    return lines[0] if lines else None

@@ -17,6 +17,7 @@ Everything here is pure: facts in, dict or text out (hive_bash.results gathers t
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ LIST_SESSIONS_MIN_CHARS = 600
 SESSION_CWD_CHARS = 120
 STATUS_CMD_CHARS = 300  # a cmd may be 256 KiB; the record and `list` keep it, a reply shows its start
 WAIT_HINT_SECS = 30
+EXPORTS_CHARS = 200  # the names a session run exported, within the reply's budget
 # An ended task's cost is said only when it says something: under this much CPU a number
 # is noise (`echo hi` is 0.002s), and max_rss_bytes is known only above the daemon's own peak.
 CPU_WORTH_SAYING_SECS = 0.5
@@ -80,6 +82,9 @@ class TaskFacts:
     cpu_secs: float | None = None  # once ended: user + system CPU of the reaped process tree
     max_rss_bytes: int | None = None  # once ended: the largest process's peak, if above the daemon's
     diagnosis: str | None = None  # why it most likely ended (the OOM killer), where the daemon can tell
+    waiting_for_input: bool = False  # blocked reading its pipe or terminal (hive_bash.input_wait)
+    session_cwd: str | None = None  # once ended: the session's directory its shell left
+    session_exports: tuple[str, ...] = ()  # once ended: the variables it exported or changed
 
 
 def compact(items: Sequence[tuple[str, Any]]) -> dict[str, Any]:
@@ -87,12 +92,18 @@ def compact(items: Sequence[tuple[str, Any]]) -> dict[str, Any]:
     return {key: value for key, value in items if value is not None and value is not False and value not in ("", [], {})}
 
 
+def counted(number: int, noun: str) -> str:
+    """`1 line`, `2 lines`, `0 bytes`: the grammar a reader expects."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 def cut_marker(task_id: str, stream: str, excerpt: Excerpt) -> str:
     count = excerpt.cut_lines if excerpt.lines_counted else float(f"{excerpt.cut_lines:.2g}")
     about = "" if excerpt.lines_counted else "about "
     lines = f", {about}{count:.0f} line{'s' if count > 1 else ''}" if count else ""
     where = f"id='{task_id}', stream='stderr'" if stream == "stderr" else f"id='{task_id}'"
-    return f"[... {excerpt.cut_bytes} bytes{lines} left out: logs({where}, offset={excerpt.cut_start}) reads them ...]"
+    return (f"[... {counted(excerpt.cut_bytes, 'byte')}{lines} left out: logs({where}, offset={excerpt.cut_start}) "
+            f"pages them, logs({where}, pattern=...) searches ...]")
 
 
 def excerpt_text(task_id: str, stream: str, excerpt: Excerpt) -> str:
@@ -143,9 +154,14 @@ def next_step(facts: TaskFacts) -> str | None:
         age = f" {duration(facts.kill_age_secs)} ago" if facts.kill_age_secs is not None else ""
         return f"{facts.kill_sent} was sent{age} and it still runs: kill({quoted}, force=true) ends it"
     todo = "; its end also arrives as a todo" if facts.todos else ""
+    if facts.waiting_for_input:
+        return f"it waits for input: write({quoted}, data='...\\n') answers it{todo}"
     size = facts.stdout.excerpt.size if facts.stdout is not None else 0
     if size:
         return f"logs({quoted}, offset={size}, wait_seconds={WAIT_HINT_SECS}) follows new output{todo}"
+    err_size = facts.stderr.excerpt.size if facts.stderr is not None else 0
+    if err_size:  # all it printed went to stderr (a server's request log): follow the stream that moves
+        return f"logs({quoted}, stream='stderr', offset={err_size}, wait_seconds={WAIT_HINT_SECS}) follows new output{todo}"
     return f"status({quoted}, wait_seconds={WAIT_HINT_SECS}) waits for the end{todo}"
 
 
@@ -168,11 +184,22 @@ def _stream_pairs(task_id: str, stream: StreamFacts | None, always_path: bool) -
     shown = stream.excerpt.size > stream.excerpt.start
     text = excerpt_text(task_id, stream.name, stream.excerpt) if shown else None
     path = stream.path if shown or always_path else None
-    return [(stream.name, text), (f"{stream.name}_path", path)]
+    return [(stream.name, text), (f"{stream.name}_folded", folded_note(stream.excerpt) if shown else None),
+            (f"{stream.name}_path", path)]
+
+
+def folded_note(excerpt: Excerpt) -> str | None:
+    """Said when the excerpt shows less than the file has byte for byte (hive_bash.output.fold)."""
+    parts = [counted(excerpt.overwrites_folded, "carriage-return overwrite")] if excerpt.overwrites_folded else []
+    parts += [counted(excerpt.repeats_folded, "repeated line")] if excerpt.repeats_folded else []
+    return f"{' and '.join(parts)} folded here; the file has every byte" if parts else None
 
 
 def task_reply(facts: TaskFacts) -> dict[str, Any]:
-    """The run/status reply: verdict, how it ended, next step, output excerpts, absolute paths."""
+    """The run/status reply: verdict, how it ended, next step, output excerpts, absolute paths.
+
+    The verdict states the status, the exit code (or the signal when there is none), so they are
+    not keys (with_state gives them back as keys to programs); a run reply's pty is the call's own."""
     meaningful = facts.semantic_status == "ok" and facts.exit_code not in (None, 0)
     # the model wrote cmd and cwd itself (run), or is following a task it knows (an offset)
     known = facts.from_run or (facts.stdout is not None and facts.stdout.excerpt.start > 0)
@@ -183,9 +210,8 @@ def task_reply(facts: TaskFacts) -> dict[str, Any]:
             ("warning", facts.warning),
             ("next", next_step(facts)),
             ("id", facts.id),
-            ("status", facts.status.value),
-            ("exit_code", facts.exit_code),
-            ("signal", facts.signal),
+            ("waiting_for_input", facts.waiting_for_input and not facts.status.is_terminal),
+            ("signal", facts.signal if facts.exit_code is not None else None),
             ("semantic_status", facts.semantic_status if meaningful else None),
             ("semantic_message", facts.semantic_message if meaningful else None),
             ("end_reason", facts.end_reason if facts.status.is_terminal else None),
@@ -196,11 +222,40 @@ def task_reply(facts: TaskFacts) -> dict[str, Any]:
             ("cwd", None if known and facts.session is None else facts.cwd),
             ("session", facts.session),
             ("session_note", facts.session_note),
-            ("pty", facts.pty),
+            # where the session is now, and what it exported: a `cd` that worked reads as one
+            ("session_cwd", facts.session_cwd),
+            ("exported", summaries.shorten(", ".join(facts.session_exports), EXPORTS_CHARS)),
+            ("pty", facts.pty and not facts.from_run),
             *_stream_pairs(facts.id, facts.stdout, always_path=True),
             *_stream_pairs(facts.id, facts.stderr, always_path=False),
         ]
     )
+
+
+_STARTED = re.compile(r"task started: id=[a-z0-9-]+, (?P<status>[a-z_]+)")
+_ENDING = re.compile(r"(?P<status>[a-z_]+)(?:, exit (?P<exit>-?\d+)|, (?P<signal>SIG[A-Z0-9+-]+))?")
+
+
+def with_state(reply: Mapping[str, Any]) -> dict[str, Any]:
+    """A run/status reply with what its verdict states as keys: status, exit_code, signal.
+
+    For programs that read keys, not sentences (`hive-bash --json`, its exit status, the tests);
+    the model reads the verdict. Any other reply is returned as it is."""
+    found = dict(reply)
+    if "stdout_path" not in reply:
+        return found
+    verdict_text = str(reply.get("verdict", ""))
+    started = _STARTED.match(verdict_text)
+    ending = None if started else _ENDING.match(verdict_text)
+    if started:
+        found["status"] = started["status"]
+    elif ending and ending["status"] in Status._value2member_map_:
+        found["status"] = ending["status"]
+        if ending["exit"] is not None:
+            found["exit_code"] = int(ending["exit"])
+        if ending["signal"] is not None:
+            found["signal"] = ending["signal"]
+    return found
 
 
 def excerpt_budgets(stdout_cost: int, stderr_cost: int, budget: int = EXCERPT_BUDGET) -> tuple[int, int]:
@@ -227,6 +282,7 @@ class TaskRow:
     session: str | None = None
     cpu_secs: float | None = None
     max_rss_bytes: int | None = None
+    waiting_for_input: bool = False
 
 
 @dataclass(frozen=True)
@@ -241,6 +297,8 @@ def list_row(row: TaskRow) -> str:
     words = summaries.ending_words(row.status, row.exit_code, row.signal)
     if row.duration_secs is not None:
         words += f" {'for' if row.status is Status.RUNNING else 'after'} {duration(row.duration_secs)}"
+    if row.waiting_for_input and not row.status.is_terminal:
+        words += ", waits for input"
     if row.session is not None:
         words += f" [{row.session}]"
     usage = usage_words(row.cpu_secs, row.max_rss_bytes)
@@ -266,7 +324,7 @@ def list_reply(
     elif len(rows) < total:
         head = f"{len(rows)} of {total} {which}, newest first (raise limit for more)"
     else:
-        head = f"{total} {which}, newest first"
+        head = f"{total} {which.removesuffix('s') if total == 1 else which}, newest first"
     reply = compact([("verdict", head), ("tasks", {row.id: list_row(row) for row in rows}), ("total", total)])
     shells = session_rows(sessions, LIST_BUDGET - len(json.dumps(reply)))
     return compact([*reply.items(), ("sessions", shells), ("more_sessions", (len(sessions) - len(shells)) or None)])
@@ -292,6 +350,35 @@ def session_rows(sessions: Sequence[SessionRow], budget: int) -> list[dict[str, 
 
 
 @dataclass(frozen=True)
+class OtherStream:
+    """The stream a logs call did not read: how big it was when the call came and is now, and, for a
+    search, how many of its lines match (None when searching it would not be cheap)."""
+
+    name: str
+    size_before: int
+    size: int
+    matches: int | None = None
+
+
+def logs_call(task_id: str, stream: str, **arguments: object) -> str:
+    """`logs(id='x', stream='stderr', offset=3)`: stdout is the default and not named."""
+    named = [f"id='{task_id}'"] + ([f"stream='{stream}'"] if stream == "stderr" else [])
+    return f"logs({', '.join(named + [f'{key}={value!r}' for key, value in arguments.items()])})"
+
+
+def other_news(task_id: str, other: OtherStream | None, this_size: int) -> str:
+    """What a page or an empty answer adds about the other stream: it grew meanwhile, or it has the output."""
+    if other is None or other.size == 0:
+        return ""
+    if other.size > other.size_before:
+        grew = other.size - other.size_before
+        return f"; {other.name} grew by {counted(grew, 'byte')}: {logs_call(task_id, other.name, offset=other.size_before)}"
+    if this_size == 0:
+        return f"; {other.name} has {counted(other.size, 'byte')}: {logs_call(task_id, other.name)}"
+    return ""
+
+
+@dataclass(frozen=True)
 class PageFacts:
     id: str
     stream: str
@@ -302,6 +389,7 @@ class PageFacts:
     skipped_bytes: int
     task_status: Status
     ended: bool
+    other: OtherStream | None = None  # the stream not read, when the call named none
 
 
 def logs_reply(page: PageFacts) -> dict[str, Any]:
@@ -312,7 +400,7 @@ def logs_reply(page: PageFacts) -> dict[str, Any]:
     if page.offset > page.size:
         head = f"offset {page.offset} is past the end: {page.stream} is {page.size} bytes ({state})"
     elif page.next_offset == page.offset:
-        head = f"nothing new since offset {page.offset} ({state})"
+        head = f"nothing new since offset {page.offset} ({state})" + other_news(page.id, page.other, page.size)
     else:
         head = f"{page.stream} bytes {page.offset}-{page.next_offset} of {page.size}"
         if page.skipped_bytes:
@@ -321,6 +409,7 @@ def logs_reply(page: PageFacts) -> dict[str, Any]:
             head += f"; more: logs({quoted}, offset={page.next_offset})"
         else:
             head += "; end of output" if eof else f"; all so far ({state})"
+        head += other_news(page.id, page.other, page.size)
     return compact(
         [
             ("verdict", head),
@@ -357,6 +446,7 @@ class SearchFacts:
     size: int  # what was searched
     task_status: Status
     ended: bool
+    other: OtherStream | None = None  # the stream not searched
 
 
 def match_rows(lines: Sequence[MatchLine]) -> list[str]:
@@ -380,11 +470,17 @@ def search_reply(found: SearchFacts) -> dict[str, Any]:
     # A pattern may be 1,000 characters: quoted whole twice it took a third of the reply's budget.
     long = len(found.pattern) > SEARCH_PATTERN_CHARS
     quoted = repr(found.pattern[:SEARCH_PATTERN_CHARS] + "…" if long else found.pattern)
-    head = f"{found.total_matches} lines of {found.stream} bytes {found.offset}-{found.size} match {quoted} ({state})"
+    match = "matches" if found.total_matches == 1 else "match"
+    head = f"{counted(found.total_matches, 'line')} of {found.stream} bytes {found.offset}-{found.size} {match} {quoted} ({state})"
     if listed < found.total_matches:
         again = "the same pattern" if long else quoted
         more = f"logs(id='{found.id}', pattern={again}, offset={found.next_offset})"
         head += f"; {listed} listed, more: {more}"
+    other = found.other
+    if other is not None and other.size:  # "0 lines match" must not read as "it never printed that"
+        call = logs_call(found.id, other.name).removesuffix(")") + f", pattern={'the same pattern' if long else quoted})"
+        matches = "" if other.matches is None else f", {counted(other.matches, 'line')} {'matches' if other.matches == 1 else 'match'}"
+        head += f"; {other.name} has {counted(other.size, 'byte')}{matches}: {call}"
     return compact(
         [
             ("verdict", head),
@@ -412,11 +508,11 @@ def kill_reply(task_id: str, status: Status, action: str) -> dict[str, Any]:
 
 
 def write_reply(task_id: str, accepted: int, out_offset: int, queued: int, eof: bool) -> dict[str, Any]:
-    head = f"{accepted} bytes sent to task {task_id}"
+    head = f"{counted(accepted, 'byte')} sent to task {task_id}"
     if eof:
         head += " and input closed"
     if queued:
-        head += f" ({queued} bytes still wait for the task to read them)"
+        head += f" ({counted(queued, 'byte')} still wait for the task to read them)"
     head += f"; follow with logs(id='{task_id}', offset={out_offset}, wait_seconds=5)"
     return compact(
         [

@@ -32,12 +32,11 @@ def reply(content: Mapping[str, Any]) -> CallToolResult:
 class TaskStatus(BaseModel):
     """The run/status reply (hive_bash.replies.task_reply): keys without anything to say are left out."""
 
-    verdict: str = Field(description="First: `done, exit 3 after 1.2s`, `task started: id=...`, `running for 5s`")
+    verdict: str = Field(description=f"First, the status ({STATUS_WORDS}) and how it ended: `done, exit 3 after 1.2s`, "
+                         "`killed, SIGKILL after 2s`, `task started: id=..., running`, `running for 5s`")
     diagnosis: str | None = Field(None, description="Why it most likely ended, e.g. the kernel's OOM killer")
     id: str
-    status: Status = Field(description=STATUS_WORDS)
-    exit_code: int | None = None
-    signal: str | None = Field(None, description="The signal that ended the process, e.g. SIGKILL")
+    signal: str | None = Field(None, description="The signal that ended it, when the verdict names an exit code")
     semantic_status: str | None = Field(None, description="Only when an exit status is not a failure (grep: no match)")
     semantic_message: str | None = None
     end_reason: str | None = Field(None, description="Why the daemon ended it (deadline, idle, kill, restart, limit)")
@@ -51,10 +50,15 @@ class TaskStatus(BaseModel):
     pty: bool | None = None
     stdout: str | None = Field(None, description="Whole, or head and tail cut on lines with a marker saying what was left out")
     stdout_path: str = Field(description="Absolute path of the full stdout")
+    stdout_folded: str | None = Field(None, description="What the excerpt folded: \\r overwrites, repeated lines")
     stderr: str | None = None
+    stderr_folded: str | None = None
     stderr_path: str | None = None
     session: str | None = Field(None, description="The shell session it ran in")
     session_note: str | None = Field(None, description="Why the session's directory or state was not used")
+    session_cwd: str | None = Field(None, description="Once ended: the session's directory after the run")
+    exported: str | None = Field(None, description="Once ended: the variables the run exported to its session")
+    waiting_for_input: bool | None = Field(None, description="True while it is blocked reading its input (write)")
 
 
 def status_reply(
@@ -64,13 +68,27 @@ def status_reply(
     from_run: bool = False,
     offset: int = 0,
     todos: bool = False,
+    session: SessionState | None = None,
 ) -> CallToolResult:
-    """`run` and `status`: the task from its record and its (stdout, stderr) files; stdout from `offset`."""
-    return reply(replies.task_reply(task_facts(task, paths, warning, from_run, offset, todos)))
+    """`run` and `status`: the task from its record and its (stdout, stderr) files; stdout from `offset`;
+    `session`: the state of the session it ran in."""
+    return reply(replies.task_reply(task_facts(task, paths, warning, from_run, offset, todos, session)))
+
+
+def session_left(task: Task, session: SessionState | None) -> tuple[str | None, tuple[str, ...]]:
+    """(directory, exported names) the task's shell left its session, once it ended and its state was taken."""
+    if session is None or session.task_id != task.id or not task.record.status.is_terminal:
+        return None, ()
+    before = task.session_env_before or {}
+    # PWD and OLDPWD follow a `cd`, which session_cwd says
+    exported = tuple(name for name, value in session.set.items()
+                     if before.get(name) != value and name not in ("PWD", "OLDPWD"))
+    return session.cwd, exported
 
 
 def task_facts(
-    task: Task, paths: tuple[Path, Path], warning: str | None, from_run: bool, offset: int, todos: bool
+    task: Task, paths: tuple[Path, Path], warning: str | None, from_run: bool, offset: int, todos: bool,
+    session: SessionState | None = None,
 ) -> replies.TaskFacts:
     """What a run/status reply may say about a task, each stream opened and read once."""
     record = task.record
@@ -87,6 +105,7 @@ def task_facts(
         last_output_age = now - output.last_output_time(start, streams)
     if task.kill_sent_at is not None and not record.status.is_terminal:
         kill_age = now - task.kill_sent_at
+    session_cwd, exported = session_left(task, session)
     return replies.TaskFacts(
         id=record.id,
         status=record.status,
@@ -112,6 +131,9 @@ def task_facts(
         cpu_secs=record.cpu_secs,
         max_rss_bytes=record.max_rss_bytes,
         diagnosis=record.diagnosis,
+        waiting_for_input=task.input_wait is not None and task.input_wait.waiting,
+        session_cwd=session_cwd,
+        session_exports=exported,
     )
 
 
@@ -141,6 +163,7 @@ def task_row(task: Task) -> replies.TaskRow:
         session=record.session,
         cpu_secs=record.cpu_secs,
         max_rss_bytes=record.max_rss_bytes,
+        waiting_for_input=task.input_wait is not None and task.input_wait.waiting,
     )
 
 
@@ -184,8 +207,11 @@ class LogPage(BaseModel):
     total_matches: int | None = Field(None, description="With pattern: matching lines from offset to size")
 
 
-def log_reply(task: Task, stream: Stream, page: output.Page, ended: bool) -> CallToolResult:
-    """`logs`: one page of a stream; `ended` is whether the task had ended before the page was read."""
+def log_reply(
+    task: Task, stream: Stream, page: output.Page, ended: bool, other: replies.OtherStream | None = None
+) -> CallToolResult:
+    """`logs`: one page of a stream; `ended` is whether the task had ended before the page was read;
+    `other`: the stream not read, when the call named none."""
     facts = replies.PageFacts(
         id=task.id,
         stream=stream,
@@ -196,11 +222,14 @@ def log_reply(task: Task, stream: Stream, page: output.Page, ended: bool) -> Cal
         skipped_bytes=page.skipped_bytes,
         task_status=task.status,
         ended=ended,
+        other=other,
     )
     return reply(replies.logs_reply(facts))
 
 
-def search_reply(task: Task, stream: Stream, pattern: str, found: search.SearchResult) -> CallToolResult:
+def search_reply(
+    task: Task, stream: Stream, pattern: str, found: search.SearchResult, other: replies.OtherStream | None = None
+) -> CallToolResult:
     """`logs` with a pattern: next_offset is the first match not listed (else the searched size)."""
     facts = replies.SearchFacts(
         id=task.id,
@@ -213,6 +242,7 @@ def search_reply(task: Task, stream: Stream, pattern: str, found: search.SearchR
         size=found.end_offset,
         task_status=task.status,
         ended=task.ended.is_set(),
+        other=other,
     )
     return reply(replies.search_reply(facts))
 

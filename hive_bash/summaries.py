@@ -54,6 +54,11 @@ def running_todo(record: TaskRecord) -> str:
     return f"bash task {record.id} running: {shorten(record.cmd)}"
 
 
+def waiting_todo(record: TaskRecord, prompt: str | None) -> str:
+    said = f": {prompt}" if prompt else ""
+    return f"bash task {record.id} waits for input{said}\ncmd: {shorten(record.cmd)}"
+
+
 def final_todo(record: TaskRecord, out_path: Path, err_path: Path) -> str:
     lines = [f"bash task {record.id} {status_words(record)}"]
     if record.duration_secs is not None:

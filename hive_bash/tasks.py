@@ -27,6 +27,7 @@ from typing import Any, Literal
 from . import oom, output, process, recovery, summaries
 from .sessions import SessionState, SessionStore
 from .arguments import TaskOptions
+from .input_wait import InputEnd, InputWait
 from .errors import NameInUse, NoInput, QueueFull, SpawnFailed, TaskFinished, TaskNotFound
 from .records import RecordStore, Status, Stream, TaskRecord
 from .retention import Retention
@@ -63,6 +64,9 @@ class Task:
         self.kill_sent_at: float | None = None
         self.terminating = False
         self.oom_kills_at_start: int | None = None  # the cgroup's OOM-kill count when it started
+        self.input_wait: InputWait | None = None  # whether it is blocked reading its input (pipe or pty)
+        self.input_writes = 0  # `write` calls so far: a wait for input starts over at each
+        self.session_env_before: dict[str, str] | None = None  # its session's variables when it started
         if record.status.is_terminal:
             self.ended.set()
 
@@ -80,6 +84,7 @@ class Task:
         if self.ended.is_set():
             raise TaskFinished(self.id, self.status.value)
         self.input.write(data, eof)
+        self.input_writes += 1
 
     def send_kill(self, force: bool) -> KillAction:
         """Signal the running task's group the way `kill` does; it will end as killed however it exits."""
@@ -120,6 +125,8 @@ class Task:
     def exited(self, wait_status: int) -> None:
         """Its process has ended and been reaped: release what the daemon held for it, put its end in the record."""
         assert self.process is not None
+        if self.input_wait is not None:
+            self.input_wait.stop()  # before release: it asks the PTY master for its foreground group
         if self.input is not None:
             self.input.detach()
         self.process.release()
@@ -289,6 +296,10 @@ class TaskManager:
         ]
         return sorted(tasks, key=lambda task: task.record.created_at, reverse=True)
 
+    def session_state(self, name: str) -> SessionState | None:
+        """What session `name` carries now (the state the last of its tasks to end left)."""
+        return self._sessions.get(name)
+
     def sessions(self, name: str | None = None) -> list[tuple[SessionState, int]]:
         """Each shell session (or only `name`) by name, with how many known tasks it has."""
         return self._sessions.listing((task.record.session for task in self._tasks.values()), name)
@@ -371,6 +382,7 @@ class TaskManager:
         started_at = time.time()
         proc = _spawn(task, self._store, env, self._sessions, lambda reason: self._end_for_output_failure(task, reason))
         task.started(proc, started_at)
+        self._watch_input(task)
         self._slots.running.add(task)
         self._watcher.watch(record)
         self._todos.started(record)  # the record is saved when its todo state changes
@@ -391,6 +403,8 @@ class TaskManager:
         base = self._base_env
         if record.session is not None:
             launch = self._sessions.launch(record.session, task.cwd, os.getcwd())
+            before = self._sessions.get(record.session)
+            task.session_env_before = dict(before.set) if before is not None else {}
             base, record.cwd, record.session_note = launch.env, launch.cwd, launch.note
         return process.task_environment(base, task.env, record.id, record.pty)
 
@@ -448,6 +462,28 @@ class TaskManager:
         if task.end_cause is None:
             task.end_cause, task.end_reason = Status.FAILED, reason
         self._in_background(task.terminate(Status.FAILED, reason, self.settings.kill_grace_secs), f"output-{task.id}")
+
+    def _watch_input(self, task: Task) -> None:
+        """A task with input (pipe or pty) is sampled for a blocked read of it (hive_bash.input_wait)."""
+        proc, record = task.process, task.record
+        if task.input is None or proc is None or proc.input_fd is None:
+            return
+        fd = proc.input_fd
+        try:
+            end = InputEnd.of_pty(fd) if proc.is_pty else InputEnd.of_pipe(fd, proc.pgid)
+        except OSError as exc:  # nothing to sample: the task runs on, never said to wait
+            logger.warning("task %s: cannot watch its input: %s", record.id, exc)
+            return
+        out, err = self._store.out_path(record.id), self._store.err_path(record.id)
+
+        def activity() -> tuple[int, int, int]:
+            return task.input_writes, output.file_size(out), output.file_size(err)
+
+        def changed(waiting: bool) -> None:
+            self._todos.waits_for_input(record, output.last_printed_line(out, err) if waiting else None, waiting)
+
+        task.input_wait = InputWait(end, activity, changed)
+        task.input_wait.start()
 
     def _process_exited(self, task: Task, exited: asyncio.Future[int]) -> None:
         task.exited(exited.result())

@@ -119,6 +119,14 @@ class TodoStateMachine:
             todo.held_back = False
             self._want(todo, "final")
 
+    def waits_for_input(self, record: TaskRecord, prompt: str | None, waiting: bool) -> None:
+        """A running task began (or stopped) waiting for input: its running todo says so, with its prompt."""
+        todo = self._todo(record)
+        if todo is None or todo.progress.wanted != "running" or not self._notifier.enabled:
+            return
+        body = summaries.waiting_todo(record, prompt) if waiting else summaries.running_todo(record)
+        self._notifier.upsert(record.id, body, "running")
+
     def seen(self, record: TaskRecord) -> None:
         """The agent has the terminal result in hand: its completion todo goes (or is never sent)."""
         todo = self._todo(record)

@@ -9,6 +9,7 @@ Domain errors (hive_bash.errors) become MCP tool errors here and nowhere else.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -21,7 +22,7 @@ from . import __version__, arguments, descriptions, output, replies, results, se
 from .disconnects import client_gone
 from .errors import HiveBashError, InvalidArgument
 from .mcp_compat import Context, McpServer, ToolError, add_tool, create_server
-from .records import Status
+from .records import Status, Stream
 from .settings import Settings
 from .tasks import Task, TaskManager
 
@@ -32,6 +33,8 @@ LOGS_DEFAULT_BYTES = 4096
 LIST_DEFAULT = 50
 LIST_MAX = 500
 LOGS_POLL_SECS = 0.05
+# A search counts the other stream's matches too when that stream is at most this big (one child, < 50 ms).
+OTHER_SEARCH_MAX_BYTES = 1024 * 1024
 WRITE_MAX_BYTES = 1024 * 1024
 
 P = ParamSpec("P")
@@ -78,27 +81,27 @@ class BashTools:
     @tool_errors
     async def run(
         self,
-        cmd: Annotated[str, Field(description="The bash command line (run as bash --noprofile --norc -c CMD)")],
+        cmd: Annotated[str, Field(description="The bash command line")],
         timeout_secs: Annotated[
-            float | None, Field(description="End the whole process group after this many seconds (timed_out)")
+            float | None, Field(description="End its whole process group after this long (timed_out)")
         ] = None,
         wait_seconds: Annotated[
-            float | None, Field(description="Wait inline up to this long for the end (default 3, max 30, 0: return at once)")
+            float | None, Field(description="Wait inline for the end (default 3, max 30, 0: return at once)")
         ] = None,
         name: Annotated[
-            str | None, Field(description="Your own task id: [a-z0-9-], 1-63 chars; reusable once its task ended")
+            str | None, Field(description="Your task id: [a-z0-9-], 1-63 chars")
         ] = None,
         idle_timeout_secs: Annotated[
-            float | None, Field(description="End the task if it prints nothing for this long (timed_out, idle)")
+            float | None, Field(description="End it after this long without output (timed_out)")
         ] = None,
-        cwd: Annotated[str | None, Field(description="Working directory (must exist); default the daemon's")] = None,
-        env: Annotated[dict[str, str] | None, Field(description="Extra environment variables for the task")] = None,
-        pty: Annotated[bool, Field(description="Run under a pseudo-terminal (40x200, TERM=dumb); input via write")] = False,
+        cwd: Annotated[str | None, Field(description="Working directory (must exist)")] = None,
+        env: Annotated[dict[str, str] | None, Field(description="Extra environment variables")] = None,
+        pty: Annotated[bool, Field(description="Under a pseudo-terminal (40x200, TERM=dumb)")] = False,
         stdin: Annotated[
-            arguments.StdinMode, Field(description="'null' (default: reading gets EOF) or 'pipe' (input via write)")
+            arguments.StdinMode, Field(description="'pipe': input via write; 'null': reading gets EOF")
         ] = "null",
         session: Annotated[
-            str | None, Field(description="Shell session: cwd and exported vars carry between its runs")
+            str | None, Field(description="Shell session: cwd and exported variables carry between its runs")
         ] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, results.TaskStatus]:
@@ -112,12 +115,12 @@ class BashTools:
     @tool_errors
     async def status(
         self,
-        id: Annotated[str, Field(description="Task id from run (or its name)")],
+        id: Annotated[str, Field(description="Task id")],
         wait_seconds: Annotated[
-            float | None, Field(description="Wait up to this long (max 30) for the task to end; default 0")
+            float | None, Field(description="Wait up to this long (max 30) for the end")
         ] = None,
         offset: Annotated[
-            int | None, Field(description="Stdout bytes you have already read: only newer stdout is shown")
+            int | None, Field(description="Stdout bytes already read: only newer ones are shown")
         ] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, results.TaskStatus]:
@@ -137,7 +140,8 @@ class BashTools:
         await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx))
         paths = self.manager.output_path(task, "stdout"), self.manager.output_path(task, "stderr")
         todos = self.settings.agent_socket is not None
-        return results.status_reply(task, paths, warning, from_run, offset, todos)
+        session = self.manager.session_state(task.record.session) if task.record.session is not None else None
+        return results.status_reply(task, paths, warning, from_run, offset, todos, session)
 
     @tool_errors
     async def kill(
@@ -165,15 +169,17 @@ class BashTools:
     async def logs(
         self,
         id: Annotated[str, Field(description="Task id")],
-        stream: Annotated[Literal["stdout", "stderr"], Field(description="Which output")] = "stdout",
+        stream: Annotated[
+            Literal["stdout", "stderr"] | None, Field(description="Which output (default stdout; its wait ends on either)")
+        ] = None,
         offset: Annotated[int, Field(description="Byte offset to start at")] = 0,
         max_bytes: Annotated[
-            int | None, Field(description="Page size (default 4096 and about 5,000 characters, max 1 MiB)")
+            int | None, Field(description="Page size (default 4096, max 1 MiB)")
         ] = None,
         wait_seconds: Annotated[
-            float | None, Field(description="Wait up to this long (max 30) for output past offset or the end")
+            float | None, Field(description="Wait up to this long (max 30) for new output or the end")
         ] = None,
-        pattern: Annotated[str | None, Field(description="Regex per line: list matching lines, not a page")] = None,
+        pattern: Annotated[str | None, Field(description="Regex per line: matching lines instead of a page")] = None,
         context_lines: Annotated[int | None, Field(description="Lines around each match (max 10)")] = None,
         max_matches: Annotated[int | None, Field(description="Matches listed (default 50, max 200)")] = None,
     ) -> Annotated[CallToolResult, results.LogPage]:
@@ -182,22 +188,33 @@ class BashTools:
         page_size = arguments.non_negative_int("max_bytes", max_bytes, LOGS_DEFAULT_BYTES, LOGS_MAX_BYTES)
         if page_size == 0:
             raise InvalidArgument("max_bytes", "must be at least 1")
-        path = self.manager.output_path(task, stream)
+        read: Stream = stream or "stdout"
+        path = self.manager.output_path(task, read)
+        # the stream not read: with none named a wait also ends when it grows, and replies say so
+        other_name: Stream = "stderr" if read == "stdout" else "stdout"
+        other_path = self.manager.output_path(task, other_name)
+        other_before = output.file_size(other_path)
+        also = (other_path, other_before) if stream is None else None
+        wait = arguments.wait_seconds(wait_seconds, 0.0)
         if pattern is not None:
             request = search_request(path, pattern, start, context_lines, max_matches)
-            await wait_for_growth(task, path, start, arguments.wait_seconds(wait_seconds, 0.0))
-            return results.search_reply(task, stream, pattern, await search.search(request))
-        await wait_for_growth(task, path, start, arguments.wait_seconds(wait_seconds, 0.0))
+            await wait_for_growth(task, path, start, wait, also)
+            found = await search.search(request)
+            other = await other_search(other_name, other_path, other_before, request)
+            return results.search_reply(task, read, pattern, found, other)
+        await wait_for_growth(task, path, start, wait, also)
         ended = task.ended.is_set()
         budget = replies.LOGS_DEFAULT_BUDGET if max_bytes is None else None
-        return results.log_reply(task, stream, output.read_page(path, start, page_size, budget), ended)
+        page = output.read_page(path, start, page_size, budget)
+        other_now = replies.OtherStream(other_name, other_before, output.file_size(other_path))
+        return results.log_reply(task, read, page, ended, other_now if stream is None else None)
 
     @tool_errors
     async def write(
         self,
         id: Annotated[str, Field(description="Task id")],
-        data: Annotated[str, Field(description="Text to send; control characters allowed (\\u0003 is ^C)")] = "",
-        eof: Annotated[bool, Field(description="Then close input (pipe) or send ^D (pty)")] = False,
+        data: Annotated[str, Field(description="Text; control characters allowed (\\u0003 is ^C)")] = "",
+        eof: Annotated[bool, Field(description="Then close input (^D under pty)")] = False,
     ) -> Annotated[CallToolResult, results.WriteResult]:
         payload = arguments.input_data(data, WRITE_MAX_BYTES)
         task, out_offset = self.manager.write_input(arguments.task_id("id", id), payload, bool(eof))
@@ -218,13 +235,33 @@ def search_request(
     )
 
 
-async def wait_for_growth(task: Task, path: Path, offset: int, seconds: float) -> None:
-    """Poll the file's size (cheap: one stat) until it passes `offset`, the task ends, or time runs out."""
+async def other_search(
+    name: Stream, path: Path, size_before: int, request: search.SearchRequest
+) -> replies.OtherStream:
+    """The stream a search did not cover: its size, and its matching lines when counting them is cheap."""
+    size = output.file_size(path)
+    matches = None
+    if 0 < size <= OTHER_SEARCH_MAX_BYTES:
+        counting = dataclasses.replace(request, path=str(path), offset=0, max_matches=0, context_lines=0)
+        try:
+            matches = (await search.search(counting)).total_matches
+        except HiveBashError:  # the count is a courtesy: the search that was asked for stands
+            matches = None
+    return replies.OtherStream(name, size_before, size, matches)
+
+
+async def wait_for_growth(
+    task: Task, path: Path, offset: int, seconds: float, also: tuple[Path, int] | None = None
+) -> None:
+    """Poll the file's size (cheap: one stat) until it passes `offset`, the task ends, or time runs out;
+    `also` (path, size): or that file grows past its size."""
     if seconds <= 0:
         return
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
-    while output.file_size(path) <= offset and not task.ended.is_set():
+    while output.file_size(path) <= offset and not task.ended.is_set() and (
+        also is None or output.file_size(also[0]) <= also[1]
+    ):
         remaining = deadline - loop.time()
         if remaining <= 0:
             return

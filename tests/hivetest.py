@@ -9,6 +9,7 @@ which is mcp.Client on the 2.x SDK line and ClientSession on 1.x).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hive_bash.mcp_compat import BashClient, ToolReply, open_client
+from hive_bash.replies import with_state
 
 START_TIMEOUT_SECS = 20.0
 
@@ -216,9 +218,12 @@ class Daemon:
 
 
 async def call_ok(client: BashClient, tool: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> ToolReply:
+    """A call that must succeed. A run/status reply's structured result gets the status, exit_code
+    and signal its verdict states as keys (hive_bash.replies.with_state), as programs read it;
+    what the model itself reads is asserted in test_replies and test_claude_code."""
     reply = await client.call(tool, arguments, **kwargs)
     assert not reply.is_error, f"{tool}({arguments!r}) failed: {reply.text}"
-    return reply
+    return dataclasses.replace(reply, structured=None if reply.structured is None else with_state(reply.structured))
 
 
 async def call_error(client: BashClient, tool: str, arguments: dict[str, Any]) -> str:

@@ -84,8 +84,8 @@ def test_whole_numbers_and_input_data() -> None:
 
 @pytest.mark.parametrize(
     "given, expected",
-    [("timeout_seconds", "timeout_secs"), ("timeout", "timeout_secs"), ("wait", "wait_seconds"),
-     ("idle_timeout", "idle_timeout_secs"), ("command", "cmd")],
+    [("timeout_seconds", "timeout_secs"), ("timeout", "timeout_secs (in seconds)"), ("wait", "wait_seconds"),
+     ("idle_timeout", "idle_timeout_secs"), ("command", "cmd"), ("id", "name"), ("cwdir", "cwd")],
 )
 def test_an_unknown_argument_is_refused_with_the_closest_valid_name(given: str, expected: str) -> None:
     schema = {"properties": {name: {"type": "string"} for name in
@@ -107,3 +107,29 @@ def test_type_errors_are_one_line_in_our_words(value: object, expected: str) -> 
         arguments.check_call("run", schema, {"cmd": value})
     with pytest.raises(InvalidArgument, match="""^invalid argument 'stdin': must be one of "null", "pipe"$"""):
         arguments.check_call("run", schema, {"cmd": "x", "stdin": "file"})
+
+
+@pytest.mark.parametrize(
+    "tool, given, expected",
+    [("status", "task_id", "did you mean id?"), ("status", "bash_id", "did you mean id?"),
+     ("kill", "shell_id", "did you mean id?"), ("status", "block", "did you mean wait_seconds?"),
+     ("status", "timeout", "did you mean wait_seconds?"), ("logs", "filter", "did you mean pattern?"),
+     ("logs", "tail", "did you mean offset"), ("write", "keys", "did you mean data?"),
+     ("write", "text", "did you mean data?"), ("write", "input", "did you mean data?"),
+     ("run", "description", "leave it out"), ("run", "run_in_background", "leave it out (every run is a background task")],
+)
+def test_names_models_borrow_from_other_shells_map_to_ours(tool: str, given: str, expected: str) -> None:
+    """Issue 26, item 6: Claude Code's Bash/TaskOutput/KillShell names and the usual synonyms."""
+    valid = {"status": ["id", "wait_seconds", "offset"], "kill": ["id", "force"], "write": ["id", "data", "eof"],
+             "logs": ["id", "stream", "offset", "max_bytes", "wait_seconds", "pattern"],
+             "run": ["cmd", "timeout_secs", "wait_seconds", "name", "cwd", "session"]}[tool]
+    with pytest.raises(InvalidArgument) as caught:
+        arguments.check_call(tool, {"properties": {name: {"type": "string"} for name in valid}}, {given: "x"})
+    assert expected in str(caught.value), caught.value
+
+
+def test_no_hint_from_a_loose_resemblance() -> None:
+    """`description` once read as `session`: a guess is made only when it is close."""
+    with pytest.raises(InvalidArgument) as caught:
+        arguments.check_call("list", {"properties": {"session": {}, "status": {}, "limit": {}}}, {"description": 1})
+    assert "did you mean" not in str(caught.value)

@@ -92,6 +92,9 @@ TOOLS = "mcp__bash__"
 
 SCRIPT: list[tuple[str, str, dict[str, Any]]] = [
     ("run: echo hi", "run", {"cmd": "echo hi"}),
+    # issue 28, item 3: read when the script's end asks, seconds later
+    ("run: a prompt on a pipe", "run", {"cmd": "printf 'name? '; read who; echo hi $who", "name": "asker",
+                                        "stdin": "pipe", "wait_seconds": 0}),
     ("run: failing, 2 lines", "run", {"cmd": "echo one; echo two >&2; exit 3"}),
     ("run: seq 1 700000", "run", {"cmd": f"seq 1 {SEQ_COUNT}", "name": "seq"}),
     ("run: unknown argument", "run", {"cmd": "sleep 5", "timeout_seconds": 1}),
@@ -108,13 +111,34 @@ SCRIPT: list[tuple[str, str, dict[str, Any]]] = [
     ("logs: nothing new", "logs", {"id": "seq", "offset": SEQ_SIZE}),
     ("logs: past the end", "logs", {"id": "seq", "offset": SEQ_SIZE + 1000}),
     ("logs: pattern", "logs", {"id": "seq", "pattern": "^6999[0-9][0-9]$", "context_lines": 1}),
-    ("list: none running", "list", {"status": "running"}),
+    ("list: none pending", "list", {"status": "pending"}),
     ("list: 50 tasks", "list", {}),
     ("status: unknown argument", "status", {"id": "seq", "wait": 1}),
     ("kill: unknown argument", "kill", {"id": "seq", "forced": True}),
     ("list: unknown argument", "list", {"state": "running"}),
     ("logs: unknown argument", "logs", {"id": "seq", "ofset": 0}),
     ("write: unknown argument", "write", {"id": "seq", "date": "x"}),
+    # issue 26, item 6: what a model used to Claude Code's own Bash and TaskOutput tries
+    ("run: unknown argument description", "run", {"cmd": "true", "description": "Run true"}),
+    ("run: unknown argument run_in_background", "run", {"cmd": "true", "run_in_background": True}),
+    ("status: unknown argument task_id", "status", {"task_id": "seq"}),
+    ("status: unknown argument block", "status", {"id": "seq", "block": True}),
+    ("logs: unknown argument filter", "logs", {"id": "seq", "filter": "7$"}),
+    ("write: unknown argument keys", "write", {"id": "seq", "keys": "q"}),
+    ("kill: unknown argument shell_id", "kill", {"shell_id": "seq"}),
+    # issue 26, item 8: "1 byte", a pty run's reply without the pty the call set
+    ("run: pty reader", "run", {"cmd": "read line; echo got $line", "name": "reader", "pty": True, "wait_seconds": 0}),
+    ("write: one byte", "write", {"id": "reader", "data": "\n"}),
+    # issue 26, items 2-5 and 7
+    ("run: a server logging to stderr", "run", {"cmd": "echo 'GET /x 404' >&2; sleep 60", "name": "web",
+                                                "wait_seconds": 1}),
+    ("logs: search stdout, the hits are on stderr", "logs", {"id": "web", "pattern": "404"}),
+    ("kill: web", "kill", {"id": "web", "force": True}),
+    ("run: cd and export in a session", "run", {"cmd": "mkdir -p sub && cd sub && export BUILD_MODE=fast",
+                                                "session": "dev"}),
+    ("run: a progress bar", "run", {"cmd": "for i in $(seq 0 500); do printf '\\rprogress %d%%' $((i / 5)); done; echo"}),
+    ("status: waits for input", "status", {"id": "asker"}),
+    ("write: the answer", "write", {"id": "asker", "data": "bob\n"}),
 ]
 
 
@@ -153,6 +177,44 @@ def claude_turns(binary: str, daemon: Daemon, directory: Path, script: list[Tool
     return api.exchange
 
 
+def agent_request(binary: str, directory: Path, config: Path | None) -> dict[str, Any]:
+    """The body of the agent loop's request `claude -p` sends, with our server configured or none."""
+    home = directory / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    with MessagesApi([], TOOLS) as api:
+        env = {"HOME": str(home), "PATH": os.environ.get("PATH", ""), "DISABLE_AUTOUPDATER": "1",
+               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_BASE_URL": api.url,
+               "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-key"}
+        servers = ["--mcp-config", str(config)] if config is not None else []
+        proc = subprocess.run([binary, "-p", "Say hello.", *servers, "--strict-mcp-config"],
+                              cwd=directory, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"claude -p failed:\n{proc.stdout}\n{proc.stderr}"
+    bodies = [body for body in api.exchange.requests if body.get("tools") and body.get("messages")]
+    return max(bodies, key=lambda body: len(body["tools"]))
+
+
+def compact_json(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":")))
+
+
+def test_all_hive_bash_adds_to_a_claude_code_request_fits_its_budget(make_daemon: Any, tmp_path: Path) -> None:
+    """Issue 26, item 1: the tools Claude Code adds because of hive-bash (ours, and none for empty
+    resource or prompt capabilities) and the server instructions, measured as the CLI sends them."""
+    binary = claude_binary()
+    daemon = make_daemon(args=["--generate-token"])
+    config, _ = render_mcp_config(daemon, tmp_path)
+    plain = agent_request(binary, tmp_path / "plain", None)
+    served = agent_request(binary, tmp_path / "served", config)
+    built_in = {tool["name"] for tool in plain["tools"]}
+    added = [tool for tool in served["tools"] if tool["name"] not in built_in]
+    assert sorted(tool["name"] for tool in added) == sorted(TOOLS + name for name in
+                                                           ("run", "status", "kill", "list", "logs", "write"))
+    extra = (compact_json(added) + compact_json(served["messages"]) - compact_json(plain["messages"])
+             + compact_json(served.get("system")) - compact_json(plain.get("system")))
+    sizes = {"tools": compact_json(added), "instructions and the rest": extra - compact_json(added)}
+    assert extra <= 6000, sizes
+
+
 async def start_other_tasks(daemon: Daemon, count: int) -> None:
     """Tasks an agent would have run before, so `list` has 50 to show."""
     commands = ["git status --short", "make -j4 test", "pytest -q tests/test_core.py", "ls -la src/",
@@ -187,11 +249,15 @@ def test_the_model_reads_designed_replies_through_claude_code(make_daemon: Any, 
     errors = {label for step, (label, _, _) in enumerate(SCRIPT) if received[tool_use_id(step)].get("is_error")}
 
     # Item 3: unknown arguments and wrong types are refused, in one line of our own words
-    for label, guess in [("run: unknown argument", "timeout_secs"), ("run: unknown argument 2", "timeout_secs"),
+    for label, guess in [("run: unknown argument", "timeout_secs"), ("run: unknown argument 2", "timeout_secs (in seconds)"),
                          ("status: unknown argument", "wait_seconds"), ("kill: unknown argument", "force"),
                          ("list: unknown argument", "status"), ("logs: unknown argument", "offset"),
-                         ("write: unknown argument", "data")]:
+                         ("write: unknown argument", "data"), ("status: unknown argument task_id", "id"),
+                         ("status: unknown argument block", "wait_seconds"), ("logs: unknown argument filter", "pattern"),
+                         ("write: unknown argument keys", "data"), ("kill: unknown argument shell_id", "id")]:
         assert label in errors and f"did you mean {guess}?" in texts[label] and "valid: " in texts[label], texts[label]
+    for label in ("run: unknown argument description", "run: unknown argument run_in_background"):
+        assert "; leave it out (" in texts[label] and "did you mean" not in texts[label], texts[label]
     assert texts["run: wrong type"] == "invalid argument 'cmd': must be a string"
     assert texts["run: no such cwd"] == "invalid argument 'cwd': '/nonexistent' is not an existing directory"
     for label in errors:
@@ -205,6 +271,22 @@ def test_the_model_reads_designed_replies_through_claude_code(make_daemon: Any, 
         assert len(texts[label]) <= 6000, f"{label}: {len(texts[label])} characters"
     echo = replies["run: echo hi"]
     assert len(texts["run: echo hi"]) <= 250 and echo["verdict"].startswith("done, exit 0 after ")
+    # Issue 26, item 8: nothing the verdict or the call already says
+    assert not {"status", "exit_code"} & set(echo) and not {"status", "exit_code"} & set(replies["run: failing, 2 lines"])
+    assert "pty" not in replies["run: pty reader"] and replies["write: one byte"]["verdict"].startswith("1 byte sent to task reader")
+    # Issue 26, items 2-5 and 7; issue 28, item 3
+    assert replies["run: a server logging to stderr"]["next"] == (
+        "logs(id='web', stream='stderr', offset=11, wait_seconds=30) follows new output")
+    assert replies["logs: search stdout, the hits are on stderr"]["verdict"] == (
+        "0 lines of stdout bytes 0-0 match '404' (task running); "
+        "stderr has 11 bytes, 1 line matches: logs(id='web', stream='stderr', pattern='404')")
+    session = replies["run: cd and export in a session"]
+    assert Path(session["session_cwd"]) == daemon.workdir.resolve() / "sub" and session["exported"] == "BUILD_MODE"
+    progress = replies["run: a progress bar"]
+    assert progress["stdout"] == "progress 100%\n" and "501 carriage-return overwrites folded" in progress["stdout_folded"]
+    asker = replies["status: waits for input"]
+    assert asker["waiting_for_input"] is True and asker["next"].startswith("it waits for input: write(id='asker'")
+    assert asker["stdout"] == "name? "
     assert echo["stdout"] == "hi\n" and Path(echo["stdout_path"]).is_absolute() and "stderr" not in echo
     failing = replies["run: failing, 2 lines"]
     assert len(texts["run: failing, 2 lines"]) <= 400 and failing["verdict"].startswith("done, exit 3 after ")
@@ -215,7 +297,7 @@ def test_the_model_reads_designed_replies_through_claude_code(make_daemon: Any, 
     assert running["verdict"] == "task started: id=stubborn, running"
     assert running["next"].startswith("logs(id='stubborn', offset=8, wait_seconds=30)") and "todo" not in running["next"]
     ignored = replies["status: SIGINT ignored"]
-    assert ignored["status"] == "running" and "kill(id='stubborn', force=true) ends it" in ignored["next"]
+    assert ignored["verdict"].startswith("running for ") and "kill(id='stubborn', force=true) ends it" in ignored["next"]
     assert ignored["next"].startswith("SIGINT was sent ")
     assert replies["status: killed"]["verdict"].startswith("killed, SIGKILL after ")
 
@@ -233,7 +315,7 @@ def test_the_model_reads_designed_replies_through_claude_code(make_daemon: Any, 
     assert found["verdict"].startswith(f"100 lines of stdout bytes 0-{SEQ_SIZE} match '^6999[0-9][0-9]$' (the task ended); 50 listed, more: ")
     assert found["matches"][:2] == [f"699899-{SEQ_SIZE - 102 * 7}-699899", f"699900:{SEQ_SIZE - 101 * 7}:699900"]  # 700000 ends it
     assert found["total_matches"] == 100 and len(texts["logs: pattern"]) <= 4000
-    assert replies["list: none running"]["verdict"].startswith("no running tasks; ")
+    assert replies["list: none pending"]["verdict"].startswith("no pending tasks; ")
     listing = replies["list: 50 tasks"]
     assert len(listing["tasks"]) == 50 and len(texts["list: 50 tasks"]) <= 4000
     assert listing["tasks"]["stubborn"].startswith("killed, SIGKILL after ")
@@ -262,7 +344,8 @@ def assert_line_cut_excerpt(reply: dict[str, Any]) -> None:
     head_bytes = sum(len(line) + 1 for line in head)
     cut_bytes = SEQ_SIZE - head_bytes - sum(len(line) + 1 for line in tail)
     cut_lines = SEQ_COUNT - len(head) - len(tail)
-    assert lines[marker] == f"[... {cut_bytes} bytes, {cut_lines} lines left out: logs(id='seq', offset={head_bytes}) reads them ...]"
+    assert lines[marker] == (f"[... {cut_bytes} bytes, {cut_lines} lines left out: logs(id='seq', offset={head_bytes}) "
+                             "pages them, logs(id='seq', pattern=...) searches ...]")
 
 
 def assert_true_description(description: str, todos: bool) -> None:

@@ -28,8 +28,9 @@ def seq_file(tmp_path: Path, count: int) -> Path:
 def test_the_marker_names_bytes_lines_and_the_logs_call(tmp_path: Path) -> None:
     cut = output.excerpt(seq_file(tmp_path, 100_000), 2000)
     text = replies.excerpt_text("build", "stderr", cut)
-    marker = f"[... {cut.cut_bytes} bytes, {cut.cut_lines} lines left out: logs(id='build', stream='stderr', offset={cut.cut_start}) reads them ...]"
-    assert marker in text.splitlines()
+    marker = (f"[... {cut.cut_bytes} bytes, {cut.cut_lines} lines left out: logs(id='build', stream='stderr', "
+              f"offset={cut.cut_start}) pages them, logs(id='build', stream='stderr', pattern=...) searches ...]")
+    assert marker in text.splitlines()  # issue 26, item 4: both ways on, not only ~700 pages
 
 
 def facts(tmp_path: Path, **changes: object) -> replies.TaskFacts:
@@ -49,8 +50,38 @@ def facts(tmp_path: Path, **changes: object) -> replies.TaskFacts:
 def test_a_finished_run_says_the_verdict_first_and_nothing_empty(tmp_path: Path) -> None:
     reply = replies.task_reply(facts(tmp_path))
     assert list(reply)[0] == "verdict" and reply["verdict"] == "done, exit 0 after 2ms"
-    assert reply == {"verdict": "done, exit 0 after 2ms", "id": "abc", "status": "done", "exit_code": 0,
-                     "stdout": "hi\n", "stdout_path": str(tmp_path / "t.out")}
+    # issue 26: the verdict says status and exit code, so the JSON does not repeat them
+    assert reply == {"verdict": "done, exit 0 after 2ms", "id": "abc", "stdout": "hi\n",
+                     "stdout_path": str(tmp_path / "t.out")}
+    assert replies.with_state(reply) == {**reply, "status": "done", "exit_code": 0}
+
+
+def test_with_state_reads_every_verdict_back(tmp_path: Path) -> None:
+    """Programs (hive-bash --json, its exit status) get the verdict's status, exit code and signal as keys."""
+    cases = [
+        ({"status": Status.RUNNING, "exit_code": None, "from_run": True}, {"status": "running"}),
+        ({"status": Status.PENDING, "exit_code": None, "from_run": True}, {"status": "pending"}),
+        ({"status": Status.RUNNING, "exit_code": None, "duration_secs": 5.0}, {"status": "running"}),
+        ({"status": Status.KILLED, "exit_code": None, "signal": "SIGKILL"}, {"status": "killed", "signal": "SIGKILL"}),
+        ({"status": Status.TIMED_OUT, "exit_code": 124, "signal": "SIGTERM"},
+         {"status": "timed_out", "exit_code": 124, "signal": "SIGTERM"}),
+        ({"exit_code": -3}, {"status": "done", "exit_code": -3}),
+    ]
+    for changes, expected in cases:
+        reply = replies.task_reply(facts(tmp_path, **changes))
+        assert "status" not in reply and "exit_code" not in reply
+        state = replies.with_state(reply)
+        assert {key: state[key] for key in ("status", "exit_code", "signal") if key in state} == expected, reply
+    assert replies.with_state({"verdict": "3 tasks, newest first", "total": 3}) == {"verdict": "3 tasks, newest first", "total": 3}
+
+
+def test_counts_read_as_english() -> None:
+    assert replies.write_reply("t", 1, 0, 1, False)["verdict"].startswith("1 byte sent to task t (1 byte still wait")
+    assert replies.write_reply("t", 2, 0, 0, False)["verdict"].startswith("2 bytes sent to task t;")
+    one = replies.SearchFacts("t", "stdout", "x", [replies.MatchLine(1, 0, "x", True)], 1, 0, 2, 2, Status.DONE, True)
+    assert replies.search_reply(one)["verdict"].startswith("1 line of stdout bytes 0-2 matches 'x'")
+    single = replies.list_reply([replies.TaskRow("t", Status.DONE, "true", 0)], 1, 1, "done")
+    assert single["verdict"] == "1 done task, newest first"
 
 
 def test_the_semantic_reading_appears_only_where_it_adds_something(tmp_path: Path) -> None:
@@ -95,7 +126,7 @@ def test_logs_says_nothing_new_and_past_the_end_in_one_line() -> None:
 
 
 def test_the_text_block_reads_the_same_facts() -> None:
-    reply = {"verdict": "done, exit 3 after 2ms", "id": "abc", "status": "done", "exit_code": 3,
+    reply = {"verdict": "done, exit 3 after 2ms", "id": "abc",
              "stdout": "one\n", "stdout_path": "/t/abc.out", "stderr": "two\n", "stderr_path": "/t/abc.err"}
     assert replies.as_text(reply) == (
         "done, exit 3 after 2ms\nid: abc\n[stdout: /t/abc.out]\none\n[stderr: /t/abc.err]\ntwo"
@@ -173,3 +204,64 @@ def test_search_matches_read_like_grep_nb() -> None:
     none = replies.search_reply(replies.SearchFacts("abc", "stdout", "x", [], 0, 0, 200, 200, Status.DONE, ended=True))
     assert none == {"verdict": "0 lines of stdout bytes 0-200 match 'x' (end of output)", "total_matches": 0,
                     "next_offset": 200, "size": 200, "eof": True, "status": "done"}
+
+
+# ---- issue 26: what the reply tells a model to do next --------------------------------------
+
+
+def test_a_task_waiting_for_input_is_told_to_get_a_write(tmp_path: Path) -> None:
+    waiting = replies.task_reply(facts(tmp_path, status=Status.RUNNING, exit_code=None, semantic_status=None,
+                                       waiting_for_input=True, stdin="pipe") if False else
+                                 facts(tmp_path, status=Status.RUNNING, exit_code=None, semantic_status=None,
+                                       waiting_for_input=True))
+    assert waiting["waiting_for_input"] is True
+    assert waiting["next"] == "it waits for input: write(id='abc', data='...\\n') answers it"
+    row = replies.list_row(replies.TaskRow("repl", Status.RUNNING, "python3 -i", duration_secs=4.0,
+                                           waiting_for_input=True))
+    assert row.startswith("running for 4.0s, waits for input: python3")
+
+
+def test_a_task_printing_only_to_stderr_is_followed_on_stderr(tmp_path: Path) -> None:
+    (tmp_path / "t.err").write_text("GET / 200\n")
+    (tmp_path / "t.out").write_text("")
+    err = tmp_path / "t.err"
+    reply = replies.task_reply(facts(
+        tmp_path, status=Status.RUNNING, exit_code=None, semantic_status=None,
+        stdout=replies.StreamFacts("stdout", str(tmp_path / "t.out"), output.excerpt(tmp_path / "t.out", 4000)),
+        stderr=replies.StreamFacts("stderr", str(err), output.excerpt(err, 4000))))
+    assert reply["next"] == "logs(id='abc', stream='stderr', offset=10, wait_seconds=30) follows new output"
+
+
+def test_nothing_new_on_one_stream_says_the_other_grew() -> None:
+    page = replies.PageFacts("web", "stdout", "", 67, 67, 67, 0, Status.RUNNING, False,
+                             other=replies.OtherStream("stderr", 100, 350))
+    assert replies.logs_reply(page)["verdict"] == (
+        "nothing new since offset 67 (task running); stderr grew by 250 bytes: logs(id='web', stream='stderr', offset=100)")
+    silent = replies.PageFacts("web", "stdout", "", 0, 0, 0, 0, Status.RUNNING, False,
+                               other=replies.OtherStream("stderr", 90, 90))
+    assert replies.logs_reply(silent)["verdict"].endswith("; stderr has 90 bytes: logs(id='web', stream='stderr')")
+
+
+def test_a_search_says_what_the_other_stream_holds() -> None:
+    found = replies.SearchFacts("web", "stdout", "404", [], 0, 0, 67, 67, Status.RUNNING, False,
+                                other=replies.OtherStream("stderr", 500, 500, matches=5))
+    assert replies.search_reply(found)["verdict"] == (
+        "0 lines of stdout bytes 0-67 match '404' (task running); "
+        "stderr has 500 bytes, 5 lines match: logs(id='web', stream='stderr', pattern='404')")
+
+
+def test_a_session_run_says_where_its_session_is_and_what_it_exported(tmp_path: Path) -> None:
+    reply = replies.task_reply(facts(tmp_path, session="dev", session_cwd="/src/sub", session_exports=("X", "Y")))
+    assert reply["session_cwd"] == "/src/sub" and reply["exported"] == "X, Y"
+
+
+def test_excerpts_fold_overwrites_and_repeats_and_say_so(tmp_path: Path) -> None:
+    path = tmp_path / "bar.out"
+    progress = "".join(f"\rprogress {percent}%" for percent in range(0, 101)) + "\n"
+    path.write_bytes((progress + "retrying\n" * 300 + "done\n").encode())
+    cut = output.excerpt(path, 4000)
+    assert cut.head == "progress 100%\nretrying\n[... the line above 299 more times ...]\ndone\n"
+    reply = replies.task_reply(facts(tmp_path, stdout=replies.StreamFacts("stdout", str(path), cut)))
+    assert reply["stdout_folded"] == "101 carriage-return overwrites and 299 repeated lines folded here; the file has every byte"
+    assert path.read_bytes().count(b"\r") == 101  # the file stays byte-exact
+    assert output.fold("a\r\nb\r\n") == ("a\r\nb\r\n", 0, 0)  # a PTY's line ends are not overwrites

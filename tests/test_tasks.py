@@ -33,7 +33,7 @@ async def test_tools_advertise_output_schemas(daemon: Daemon) -> None:
     for name in ("run", "status", "kill"):
         schema = getattr(tools[name], "outputSchema", None) or getattr(tools[name], "output_schema", None)
         assert schema and "properties" in schema, f"{name} has no output schema"
-    assert "exit_code" in (getattr(tools["status"], "outputSchema", None) or tools["status"].output_schema)["properties"]
+    assert "verdict" in (getattr(tools["status"], "outputSchema", None) or tools["status"].output_schema)["properties"]
 
 
 async def test_long_task_returns_started_then_status_waits_for_the_end(daemon: Daemon) -> None:

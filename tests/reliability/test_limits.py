@@ -47,7 +47,7 @@ async def test_output_cap_ends_the_task_and_keeps_output_up_to_the_cap(make_daem
     assert result["status"] == "failed"
     assert "stdout exceeded the output cap of 200000 bytes" in result["end_reason"]
     assert Path(result["stdout_path"]).stat().st_size == 200000
-    assert result["stdout"].endswith("y\n")
+    assert result["stdout"].endswith("y\n[... the line above 8190 more times ...]\n")  # whole lines, folded
 
 
 def _mount_tmpfs(target: Path, size: str) -> bool:
