@@ -65,9 +65,15 @@ class RequestGuard:
             return
         token = None if scope["path"] in self.open_paths else self.token
         if token is not None and not _bearer_matches(headers.get("authorization", ""), token):
-            await _refuse(send, 401, "missing or wrong bearer token", {"www-authenticate": "Bearer"})
+            # WWW-Authenticate stays (the MCP auth flow expects it); the body is what clients that
+            # then try OAuth (mcp-remote, Codex) print when it fails: it says what to do instead.
+            await _refuse(send, 401, REFUSAL, {"www-authenticate": "Bearer"})
             return
         await self.app(scope, receive, send)
+
+
+REFUSAL = ("missing or wrong bearer token: this server takes a fixed token, not OAuth; send the header "
+           "'Authorization: Bearer <token>' with the token from its token file (harness/bash-token by default)")
 
 
 def _bearer_matches(header: str, token: str) -> bool:
