@@ -52,7 +52,7 @@ def run_task(daemon: Daemon, cmd: str) -> dict[str, Any]:
     async def started() -> dict[str, Any]:
         async with open_client(daemon.url) as client:
             reply = await client.call("run", {"cmd": cmd, "wait_seconds": 20})
-            assert not reply.is_error and reply.structured["status"] == "done", reply.text
+            assert not reply.is_error and reply.structured["verdict"].startswith("done, "), reply.text
             return reply.structured
 
     return anyio.run(started)
