@@ -32,7 +32,29 @@ install_claude_code() {
     export HIVE_BASH_CLAUDE_BIN="$PWD/$prefix/node_modules/.bin/claude"
 }
 
+install_mcp_clients() {
+    # Other real clients for tests/test_clients.py (docs/clients.md): the MCP Inspector CLI and
+    # mcp-remote from npm (16 MB), fastmcp's Client from PyPI in a venv of its own (it pins its
+    # own mcp line). Each test skips, with the reason, when its client cannot be had.
+    if [ -z "${HIVE_BASH_MCP_CLIENTS:-}" ] && command -v npm >/dev/null; then
+        local prefix=.cache/mcp-clients
+        [ -x "$prefix/node_modules/.bin/mcp-remote" ] ||
+            timeout 300 npm install --silent --no-audit --no-fund --prefix "$prefix" \
+                @modelcontextprotocol/inspector mcp-remote >/dev/null 2>&1 || true
+        [ -x "$prefix/node_modules/.bin/mcp-remote" ] && export HIVE_BASH_MCP_CLIENTS="$PWD/$prefix/node_modules/.bin"
+    fi
+    if [ -z "${HIVE_BASH_FASTMCP_PYTHON:-}" ]; then
+        local venv=.cache/fastmcp
+        [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import fastmcp" 2>/dev/null ||
+            { python3 -m venv "$venv" && timeout 300 "$venv/bin/python" -m pip install --quiet \
+                --disable-pip-version-check fastmcp >/dev/null 2>&1; } || true
+        "$venv/bin/python" -c "import fastmcp" 2>/dev/null && export HIVE_BASH_FASTMCP_PYTHON="$PWD/$venv/bin/python"
+    fi
+    return 0
+}
+
 install_claude_code
+install_mcp_clients
 mkdir -p .test-logs
 # The container suite boots real systemd containers: once is enough, on the 2.x line.
 run_line 1 "mcp>=1.27,<2" "not soak and not container" "$@" > .test-logs/mcp1.log 2>&1 &
