@@ -427,7 +427,8 @@ async def cmd_write(client: BashClient, args: argparse.Namespace, out: Output) -
         following = _next_piece(pieces, sent + len(piece.encode("utf-8", "surrogatepass")), None)
         last = following is None
         try:
-            reply = await call(client, "write", {"id": args.id, "data": piece, "eof": True if args.eof and last else None})
+            eof = True if args.eof and last else None
+            reply = await call(client, "write", {"id": args.id, "data": piece, "eof": eof})
         except ToolFailed as exc:
             if args.data != "-":
                 raise

@@ -336,7 +336,9 @@ def session_rows(sessions: Sequence[SessionRow], budget: int) -> list[dict[str, 
     rows: list[dict[str, Any]] = []
     left = max(budget, LIST_SESSIONS_MIN_CHARS)
     for item in sessions:
-        cwd = item.cwd if item.cwd is None or len(item.cwd) <= SESSION_CWD_CHARS else "…" + item.cwd[1 - SESSION_CWD_CHARS :]
+        cwd = item.cwd
+        if cwd is not None and len(cwd) > SESSION_CWD_CHARS:
+            cwd = "…" + cwd[1 - SESSION_CWD_CHARS :]
         row = compact([("name", item.name), ("cwd", cwd), ("tasks", item.tasks)])
         cost = len(json.dumps(row)) + 2
         if cost > left:

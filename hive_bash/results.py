@@ -148,7 +148,9 @@ class TaskList(BaseModel):
     tasks: dict[str, str] | None = Field(None, description="id -> `status, exit N after 3s: cmd`, newest first")
     total: int = Field(description="Known tasks matching the filter, before the limit")
     sessions: list[SessionSummary] | None = Field(None, description="Shell sessions (run's session), when there are any")
-    more_sessions: int | None = Field(None, description="Sessions left out to keep the reply short; list(session=NAME) shows one")
+    more_sessions: int | None = Field(
+        None, description="Sessions left out to keep the reply short; list(session=NAME) shows one"
+    )
 
 
 def task_row(task: Task) -> replies.TaskRow:

@@ -308,7 +308,7 @@ class Oversized:
 async def _drain(chunks: list[bytes], size: int, more: bool, receive: Receive) -> Oversized | None:
     """Read the rest of an oversized body without keeping it, up to DRAIN_BODY_BYTES; None if the client left."""
     head = _head_of(chunks)
-    tail = chunks[-1][-TAIL_BYTES:]
+    tail = _tail_of(chunks)
     chunks.clear()  # the body read so far (4 MiB) is not held while the rest arrives
     while more and size <= DRAIN_BODY_BYTES:
         message = await receive()
@@ -319,6 +319,15 @@ async def _drain(chunks: list[bytes], size: int, more: bool, receive: Receive) -
         tail = (tail + chunk)[-TAIL_BYTES:]
         more = message.get("more_body", False)
     return Oversized(size, head, tail, drained=not more)
+
+
+def _tail_of(chunks: list[bytes]) -> bytes:
+    tail = b""
+    for chunk in reversed(chunks):  # the last chunk may be a few bytes: `"id":7}` split over two
+        tail = chunk[-(TAIL_BYTES - len(tail)) :] + tail
+        if len(tail) >= TAIL_BYTES:
+            break
+    return tail
 
 
 def _head_of(chunks: list[bytes]) -> bytes:

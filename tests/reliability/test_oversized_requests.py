@@ -82,16 +82,20 @@ def test_the_connection_serves_the_next_request_after_an_oversized_body(daemon: 
         connection.close()
 
 
-def test_the_id_is_found_at_the_end_of_the_body(daemon: Daemon) -> None:
+@pytest.mark.parametrize("sent", ["whole", "chunked, the id split over the last two chunks"])
+def test_the_id_is_found_at_the_end_of_the_body(daemon: Daemon, sent: str) -> None:
     """The TypeScript SDK (Claude Code's) writes the id last, after the params."""
-    body = (
-        b'{"method":"tools/call","params":{"name":"write","arguments":{"id":"t","data":"'
-        + b"z" * (6 * MIB)
-        + b'"}},"jsonrpc":"2.0","id":"req-42"}'
-    )
+    parts = [
+        b'{"method":"tools/call","params":{"name":"write","arguments":{"id":"t","data":"' + b"z" * (6 * MIB),
+        b'"}},"jsonrpc":"2.0","i',
+        b'd":"req-42"}',
+    ]
     connection = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
     try:
-        connection.request("POST", "/mcp", body=body, headers=MCP_HEADERS)
+        if sent == "whole":
+            connection.request("POST", "/mcp", body=b"".join(parts), headers=MCP_HEADERS)
+        else:
+            connection.request("POST", "/mcp", body=iter(parts), headers=MCP_HEADERS, encode_chunked=True)
         response = connection.getresponse()
         answer = json.loads(response.read())
     finally:
