@@ -49,17 +49,18 @@ class InputEnd:
     """What the task's input is, as /proc/<pid>/fd/N links name it: `pipe:[inode]` or `/dev/pts/N`."""
 
     link: str
+    leader: int  # the task's first process: its readers are it or its descendants
     pty_master: int | None = None  # the master fd (its foreground process group is asked)
     group: int | None = None  # the task's process group (a pipe's readers are looked for there)
 
     @classmethod
-    def of_pipe(cls, write_fd: int, pgid: int) -> InputEnd:
-        return cls(f"pipe:[{os.fstat(write_fd).st_ino}]", group=pgid)
+    def of_pipe(cls, write_fd: int, leader: int, pgid: int) -> InputEnd:
+        return cls(f"pipe:[{os.fstat(write_fd).st_ino}]", leader, group=pgid)
 
     @classmethod
-    def of_pty(cls, master_fd: int) -> InputEnd:
+    def of_pty(cls, master_fd: int, leader: int) -> InputEnd:
         number = struct.unpack("I", fcntl.ioctl(master_fd, _TIOCGPTN, b"\0\0\0\0"))[0]
-        return cls(f"/dev/pts/{number}", pty_master=master_fd)
+        return cls(f"/dev/pts/{number}", leader, pty_master=master_fd)
 
 
 def _read(path: str) -> str | None:
@@ -70,19 +71,33 @@ def _read(path: str) -> str | None:
         return None
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live processes of a process group, from /proc/<pid>/stat (field 5 is the group)."""
-    members = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
+MAX_DESCENDANTS = 256  # a fork bomb under a task costs a sample no more than this
+
+
+def descendants(leader: int) -> list[int]:
+    """`leader` and its descendants, from /proc/<pid>/task/<tid>/children: only the task's own
+    processes are read, not all of /proc, so sampling many tasks stays cheap."""
+    found, queue = [], [leader]
+    while queue and len(found) < MAX_DESCENDANTS:
+        pid = queue.pop(0)
+        found.append(pid)
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
             continue
-        stat = _read(f"/proc/{name}/stat")
-        if stat is None:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
-            members.append(int(name))
-    return members
+        for tid in threads:
+            children = _read(f"/proc/{pid}/task/{tid}/children") or ""
+            queue.extend(int(child) for child in children.split())
+    return found
+
+
+def in_group(pid: int, pgid: int) -> bool:
+    """Whether `pid` lives and is in process group `pgid` (/proc/<pid>/stat: state, ppid, pgrp)."""
+    stat = _read(f"/proc/{pid}/stat")
+    if stat is None:
+        return False
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return len(fields) > 2 and fields[0] not in ("Z", "X") and int(fields[2]) == pgid
 
 
 def blocked_on(pid: int, end: InputEnd, table: tuple[frozenset[int], frozenset[int]]) -> bool:
@@ -122,7 +137,7 @@ def waiting_reader(end: InputEnd) -> int | None:
         group = end.group
     if group is None:
         return None
-    return next((pid for pid in group_members(group) if blocked_on(pid, end, table)), None)
+    return next((pid for pid in descendants(end.leader) if in_group(pid, group) and blocked_on(pid, end, table)), None)
 
 
 class InputWait:

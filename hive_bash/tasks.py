@@ -470,7 +470,7 @@ class TaskManager:
             return
         fd = proc.input_fd
         try:
-            end = InputEnd.of_pty(fd) if proc.is_pty else InputEnd.of_pipe(fd, proc.pgid)
+            end = InputEnd.of_pty(fd, proc.pid) if proc.is_pty else InputEnd.of_pipe(fd, proc.pid, proc.pgid)
         except OSError as exc:  # nothing to sample: the task runs on, never said to wait
             logger.warning("task %s: cannot watch its input: %s", record.id, exc)
             return
