@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import InvalidArgument
-from .settings import Settings
+from .settings import Settings, memory_bytes
 
 NAME_PATTERN = re.compile(r"[a-z0-9-]{1,63}")
 ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -41,6 +41,8 @@ class TaskOptions:
     pty: bool = False
     stdin: StdinMode = "null"
     session: str | None = None  # the shell session it starts from and leaves its state to
+    memory_max: int | None = None  # bytes; needs the daemon's cgroup tree (checked by the task manager)
+    pids_max: int | None = None
 
 
 def task_options(
@@ -54,6 +56,8 @@ def task_options(
     pty: bool = False,
     stdin: StdinMode = "null",
     session: str | None = None,
+    memory_max: int | str | None = None,
+    pids_max: int | None = None,
 ) -> TaskOptions:
     """`run`'s arguments checked against the rules and the daemon's limits."""
     if stdin not in ("null", "pipe"):
@@ -70,7 +74,31 @@ def task_options(
         pty=bool(pty),
         stdin=stdin,
         session=None if session is None else session_name(session, env),
+        memory_max=memory_limit(memory_max),
+        pids_max=process_limit(pids_max),
     )
+
+
+PIDS_MAX_LIMIT = 4_194_304  # the kernel's pid_max ceiling
+
+
+def memory_limit(value: int | str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return memory_bytes(value)
+    except ValueError as exc:
+        raise InvalidArgument("memory_max", str(exc)) from None
+
+
+def process_limit(value: int | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument("pids_max", "must be a whole number")
+    if not 1 <= value <= PIDS_MAX_LIMIT:
+        raise InvalidArgument("pids_max", f"must be from 1 to {PIDS_MAX_LIMIT} (processes and threads at once)")
+    return value
 
 
 def finite(argument: str, value: float | None) -> float | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import uvicorn
 from pydantic import ValidationError
 
-from . import __version__, tokens
+from . import __version__, cgroups, tokens
 from .app import create_app
 from .connections import ConnectionGuard, ListenError, connection_budget, listening_socket, raise_open_files_limit
 from .settings import Settings
@@ -161,6 +161,15 @@ def connection_guard(settings: Settings) -> tuple[ConnectionGuard, int]:
     return ConnectionGuard(allowed, settings.request_timeout_secs), backlog
 
 
+def check_cgroup_root(path: Path | None) -> None:
+    """A HIVE_BASH_CGROUP_ROOT the daemon cannot use stops it: the operator asked for a cgroup per task."""
+    if path is not None:
+        try:
+            cgroups.configured_root(path)
+        except cgroups.CgroupError as exc:
+            raise ConfigError(str(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -169,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         drop_hidden_environment(settings.hidden_env_names)
         settings.tasks_dir = prepare_tasks_dir(settings.tasks_dir)
         token = read_token(settings)
+        check_cgroup_root(settings.cgroup_root)
     except ConfigError as exc:
         print(f"hive-bash-daemon: {exc}", file=sys.stderr)
         return 2

@@ -197,6 +197,8 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     run.add_argument("--pty", action="store_true", help="run under a pseudo-terminal (input via write)")
     run.add_argument("--stdin", choices=("null", "pipe"), help="'pipe' to send input later with write")
     run.add_argument("--session", help="shell session: start in its cwd with its exported variables, keep yours")
+    run.add_argument("--memory-max", help="memory limit of the task's cgroup: bytes, or 512M, 2G")
+    run.add_argument("--pids-max", type=int, help="limit on the task's processes at once (its cgroup)")
 
     status = commands.add_parser("status", help="a task's status, exit and output tails")
     status.add_argument("id", metavar="ID")
@@ -329,6 +331,8 @@ async def cmd_run(client: BashClient, args: argparse.Namespace, out: Output) -> 
         "pty": True if args.pty else None,
         "stdin": args.stdin,
         "session": args.session,
+        "memory_max": args.memory_max,
+        "pids_max": args.pids_max,
     }
     reply = await call(client, "run", arguments)
     reply = await wait_for_end(client, reply, deadline)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from .cgroups import CgroupEnd, TaskCgroup
 from .private_files import create_private
 
 logger = logging.getLogger(__name__)
@@ -206,6 +207,7 @@ class SpawnRequest:
     pty: bool = False
     # Called (once) when a PTY task's output cannot be written, with the end reason.
     on_output_failed: OutputFailed = field(default=_ignore_output_failure)
+    cgroup: TaskCgroup | None = None  # the task's own cgroup, where the daemon owns a tree
 
     def prepare_argv(self) -> list[str]:
         """bash's argv for the command; one too long for an exec argument is written to `script_path` first."""
@@ -233,6 +235,15 @@ class ResourceUsage:
         max_rss = usage.ru_maxrss * 1024 if usage.ru_maxrss > daemon_peak_kib else None
         return cls(round(usage.ru_utime + usage.ru_stime, 3), max_rss)
 
+    def counted_by(self, end: CgroupEnd, daemon_peak_kib: int) -> ResourceUsage:
+        """The cgroup's figures, where it has them: every process that ran in it, waited for or not.
+        memory.peak is shown by the same rule as ru_maxrss (above the daemon's own peak)."""
+        cpu = end.cpu_secs if end.cpu_secs is not None else self.cpu_secs
+        if end.memory_peak_bytes is None:
+            return ResourceUsage(cpu, self.max_rss_bytes)
+        peak = end.memory_peak_bytes if end.memory_peak_bytes > daemon_peak_kib * 1024 else None
+        return ResourceUsage(cpu, peak)
+
 
 class TaskProcess:
     """A started task process. `exited` resolves to its wait status once the group is gone and it is reaped.
@@ -248,6 +259,7 @@ class TaskProcess:
         pty_out: tuple[int, Path] | None = None,
         on_output_failed: OutputFailed = _ignore_output_failure,
         forked_between: tuple[int, int] | None = None,  # CLOCK_BOOTTIME around the spawn, from _popen
+        cgroup: TaskCgroup | None = None,
     ) -> None:
         loop = asyncio.get_running_loop()
         self._popen = popen
@@ -264,6 +276,10 @@ class TaskProcess:
         self.output_error: str | None = None  # why terminal output could not be written
         self.exited: asyncio.Future[int] = loop.create_future()
         self.usage: ResourceUsage | None = None  # set when reaped
+        # With a cgroup the task has ended once the cgroup is empty, not when the leader exits.
+        self.cgroup = cgroup
+        self.limit_reason: str | None = None  # its own cgroup limit ended it ("memory limit 512 MiB reached")
+        self._emptying: asyncio.Task[None] | None = None
         self._pidfd = os.pidfd_open(self.pid)
         try:
             loop.add_reader(self._pidfd, self._on_leader_exit)
@@ -279,8 +295,10 @@ class TaskProcess:
         return self._pty_out_fd is not None
 
     def signal(self, sig: int) -> bool:
-        if self.exited.done():
-            return False
+        if self.exited.done() or self._emptying is not None:
+            return False  # reaped: the group id may name a stranger now, and the cgroup is being killed
+        if sig == signal.SIGKILL and self.cgroup is not None:
+            self.cgroup.kill()  # also what left the group with setsid
         return signal_group(self.pgid, sig)
 
     def _read_terminal(self) -> bytes | None:
@@ -336,9 +354,30 @@ class TaskProcess:
         # The leader is a zombie now, so its pid (= the group id) cannot be reused yet:
         # whatever the command left running in the group is ended before we reap.
         signal_group(self.pgid, signal.SIGKILL)
+        if self.cgroup is not None:
+            self.cgroup.kill()  # and what left the group (setsid): the cgroup holds it still
         _, status, usage = os.wait4(self.pid, 0)
         self.usage = ResourceUsage.from_rusage(usage, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
         self._popen.returncode = os.waitstatus_to_exitcode(status)
+        if self.cgroup is not None and self.cgroup.populated():
+            # SIGKILLed processes are still on their way out: the task ends once the last is gone.
+            self._emptying = loop.create_task(self._end_once_empty(status), name=f"cgroup-{self.pid}")
+            return
+        self._ended(status)
+
+    async def _end_once_empty(self, status: int) -> None:
+        assert self.cgroup is not None
+        await self.cgroup.emptied()
+        self._ended(status)
+
+    def _ended(self, status: int) -> None:
+        """Nothing of the task is left: read its cgroup's accounting, move the terminal's last output, resolve."""
+        loop = asyncio.get_running_loop()
+        if self.cgroup is not None:
+            end = self.cgroup.finish()
+            assert self.usage is not None
+            self.usage = self.usage.counted_by(end, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+            self.limit_reason = end.limit_reason
         if self.is_pty and self.input_fd is not None:
             loop.remove_reader(self.input_fd)
             self._drain_terminal()
@@ -368,25 +407,28 @@ def _popen(
     loop waits only until bash has exec'd); posix_spawn would be no faster and cannot set cwd.
     """
     argv = request.prepare_argv()
-    before = boottime_ns()
-    # start_new_session: the task is its own session and process group, so one
-    # killpg reaches everything it starts (unless a child leaves with setsid).
-    popen = subprocess.Popen(
-        argv,
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        cwd=request.cwd,
-        env=request.env,
-        start_new_session=True,
-        close_fds=True,
-        preexec_fn=preexec_fn,
-    )
-    return popen, (before, boottime_ns())
+    # In its cgroup from the first instruction: the child is forked while the daemon is there.
+    with request.cgroup.placing() if request.cgroup is not None else contextlib.nullcontext():
+        before = boottime_ns()
+        # start_new_session: the task is its own session and process group, so one
+        # killpg reaches everything it starts (unless a child leaves with setsid: the cgroup does).
+        popen = subprocess.Popen(
+            argv,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=request.cwd,
+            env=request.env,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=preexec_fn,
+        )
+        after = boottime_ns()
+    return popen, (before, after)
 
 
 @contextlib.contextmanager
-def _owned(popen: subprocess.Popen[bytes]) -> Iterator[contextlib.ExitStack]:
+def _owned(popen: subprocess.Popen[bytes], cgroup: TaskCgroup | None) -> Iterator[contextlib.ExitStack]:
     """Guard the steps between Popen and a supervised TaskProcess.
 
     Should one fail (EMFILE from pidfd_open or dup, ENOSYS from pidfd_open on an old
@@ -398,14 +440,16 @@ def _owned(popen: subprocess.Popen[bytes]) -> Iterator[contextlib.ExitStack]:
         try:
             yield cleanup
         except BaseException:
-            _end_and_reap(popen)
+            _end_and_reap(popen, cgroup)
             raise
         cleanup.pop_all()
 
 
-def _end_and_reap(popen: subprocess.Popen[bytes]) -> None:
+def _end_and_reap(popen: subprocess.Popen[bytes], cgroup: TaskCgroup | None) -> None:
     logger.warning("ending process group %d: its task could not be supervised", popen.pid)
     signal_group(popen.pid, signal.SIGKILL)
+    if cgroup is not None:
+        cgroup.kill()
     # SIGKILL cannot be caught: the wait is short even though it blocks the loop.
     popen.wait()
     if popen.stdin is not None:
@@ -423,14 +467,16 @@ def spawn(request: SpawnRequest) -> TaskProcess:
         fds.callback(os.close, err_fd)
         stdin = subprocess.PIPE if request.stdin == "pipe" else subprocess.DEVNULL
         popen, forked_between = _popen(request, stdin, out_fd, err_fd)
-    with _owned(popen) as on_failure:
+    with _owned(popen, request.cgroup) as on_failure:
+        if request.cgroup is not None:
+            request.cgroup.apply_limits()
         input_fd = None
         if popen.stdin is not None:
             input_fd = os.dup(popen.stdin.fileno())
             on_failure.callback(os.close, input_fd)
             popen.stdin.close()
             os.set_blocking(input_fd, False)
-        return TaskProcess(popen, input_fd, forked_between=forked_between)
+        return TaskProcess(popen, input_fd, forked_between=forked_between, cgroup=request.cgroup)
 
 
 def _spawn_pty(request: SpawnRequest) -> TaskProcess:
@@ -447,8 +493,12 @@ def _spawn_pty(request: SpawnRequest) -> TaskProcess:
         raise
     finally:
         os.close(slave)  # the child has its own copy; ours would keep EIO from ever arriving
-    with _owned(popen) as on_failure:
+    with _owned(popen, request.cgroup) as on_failure:
         on_failure.callback(os.close, master)
         on_failure.callback(os.close, out_fd)
+        if request.cgroup is not None:
+            request.cgroup.apply_limits()
         os.set_blocking(master, False)
-        return TaskProcess(popen, master, (out_fd, request.stdout_path), request.on_output_failed, forked_between)
+        return TaskProcess(
+            popen, master, (out_fd, request.stdout_path), request.on_output_failed, forked_between, request.cgroup
+        )

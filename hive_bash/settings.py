@@ -7,6 +7,7 @@ component; nothing reads configuration from globals.
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 
 from pydantic import AliasChoices, Field, field_validator
@@ -22,6 +23,30 @@ LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
+
+
+MEMORY_UNITS = {"": 1, "K": KIB, "M": MIB, "G": GIB, "T": 1024 * GIB}
+MIN_MEMORY_MAX = MIB  # below it, a bare number was meant as MiB more likely than bytes
+MEMORY_SIZE = re.compile(r"\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*", re.IGNORECASE)
+
+
+def memory_bytes(value: str | int) -> int:
+    """A memory size as systemd's MemoryMax= takes it: bytes, or a number with K, M, G or T (powers of 1024).
+
+    ValueError says the rule.
+    """
+    if isinstance(value, bool):
+        raise ValueError("must be bytes or a size like 512M or 2G")
+    if isinstance(value, int):
+        size = value
+    else:
+        match = MEMORY_SIZE.fullmatch(value)
+        if match is None:
+            raise ValueError(f"must be bytes or a size like 512M or 2G, not {value!r}")
+        size = int(match[1]) * MEMORY_UNITS[match[2].upper()]
+    if size < MIN_MEMORY_MAX:
+        raise ValueError(f"must be at least 1M (got {size} bytes; write 512M for 512 MiB)")
+    return size
 
 
 class Settings(BaseSettings):
@@ -61,6 +86,17 @@ class Settings(BaseSettings):
         description="The daemon's memory cgroup directory, read (never changed) for OOM diagnosis. "
         "Unset: found from /proc/self/cgroup under /sys/fs/cgroup.",
     )
+    cgroup_root: Path | None = Field(
+        None,
+        description="A cgroup v2 directory the daemon may write: a cgroup per task under it. "
+        "Unset: the daemon's own cgroup if systemd delegated it (Delegate=yes), else process groups.",
+    )
+    task_memory_max: str | None = Field(
+        None, description="Default memory limit per task (bytes or 512M, 2G), where a cgroup tree is."
+    )
+    task_pids_max: int | None = Field(
+        None, ge=1, description="Default process limit per task, where a cgroup tree is."
+    )
 
     @field_validator("log_level")
     @classmethod
@@ -69,6 +105,13 @@ class Settings(BaseSettings):
         if level not in {"debug", "info", "warning", "error"}:
             raise ValueError("must be one of debug, info, warning, error")
         return level
+
+    @field_validator("task_memory_max")
+    @classmethod
+    def _memory_size(cls, value: str | None) -> str | None:
+        if value is not None:
+            memory_bytes(value)
+        return value
 
     @property
     def hidden_env_names(self) -> frozenset[str]:

@@ -24,14 +24,14 @@ from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from . import oom, output, process, recovery, summaries
+from . import cgroups, oom, output, process, recovery, summaries
 from .sessions import SessionState, SessionStore
 from .arguments import TaskOptions
 from .input_wait import InputEnd, InputWait
-from .errors import NameInUse, NoInput, QueueFull, SpawnFailed, TaskFinished, TaskNotFound
+from .errors import InvalidArgument, NameInUse, NoInput, QueueFull, SpawnFailed, TaskFinished, TaskNotFound
 from .records import RecordStore, Status, Stream, TaskRecord
 from .retention import Retention
-from .settings import Settings
+from .settings import Settings, memory_bytes
 from .task_input import InputChannel
 from .todo_state import TodoStateMachine
 from .watcher import Watcher
@@ -67,6 +67,7 @@ class Task:
         self.input_wait: InputWait | None = None  # whether it is blocked reading its input (pipe or pty)
         self.input_writes = 0  # `write` calls so far: a wait for input starts over at each
         self.session_env_before: dict[str, str] | None = None  # its session's variables when it started
+        self.limits = cgroups.Limits()  # its own cgroup's limits (none without a cgroup tree)
         if record.status.is_terminal:
             self.ended.set()
 
@@ -246,7 +247,10 @@ class TaskManager:
         self._tasks: dict[str, Task] = {}
         self._slots = Slots(settings.max_running, settings.max_pending)
         self._base_env = process.base_environment(os.environ, settings.hidden_env_names)
-        self._cgroup = oom.locate(settings.cgroup_dir)
+        # The tree first: it moves the daemon into a leaf, and the OOM counter of its root counts the tasks'.
+        self._cgroups = cgroups.locate(settings.cgroup_root)
+        self._cgroup = oom.locate(settings.cgroup_dir or _counting_root(self._cgroups))
+        self._default_limits = _default_limits(settings, self._cgroups)
         self._sessions = SessionStore(self.tasks_dir, self._base_env, settings.hidden_env_names)
         self._background: set[asyncio.Task[None]] = set()
         self._watching: asyncio.Task[None] | None = None
@@ -255,6 +259,8 @@ class TaskManager:
     async def start(self) -> None:
         """Load the records a previous daemon left (what was pending or running is now interrupted), then serve."""
         self._sessions.load()
+        if self._cgroups is not None:
+            await self._cgroups.end_leftovers()  # what a previous daemon's tasks left, setsid'd or not
         for record in sorted(self._store.load_all(), key=lambda record: record.ended_at or time.time()):
             task = self._tasks[record.id] = Task(record)
             self._todos.track(record)
@@ -343,10 +349,12 @@ class TaskManager:
 
 
     def submit(self, options: TaskOptions) -> Task:
+        limits = self._limits(options)
         task_id = self._claim_id(options.name)
         self._slots.check_room()
         record = _new_record(task_id, options)
         task = Task(record, dict(options.env), options.cwd)
+        task.limits = limits
         self._todos.track(record)
         if self._slots.free():
             try:
@@ -359,6 +367,24 @@ class TaskManager:
             self._saver.save(record)
         self._tasks[task_id] = task
         return task
+
+    def _limits(self, options: TaskOptions) -> cgroups.Limits:
+        """The task's own limits: its arguments over the daemon's defaults; refused where nothing enforces them."""
+        for argument, value, controller in (
+            ("memory_max", options.memory_max, "memory"),
+            ("pids_max", options.pids_max, "pids"),
+        ):
+            if value is None:
+                continue
+            if self._cgroups is None:
+                raise InvalidArgument(argument, "needs a cgroup per task; this daemon has no delegated cgroup v2 tree")
+            if controller not in self._cgroups.controllers:
+                raise InvalidArgument(argument, f"needs the {controller} controller; this daemon's cgroup tree has none")
+        defaults = self._default_limits
+        return cgroups.Limits(
+            options.memory_max if options.memory_max is not None else defaults.memory_max,
+            options.pids_max if options.pids_max is not None else defaults.pids_max,
+        )
 
     def _claim_id(self, name: str | None) -> str:
         if name is None:
@@ -380,7 +406,9 @@ class TaskManager:
         # start time taken after it would make a loaded daemon report `sleep 1` as 0.98 s.
         task.oom_kills_at_start = self._cgroup.oom_kills() if self._cgroup is not None else None
         started_at = time.time()
-        proc = _spawn(task, self._store, env, self._sessions, lambda reason: self._end_for_output_failure(task, reason))
+        proc = _spawn(
+            task, self._store, env, self._sessions, lambda reason: self._end_for_output_failure(task, reason), self._cgroups
+        )
         task.started(proc, started_at)
         self._watch_input(task)
         self._slots.running.add(task)
@@ -504,7 +532,10 @@ class TaskManager:
         usage = task.process.usage if task.process is not None else None
         if usage is not None:
             record.cpu_secs, record.max_rss_bytes = usage.cpu_secs, usage.max_rss_bytes
-        if task.end_cause is None and oom.sigkilled(record.signal, record.exit_code):
+        limit_reason = task.process.limit_reason if task.process is not None else None
+        if task.end_cause is None and limit_reason is not None and record.exit_code != 0:
+            record.status, record.end_reason = Status.FAILED, limit_reason
+        elif task.end_cause is None and oom.sigkilled(record.signal, record.exit_code):
             record.diagnosis = oom.diagnose(self._cgroup, task.oom_kills_at_start)
 
     def _ended(self, task: Task, status: Status | None = None, reason: str = "") -> None:
@@ -546,6 +577,24 @@ class TaskManager:
         return task is not None and task.record is record
 
 
+def _counting_root(tree: cgroups.CgroupTree | None) -> Path | None:
+    """The tree's root, whose memory.events counts the OOM kills of every task cgroup below it."""
+    return tree.root if tree is not None and oom.at(tree.root) is not None else None
+
+
+def _default_limits(settings: Settings, tree: cgroups.CgroupTree | None) -> cgroups.Limits:
+    """HIVE_BASH_TASK_MEMORY_MAX / _PIDS_MAX, as far as the tree can enforce them (the rest is logged, once)."""
+    memory = memory_bytes(settings.task_memory_max) if settings.task_memory_max is not None else None
+    pids = settings.task_pids_max
+    controllers = tree.controllers if tree is not None else frozenset()
+    for name, value, controller in (("task_memory_max", memory, "memory"), ("task_pids_max", pids, "pids")):
+        if value is not None and controller not in controllers:
+            logger.warning("%s is not enforced: no cgroup tree with the %s controller", name, controller)
+    return cgroups.Limits(
+        memory if "memory" in controllers else None, pids if "pids" in controllers else None
+    )
+
+
 def _new_record(task_id: str, options: TaskOptions) -> TaskRecord:
     return TaskRecord(
         id=task_id,
@@ -566,8 +615,14 @@ def _spawn(
     env: dict[str, str],
     sessions: SessionStore,
     on_output_failed: process.OutputFailed,
+    tree: cgroups.CgroupTree | None = None,
 ) -> process.TaskProcess:
     record = task.record
+    try:
+        cgroup = tree.create(record.id, task.limits) if tree is not None else None
+    except OSError as exc:
+        logger.warning("task %s could not get a cgroup: %s", record.id, exc)
+        raise SpawnFailed(f"its cgroup could not be created: {exc.strerror or exc} (errno {exc.errno})") from exc
     request = process.SpawnRequest(
         cmd=record.cmd,
         cwd=record.cwd,
@@ -578,6 +633,7 @@ def _spawn(
         stdin=record.stdin,
         pty=record.pty,
         on_output_failed=on_output_failed,
+        cgroup=cgroup,
     )
     try:
         if record.session is not None:
@@ -586,6 +642,9 @@ def _spawn(
     except OSError as exc:
         logger.warning("task %s could not start: %s", record.id, exc)
         store.delete(record.id)  # output files the failed spawn may have created
+        if cgroup is not None:
+            cgroup.kill()
+            cgroup.remove()
         raise SpawnFailed(f"{exc.strerror or exc} (errno {exc.errno})") from exc
 
 

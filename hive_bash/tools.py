@@ -103,10 +103,13 @@ class BashTools:
         session: Annotated[
             str | None, Field(description="Shell session: cwd and exported variables carry between its runs")
         ] = None,
+        memory_max: Annotated[int | str | None, Field(description="Memory limit, e.g. 512M (cgroup)")] = None,
+        pids_max: Annotated[int | None, Field(description="Limit on processes at once (cgroup)")] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, results.TaskStatus]:
         options = arguments.task_options(
-            self.settings, cmd, name, timeout_secs, idle_timeout_secs, cwd, env, pty, stdin, session
+            self.settings, cmd, name, timeout_secs, idle_timeout_secs, cwd, env, pty, stdin, session,
+            memory_max, pids_max,
         )
         wait = arguments.wait_seconds(wait_seconds, arguments.DEFAULT_RUN_WAIT_SECS)
         task = self.manager.submit(options)
