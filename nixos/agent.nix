@@ -455,6 +455,18 @@ in
               default = null;
               description = "Age after which finished records are pruned (`HIVE_BASH_RETAIN_SECS`); `null`: the daemon's default.";
             };
+            task_memory_max = mkOption {
+              type = types.nullOr (types.either types.ints.positive types.str);
+              default = null;
+              example = "2G";
+              description = "Memory limit of each task's cgroup unless `run` sets memory_max (`HIVE_BASH_TASK_MEMORY_MAX`): bytes, or 512M, 2G.";
+            };
+            task_pids_max = mkOption {
+              type = types.nullOr types.ints.positive;
+              default = null;
+              example = 512;
+              description = "Process limit of each task's cgroup unless `run` sets pids_max (`HIVE_BASH_TASK_PIDS_MAX`).";
+            };
             hide_env = mkOption {
               type = types.listOf types.str;
               default = [ ];
@@ -592,6 +604,10 @@ in
             KillMode = "mixed";
             KillSignal = "SIGTERM";
             TimeoutStopSec = "30s";
+            # The unit's cgroup is the daemon's to manage: a cgroup per task, so a
+            # child that calls setsid ends with its task too, with exact CPU and
+            # memory accounting and the per-task limits (memory_max, pids_max).
+            Delegate = mkDefault true;
             # systemd's default soft limit (1024) is what a flood of idle connections
             # exhausted; the daemon raises its soft limit to this hard one at start
             # and tasks inherit it. 65536, not more: some programs walk every
@@ -621,7 +637,10 @@ in
             ProtectKernelTunables = mkDefault true;
             ProtectKernelModules = mkDefault true;
             ProtectKernelLogs = mkDefault true;
-            ProtectControlGroups = mkDefault true;
+            # Loosened: "true" mounts /sys/fs/cgroup read-only, and the daemon must
+            # write its delegated subtree (see Delegate). The rest stays the kernel's
+            # to guard: only the unit's own cgroup is the agent user's.
+            ProtectControlGroups = mkDefault false;
             RestrictSUIDSGID = mkDefault true;
             RestrictRealtime = mkDefault true;
             LockPersonality = mkDefault true;

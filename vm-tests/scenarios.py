@@ -507,3 +507,41 @@ def scenario_oom_killed(machine: Machine, t: Target = Target(), limit_mib: int =
     machine.succeed(as_user(t, f"{t.cli} kill force-killed --force"))
     res = wait_terminal(machine, t, "force-killed", timeout=30)
     assert res["status"] == "killed" and "diagnosis" not in res, res
+
+
+# ---------------------------------------------------------------------------
+# a cgroup per task (vm-tests/cgroup-limits.nix): the module sets Delegate=yes, and the
+# kernel of the test VM has the memory and pids controllers the host here lacks
+
+ESCAPE_MARK = "sleep 3602"
+
+
+def scenario_task_limits(machine: Machine, t: Target = Target()) -> None:
+    """Each task has a cgroup of its own: memory_max and pids_max end a task `failed` with the
+    reason (its todo says so), the daemon lives on, a setsid'd child ends with its task, and
+    no task cgroup is left behind."""
+    wait_daemon_up(machine, t)
+    daemon = main_pid(machine, t)
+    unit_cgroup = machine.succeed(f"systemctl show -P ControlGroup {t.unit}").strip()
+    root = f"/sys/fs/cgroup{unit_cgroup}"
+    machine.succeed(f"grep -qx {daemon} {root}/daemon/cgroup.procs")
+
+    grow = "echo growing; x=$(head -c 192M /dev/zero | tr '\\0' a); echo survived"
+    cli(machine, t, f"run {shlex.quote(grow)} --wait 0 --name mem-capped --memory-max 64M")
+    body = wait_for_todo(machine, t, "mem-capped", "memory limit 64 MiB reached", timeout=120)
+    assert "failed" in body, body
+    res = wait_terminal(machine, t, "mem-capped")
+    assert res["status"] == "failed" and res["end_reason"] == "memory limit 64 MiB reached", res
+    assert "survived" not in res.get("stdout", ""), res
+    assert main_pid(machine, t) == daemon, "a task's own limit must not touch the daemon"
+
+    forks = "for i in $(seq 20); do sleep 60 & done; wait"
+    cli(machine, t, f"run {shlex.quote(forks)} --wait 0 --name pids-capped --pids-max 8")
+    res = wait_terminal(machine, t, "pids-capped", timeout=120)
+    assert res["status"] == "failed" and res["end_reason"].startswith("process limit 8 reached"), res
+
+    escape = f'setsid {ESCAPE_MARK} & until [ "$(cat /proc/$!/comm)" = sleep ]; do :; done; echo escaped'
+    _, res = run_task(machine, t, escape, wait=20, name="escape")
+    assert res["status"] == "done" and res["stdout"] == "escaped\n", res
+    machine.wait_until_fails(f"pgrep -fx {shlex.quote(ESCAPE_MARK)}", timeout=10)
+    machine.fail(f"ls -d {root}/task-*")
