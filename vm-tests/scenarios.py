@@ -540,8 +540,13 @@ def scenario_task_limits(machine: Machine, t: Target = Target()) -> None:
     res = wait_terminal(machine, t, "pids-capped", timeout=120)
     assert res["status"] == "failed" and res["end_reason"].startswith("process limit 8 reached"), res
 
+    scenario_setsid_escape_closed(machine, t)
+    machine.fail(f"ls -d {root}/task-*")
+
+
+def scenario_setsid_escape_closed(machine: Machine, t: Target = Target()) -> None:
+    """A child that leaves its task's session with setsid ends with the task: its cgroup holds it."""
     escape = f'setsid {ESCAPE_MARK} & until [ "$(cat /proc/$!/comm)" = sleep ]; do :; done; echo escaped'
     _, res = run_task(machine, t, escape, wait=20, name="escape")
     assert res["status"] == "done" and res["stdout"] == "escaped\n", res
     machine.wait_until_fails(f"pgrep -fx {shlex.quote(ESCAPE_MARK)}", timeout=10)
-    machine.fail(f"ls -d {root}/task-*")

@@ -54,3 +54,12 @@ def test_logs_follow_interactive(machine):
         child.close(force=True)
     res = scenarios.wait_terminal(m, T, "follow-me", timeout=30)
     assert res["status"] == "done", res
+
+
+def test_a_setsid_child_ends_with_its_task(machine):
+    """The unit's Delegate=yes: the daemon runs each task in a cgroup of its own (this host's
+    controllers are bound to cgroup v1, so the container's cgroup v2 tree has none: no limits
+    here, vm-tests/cgroup-limits.nix has them), and a setsid'd child ends with its task."""
+    _, journal = machine.execute(f"journalctl -b --no-pager -o cat -u {T.unit}")
+    assert "a cgroup per task under " in journal, journal[-3000:]
+    scenarios.scenario_setsid_escape_closed(machine, T)
