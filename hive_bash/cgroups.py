@@ -64,9 +64,6 @@ class Limits:
     memory_max: int | None = None  # bytes
     pids_max: int | None = None
 
-    def __bool__(self) -> bool:
-        return self.memory_max is not None or self.pids_max is not None
-
 
 @dataclass(frozen=True)
 class CgroupEnd:
@@ -104,6 +101,9 @@ class TaskCgroup:
         if self.limits.memory_max is not None:
             self._write("memory.max", str(self.limits.memory_max))
             self._write("memory.swap.max", "0", missing_ok=True)  # a limit that swaps is no limit
+            # At the limit the OOM killer ends the whole task, not one of its processes at random
+            # while the rest carry on without it (systemd's OOMPolicy=kill does the same).
+            self._write("memory.oom.group", "1", missing_ok=True)
         if self.limits.pids_max is not None:
             self._write("pids.max", str(self.limits.pids_max))
 
