@@ -9,15 +9,17 @@ it, ``Delegate=yes``, or ``HIVE_BASH_CGROUP_ROOT``) the tree is::
                           once controllers are enabled for the children)
     <root>/task-<id>      one per running task, removed once it is empty
 
-Placement without a window: for the spawn the daemon moves itself into the task's
-cgroup, forks (vfork) and execs bash there, and moves back. The child is born in the
-cgroup, so no instruction of the task runs outside it. Both moves are one write of
-"0" to an open ``cgroup.procs`` (8 us measured); the other ways cost more or change
-the task: a preexec_fn forces fork over vfork (~5 ms), clone3's CLONE_INTO_CGROUP is
-out of Python's reach, and a leader writing ``$$`` itself would be the user's script
-with a line added. Limits are written once the daemon is back in its leaf: its own
-threads must not count against the task's ``pids.max``, its allocations never against
-the task's ``memory.max``.
+Placement without a window: the task's first process is a bash in POSIX mode (it reads
+no startup file) that writes its own pid into the task's ``cgroup.procs`` and then
+execs the task's bash with the user's command untouched (same pid, session and group),
+so nothing of the task runs outside its cgroup. A move into a cgroup costs the mover a
+grace period of the kernel's cgroup_threadgroup_rwsem, 8-13 ms when moves are seconds
+apart (70 us when they come every 4 ms): paid by the task's first process, it never
+blocks the daemon's loop, as the daemon moving itself around the vfork did (measured:
+that blocked every client for those 8-13 ms). The other ways: a preexec_fn forces fork
+over vfork (~5 ms of the daemon's CPU), clone3's CLONE_INTO_CGROUP (no grace period) is
+out of Python's reach. Limits are written right after the spawn, before bash has
+finished starting.
 
 The end: once the leader has exited, ``cgroup.kill`` ends whatever is left (setsid'd
 or not), the task counts as ended once ``cgroup.events`` says ``populated 0``, and
@@ -32,7 +34,6 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,18 +84,10 @@ class TaskCgroup:
         self.limits = limits
         self._dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
-    @contextlib.contextmanager
-    def placing(self) -> Iterator[None]:
-        """While inside, the daemon is in this cgroup: a process it forks is born here."""
-        procs = os.open("cgroup.procs", os.O_WRONLY | os.O_CLOEXEC, dir_fd=self._dir_fd)
-        try:
-            os.write(procs, b"0")
-            try:
-                yield
-            finally:
-                self.tree.return_home()
-        finally:
-            os.close(procs)
+    @property
+    def procs_path(self) -> Path:
+        """Where the task's first process writes its pid before it runs anything of the task."""
+        return self.path / "cgroup.procs"
 
     def apply_limits(self) -> None:
         """Write the limits (after the spawn: see the module's docstring). OSError if refused."""

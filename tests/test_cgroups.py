@@ -127,6 +127,18 @@ async def test_task_runs_in_its_own_cgroup_from_its_first_command(cgroup_daemon:
     assert task_cgroups(cgroup_root) == []  # removed once the task ended
 
 
+async def test_pty_and_session_tasks_run_in_their_cgroups(cgroup_daemon: Daemon, cgroup_root: Path) -> None:
+    """The placing shell reads no startup file: a session's state is restored once, in the task's bash."""
+    async with cgroup_daemon.client() as client:
+        pty = await call_ok(client, "run", {"cmd": "cat /proc/$$/cgroup", "pty": True, "name": "on-pty"})
+        await call_ok(client, "run", {"cmd": "export CARRIED=yes; cd /", "session": "cg", "name": "sets"})
+        shown = await call_ok(client, "run", {"cmd": "echo $CARRIED $PWD; cat /proc/$$/cgroup", "session": "cg", "name": "reads"})
+    assert f"0::/{cgroup_root.name}/task-on-pty" in pty.structured["stdout"]
+    out = shown.structured["stdout"]
+    assert out.startswith("yes /\n") and f"\n0::/{cgroup_root.name}/task-reads\n" in out, shown.text
+    assert task_cgroups(cgroup_root) == []
+
+
 async def test_setsid_escapee_ends_with_its_task(cgroup_daemon: Daemon, cgroup_root: Path) -> None:
     async with cgroup_daemon.client() as client:
         reply = await call_ok(client, "run", {"cmd": ESCAPE})
