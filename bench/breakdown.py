@@ -6,7 +6,9 @@ Three servers in turn, each started through bench/phase_timers.py (wall-clock ti
 around the daemon's steps, and around each HTTP request as a whole): the bench's echo
 server (the floor every tool call on this stack pays), the daemon answering
 `run("true", wait_seconds=5)`, and the daemon answering `run("sleep 5", wait_seconds=0)`
-(the start-rate workload, one call at a time). A raw HTTP client (bench/raw_client.py,
+(the start-rate workload, one call at a time); where a cgroup v2 hierarchy is writable
+(root), both daemon workloads again with a cgroup per task (HIVE_BASH_CGROUP_ROOT in
+a fresh directory under it). A raw HTTP client (bench/raw_client.py,
 one keep-alive connection) posts the same JSON-RPC call again and again, so no MCP
 client library runs beside the server. Rows are microseconds per call; a parent's
 "rest" is its time less its children's. The tasks dir is in --scratch (default the
@@ -147,21 +149,55 @@ def _depth(row: str) -> int:
     return depth
 
 
-def workloads(workdir: Path) -> Iterator[tuple[str, str, dict[str, str], str, dict[str, Any]]]:
+def workloads(workdir: Path, cgroups: Path | None) -> Iterator[tuple[str, str, dict[str, str], str, dict[str, Any]]]:
     yield ("echo", "reference", {}, "echo", {"text": "hi"})
-    for name, arguments in (("run true, wait 5", {"cmd": "true", "wait_seconds": 5}), ("run sleep 5, wait 0", START_ARGUMENTS)):
-        yield (name, "daemon", scenarios.daemon_env(workdir / name.split(",")[0].replace(" ", "-")), "run", arguments)
+    variants = [("", {})] + ([(", cgroup", {"HIVE_BASH_CGROUP_ROOT": str(cgroups)})] if cgroups is not None else [])
+    for suffix, extra in variants:
+        for name, arguments in (("run true, wait 5", {"cmd": "true", "wait_seconds": 5}), ("run sleep 5, wait 0", START_ARGUMENTS)):
+            directory = workdir / (name.split(",")[0] + suffix).replace(" ", "-").replace(",", "")
+            yield (name + suffix, "daemon", {**scenarios.daemon_env(directory), **extra}, "run", arguments)
+
+
+def cgroup_parent() -> Path | None:
+    """A writable cgroup v2 hierarchy for the cgroup variant, or None (then it is left out, and said so)."""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        fields = line.split()
+        if fields[2] == "cgroup2" and os.access(fields[1], os.W_OK):
+            return Path(fields[1])
+    print("cgroup variant left out: no writable cgroup2 mount (as root: mount -t cgroup2 none DIR)", file=sys.stderr)
+    return None
+
+
+def remove_cgroup_tree(root: Path) -> None:
+    """Each daemon left its own leaf (and any task still ending); their processes are gone by now."""
+    for child in sorted(root.glob("*/"), reverse=True):
+        (child / "cgroup.kill").write_text("1")
+        deadline = time.monotonic() + 10
+        while "populated 1" in (child / "cgroup.events").read_text() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        child.rmdir()
+    root.rmdir()
 
 
 async def main_async(calls: int, scratch: Path | None) -> list[Breakdown]:
     results = []
     with tempfile.TemporaryDirectory(prefix="hive-bash-breakdown-", dir=scratch) as temp:
         workdir = Path(temp)
+        parent = cgroup_parent()
+        cgroups = parent / f"hive-bash-breakdown-{os.getpid()}" if parent is not None else None
         try:
-            for name, which, env, tool, arguments in workloads(workdir):
+            for name, which, env, tool, arguments in workloads(workdir, cgroups):
+                if cgroups is not None and "HIVE_BASH_CGROUP_ROOT" in env:
+                    # One tree per daemon: a daemon's start ends every task cgroup it finds.
+                    env["HIVE_BASH_CGROUP_ROOT"] = str(cgroups / name.replace(" ", "-").replace(",", ""))
+                    cgroups.mkdir(exist_ok=True)
                 results.append(await measure_server(name, which, workdir, env, tool, arguments, calls))
         finally:
             measure.sweep(workdir)
+            if cgroups is not None and cgroups.exists():
+                for tree in cgroups.glob("*/"):
+                    remove_cgroup_tree(tree)
+                cgroups.rmdir()
     return results
 
 

@@ -41,6 +41,7 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
     ("submit: environment", SUBMIT, "tasks", ("TaskManager._task_env",), False),
     ("submit: OOM counter", SUBMIT, "oom", ("CgroupMemory.oom_kills",), False),
     ("submit: create .out/.err", SUBMIT, "process", ("_open_output",), False),
+    ("submit: cgroup mkdir", SUBMIT, "cgroups", ("CgroupTree.create",), False),
     ("submit: vfork + exec (the loop waits for exec)", SUBMIT, "process", ("_popen",), False),
     ("submit: pidfd, start time", SUBMIT, "process", ("TaskProcess.__init__",), False),
     ("submit: record saved (running)", SUBMIT, "todo_state", ("TodoStateMachine.started",), False),
