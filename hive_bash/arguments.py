@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from . import line_match
 from .errors import InvalidArgument
 from .settings import Settings, memory_bytes
 
@@ -43,6 +44,7 @@ class TaskOptions:
     session: str | None = None  # the shell session it starts from and leaves its state to
     memory_max: int | None = None  # bytes; needs the daemon's cgroup tree (checked by the task manager)
     pids_max: int | None = None
+    notify_on: str | None = None  # a regex (checked): a matching output line updates the task's todo
 
 
 def task_options(
@@ -58,6 +60,7 @@ def task_options(
     session: str | None = None,
     memory_max: int | str | None = None,
     pids_max: int | None = None,
+    notify_on: str | None = None,
 ) -> TaskOptions:
     """`run`'s arguments checked against the rules and the daemon's limits."""
     if stdin not in ("null", "pipe"):
@@ -76,6 +79,7 @@ def task_options(
         session=None if session is None else session_name(session, env),
         memory_max=memory_limit(memory_max),
         pids_max=process_limit(pids_max),
+        notify_on=notify_pattern(notify_on, settings),
     )
 
 
@@ -146,6 +150,21 @@ def positive_seconds(argument: str, value: float | None, maximum: float) -> floa
     if seconds > maximum:
         raise InvalidArgument(argument, f"must be at most {maximum:g} seconds")
     return seconds
+
+
+def line_pattern(argument: str, value: str | None) -> str | None:
+    """wait_for and notify_on: a regex by logs(pattern)'s rules."""
+    if value is None:
+        return None
+    line_match.compile_for(argument, value)
+    return value
+
+
+def notify_pattern(value: str | None, settings: Settings) -> str | None:
+    pattern = line_pattern("notify_on", value)
+    if pattern is not None and settings.agent_socket is None:
+        raise InvalidArgument("notify_on", "needs todos, and this daemon has no harness socket (HIVE_AGENT_SOCKET)")
+    return pattern
 
 
 def wait_seconds(value: float | None, default: float) -> float:

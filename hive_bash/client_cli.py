@@ -199,10 +199,12 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     run.add_argument("--session", help="shell session: start in its cwd with its exported variables, keep yours")
     run.add_argument("--memory-max", help="memory limit of the task's cgroup: bytes, or 512M, 2G")
     run.add_argument("--pids-max", type=int, help="limit on the task's processes at once (its cgroup)")
+    run.add_argument("--wait-for", metavar="REGEX", help="the wait also ends when an output line matches")
 
     status = commands.add_parser("status", help="a task's status, exit and output tails")
     status.add_argument("id", metavar="ID")
     status.add_argument("--wait", type=non_negative_float, help="wait up to S seconds for the task to end")
+    status.add_argument("--wait-for", metavar="REGEX", help="the wait also ends when a new output line matches")
 
     kill = commands.add_parser("kill", help="stop a task (SIGINT to its process group; --force: SIGKILL)")
     kill.add_argument("id", metavar="ID")
@@ -303,10 +305,15 @@ def server_wait(deadline: float | None) -> float | None:
     return max(0.0, min(MAX_SERVER_WAIT_SECS, deadline - time.monotonic()))
 
 
-async def wait_for_end(client: BashClient, reply: ToolReply, deadline: float | None) -> ToolReply:
-    """Keep calling status (30 s at a time) until the task ends or the deadline passes."""
+async def wait_for_end(
+    client: BashClient, reply: ToolReply, deadline: float | None, wait_for: str | None = None
+) -> ToolReply:
+    """Keep calling status (30 s at a time) until the task ends, a line matches wait_for, or the deadline passes."""
     while deadline is not None and reply.structured and _active(reply) and time.monotonic() < deadline:
-        reply = await call(client, "status", {"id": reply.structured["id"], "wait_seconds": server_wait(deadline)})
+        if "matched_line" in reply.structured:
+            break
+        arguments = {"id": reply.structured["id"], "wait_seconds": server_wait(deadline), "wait_for": wait_for}
+        reply = await call(client, "status", arguments)
     return reply
 
 
@@ -333,9 +340,10 @@ async def cmd_run(client: BashClient, args: argparse.Namespace, out: Output) -> 
         "session": args.session,
         "memory_max": args.memory_max,
         "pids_max": args.pids_max,
+        "wait_for": args.wait_for,
     }
     reply = await call(client, "run", arguments)
-    reply = await wait_for_end(client, reply, deadline)
+    reply = await wait_for_end(client, reply, deadline, args.wait_for)
     out.emit(reply)
     return task_exit_code(reply.structured or {})
 
@@ -343,8 +351,9 @@ async def cmd_run(client: BashClient, args: argparse.Namespace, out: Output) -> 
 async def cmd_status(client: BashClient, args: argparse.Namespace, out: Output) -> int:
     """Print a task's status (waiting up to --wait for its end); exit with the task's exit status."""
     deadline = _deadline(args.wait)
-    reply = await call(client, "status", {"id": args.id, "wait_seconds": server_wait(deadline)})
-    reply = await wait_for_end(client, reply, deadline)
+    arguments = {"id": args.id, "wait_seconds": server_wait(deadline), "wait_for": args.wait_for}
+    reply = await call(client, "status", arguments)
+    reply = await wait_for_end(client, reply, deadline, args.wait_for)
     out.emit(reply)
     return task_exit_code(reply.structured or {})
 

@@ -9,6 +9,11 @@ task, a reused name replaces the old task's files. tests/test_model_replies.py m
 
 from __future__ import annotations
 
+# One line per argument: the input schemas go to the model on every turn.
+WAIT_FOR = "Regex: the wait also returns when an output line matches; the task keeps running"
+WAIT_FOR_NEW = "Regex: the wait also returns when a new output line matches"
+NOTIFY_ON = "Regex: while it runs, a matching output line updates its todo (at most every 3s)"
+
 
 def instructions(todos: bool) -> str:
     # Claude Code puts this in every request beside the descriptions: one line, nothing they repeat.

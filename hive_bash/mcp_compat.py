@@ -107,6 +107,13 @@ def add_tool(server: McpServer, fn: Callable[..., Any], name: str, description: 
     tool.parameters = slim_schema(tool.parameters)
 
 
+def hide_argument(server: McpServer, tool_name: str, argument: str) -> None:
+    """Leave an argument out of a tool's input schema: one that does nothing in this configuration."""
+    tool = server._tool_manager.get_tool(tool_name)
+    assert tool is not None
+    tool.parameters.get("properties", {}).pop(argument, None)
+
+
 def slim_schema(schema: Any) -> Any:
     if isinstance(schema, list):
         return [slim_schema(item) for item in schema]

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import summaries
+from . import line_match, summaries
 from .output import Excerpt
 from .records import Status
 
@@ -52,6 +52,16 @@ class StreamFacts:
     name: str  # "stdout" or "stderr"
     path: str
     excerpt: Excerpt
+
+
+@dataclass(frozen=True)
+class LineWaitFacts:
+    """What a wait_for wait found: the first matching line, or why matching stopped, or neither."""
+
+    pattern: str
+    wait_secs: float
+    match: line_match.Match | None = None
+    gave_up: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,7 @@ class TaskFacts:
     waiting_for_input: bool = False  # blocked reading its pipe or terminal (hive_bash.input_wait)
     session_cwd: str | None = None  # once ended: the session's directory its shell left
     session_exports: tuple[str, ...] = ()  # once ended: the variables it exported or changed
+    line_wait: LineWaitFacts | None = None  # run/status with wait_for
 
 
 def compact(items: Sequence[tuple[str, Any]]) -> dict[str, Any]:
@@ -125,6 +136,19 @@ def duration(value: float) -> str:
 
 
 def verdict(facts: TaskFacts) -> str:
+    words = _verdict(facts)
+    waited = facts.line_wait
+    if waited is None or facts.status.is_terminal:
+        return words
+    if waited.match is not None:  # why the wait returned comes first
+        return f"{line_match.describe(waited.match, waited.pattern)}; {words}"
+    if waited.gave_up is not None:
+        return f"{words}; wait_for {waited.pattern!r} stopped: {waited.gave_up}"
+    new = "" if facts.from_run else "new "
+    return f"{words}; no {new}line matched {waited.pattern!r} within {duration(waited.wait_secs)}"
+
+
+def _verdict(facts: TaskFacts) -> str:
     words = summaries.ending_words(facts.status, facts.exit_code, facts.signal)
     if facts.from_run and not facts.status.is_terminal:
         return f"task started: id={facts.id}, {facts.status.value}"
@@ -209,6 +233,7 @@ def task_reply(facts: TaskFacts) -> dict[str, Any]:
             ("diagnosis", facts.diagnosis),
             ("warning", facts.warning),
             ("next", next_step(facts)),
+            ("matched_line", facts.line_wait.match.text if facts.line_wait and facts.line_wait.match else None),
             ("id", facts.id),
             ("waiting_for_input", facts.waiting_for_input and not facts.status.is_terminal),
             ("signal", facts.signal if facts.exit_code is not None else None),

@@ -7,6 +7,7 @@ gets, and the text block renders the same dict. hive_bash.tools only calls these
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any, Literal
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
-from . import output, replies, search, semantics
+from . import line_match, output, replies, search, semantics
 from .mcp_compat import tool_result
 from .records import Status, Stream, TaskRecord
 from .sessions import SessionState
@@ -42,6 +43,7 @@ class TaskStatus(BaseModel):
     end_reason: str | None = Field(None, description="Why the daemon ended it (deadline, idle, kill, restart, limit)")
     warning: str | None = Field(None, description="Set by run when the command looks destructive")
     next: str | None = Field(None, description="While the task has not ended: the one next step")
+    matched_line: str | None = Field(None, description="With wait_for: the line that matched (the verdict says where)")
     cpu_secs: float | None = Field(None, description="Once ended: user + system CPU seconds, when at least 0.5")
     max_rss_bytes: int | None = Field(None, description="Once ended: largest process's peak memory, above the daemon's")
     last_output_age_secs: float | None = None
@@ -69,10 +71,16 @@ def status_reply(
     offset: int = 0,
     todos: bool = False,
     session: SessionState | None = None,
+    waited: line_match.FirstMatch | None = None,
+    wait_secs: float = 0.0,
 ) -> CallToolResult:
     """`run` and `status`: the task from its record and its (stdout, stderr) files; stdout from `offset`;
-    `session`: the state of the session it ran in."""
-    return reply(replies.task_reply(task_facts(task, paths, warning, from_run, offset, todos, session)))
+    `session`: the state of the session it ran in; `waited`: what a wait_for wait of `wait_secs` found."""
+    facts = task_facts(task, paths, warning, from_run, offset, todos, session)
+    if waited is not None:
+        facts = dataclasses.replace(facts, line_wait=replies.LineWaitFacts(
+            waited.pattern, wait_secs, waited.match, waited.gave_up))
+    return reply(replies.task_reply(facts))
 
 
 def session_left(task: Task, session: SessionState | None) -> tuple[str | None, tuple[str, ...]]:

@@ -6,6 +6,7 @@ import signal
 from pathlib import Path
 
 from . import output, semantics
+from .line_match import Match
 from .records import Status, TaskRecord
 
 CMD_PREVIEW_CHARS = 120
@@ -57,6 +58,19 @@ def running_todo(record: TaskRecord) -> str:
 def waiting_todo(record: TaskRecord, prompt: str | None) -> str:
     said = f": {prompt}" if prompt else ""
     return f"bash task {record.id} waits for input{said}\ncmd: {shorten(record.cmd)}"
+
+
+def match_todo(record: TaskRecord, pattern: str, match: Match | None, unseen: int, gave_up: str | None) -> str:
+    """A notify_on notice: `bash task web: stderr line 40 matched 'ERROR': <line>`, and how many since."""
+    lines = []
+    if match is not None:
+        lines.append(f"bash task {record.id}: {match.stream} line {match.line} matched {pattern!r}: {match.text}")
+        if unseen > 1:
+            stream = ", stream='stderr'" if match.stream == "stderr" else ""
+            lines.append(f"{unseen} lines matched since you last looked: logs(id='{record.id}'{stream}, pattern={pattern!r})")
+    if gave_up is not None:
+        lines.append(f"bash task {record.id}: notify_on {pattern!r} stopped: {gave_up}")
+    return "\n".join(lines)
 
 
 def final_todo(record: TaskRecord, out_path: Path, err_path: Path) -> str:

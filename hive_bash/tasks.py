@@ -48,10 +48,13 @@ KillAction = Literal["SIGINT", "SIGHUP", "SIGKILL", "cancelled"]
 class Task:
     """A record plus what only lives while the daemon runs: its process, input channel and how it is being ended."""
 
-    def __init__(self, record: TaskRecord, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+    def __init__(
+        self, record: TaskRecord, env: dict[str, str] | None = None, cwd: str | None = None, notify_on: str | None = None
+    ) -> None:
         self.record = record
         self.env = env or {}
         self.cwd = cwd  # the cwd `run` asked for; a session's task otherwise starts in its session's
+        self.notify_on = notify_on  # a regex: a matching output line updates its todo while it runs
         self.ended = asyncio.Event()
         self.process: process.TaskProcess | None = None
         # Input for `write`: only for tasks started with pty or stdin='pipe'.
@@ -242,7 +245,7 @@ class TaskManager:
         self._store = RecordStore(self.tasks_dir)
         self._saver = RecordSaver(self._store)
         self._todos = TodoStateMachine(settings.agent_socket, self._store, self._saver.save)
-        self._watcher = Watcher(self._store, settings.max_output_bytes, self._end_for_watcher)
+        self._watcher = Watcher(self._store, settings.max_output_bytes, self._end_for_watcher, self._todos.line_matched)
         self._retention = Retention(settings.retain_count, settings.retain_secs)
         self._tasks: dict[str, Task] = {}
         self._slots = Slots(settings.max_running, settings.max_pending)
@@ -330,8 +333,11 @@ class TaskManager:
         once a response has gone out."""
         self._saver.write_settled()
 
-    async def wait_for_result(self, task: Task, seconds: float, abandon: asyncio.Event | None = None) -> bool:
-        """Wait up to `seconds` for the task to end (or until `abandon`: the caller left); True if it has ended.
+    async def wait_for_result(
+        self, task: Task, seconds: float, abandon: asyncio.Event | None = None, until: asyncio.Event | None = None
+    ) -> bool:
+        """Wait up to `seconds` for the task to end (or until `abandon`: the caller left, or `until`: a
+        wait_for line matched); True if it has ended.
 
         A caller that gets the terminal result hands it to the agent, so the todo state
         machine hears of the wait and whether its reply carries the result.
@@ -340,12 +346,16 @@ class TaskManager:
         self._todos.wait_begins(task.record)
         try:
             if seconds > 0 and not task.ended.is_set():
-                await _wait_either(task.ended, abandon, seconds)
+                await _wait_any((task.ended, abandon, until), seconds)
             result_seen = task.ended.is_set() and not (abandon is not None and abandon.is_set())
         finally:
             with self._saver.settling():  # the reply reports the end: the record is written after it
                 self._todos.wait_over(task.record, result_seen)
         return task.ended.is_set()
+
+    def shown(self, task: Task) -> None:
+        """A reply showed the task to the agent (what it printed so far): its notify_on notice is seen."""
+        self._todos.task_shown(task.record)
 
 
     def submit(self, options: TaskOptions) -> Task:
@@ -353,7 +363,7 @@ class TaskManager:
         task_id = self._claim_id(options.name)
         self._slots.check_room()
         record = _new_record(task_id, options)
-        task = Task(record, dict(options.env), options.cwd)
+        task = Task(record, dict(options.env), options.cwd, options.notify_on)
         task.limits = limits
         self._todos.track(record)
         if self._slots.free():
@@ -412,7 +422,7 @@ class TaskManager:
         task.started(proc, started_at)
         self._watch_input(task)
         self._slots.running.add(task)
-        self._watcher.watch(record)
+        self._watcher.watch(record, task.notify_on)
         self._todos.started(record)  # the record is saved when its todo state changes
         # A callback, not a task awaiting the future: the end is handled in the same loop turn.
         proc.exited.add_done_callback(functools.partial(self._process_exited, task))
@@ -648,10 +658,8 @@ def _spawn(
         raise SpawnFailed(f"{exc.strerror or exc} (errno {exc.errno})") from exc
 
 
-async def _wait_either(ended: asyncio.Event, abandon: asyncio.Event | None, seconds: float) -> None:
-    waiters = [asyncio.ensure_future(ended.wait())]
-    if abandon is not None:
-        waiters.append(asyncio.ensure_future(abandon.wait()))
+async def _wait_any(events: tuple[asyncio.Event | None, ...], seconds: float) -> None:
+    waiters = [asyncio.ensure_future(event.wait()) for event in events if event is not None]
     try:
         await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
     finally:

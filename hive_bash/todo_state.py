@@ -13,6 +13,11 @@ todo is never sent) or as owed (sent then). Wanted, its delivery and what the ha
 holds are kept in the task's record (``TodoProgress``) so a restart neither loses nor
 repeats a todo; the rest lives only while the daemon runs.
 
+A task run with `notify_on` also gets line-match notices while it runs: its todo is
+upserted with the latest matching line, at most once per NOTICE_EVERY_SECS (matches in
+between are counted and the latest kept), and cleared when a reply showed the task to
+the agent since. They ride on the "running" state: a restart ends the task anyway.
+
 The task manager tells this object what happened to a task and is told, through
 `on_change`, when the record must be saved. Messages go out through
 hive_bash.todos.TodoNotifier, which reports each delivery back here.
@@ -20,18 +25,35 @@ hive_bash.todos.TodoNotifier, which reports each delivery back here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import summaries
+from .line_match import Match
 from .records import RecordStore, TaskRecord, TodoProgress, TodoState
 from .todos import TodoMessage, TodoNotifier
 
 logger = logging.getLogger(__name__)
 
 RecordChanged = Callable[[TaskRecord], None]
+NOTICE_EVERY_SECS = 3.0
+
+
+@dataclass
+class _Notices:
+    """A notify_on task's line-match notices: the latest match not yet sent, and what the agent has not seen."""
+
+    pattern: str
+    latest: Match | None = None
+    gave_up: str | None = None
+    unseen: int = 0  # matching lines since the agent last saw the task
+    sent_at: float = field(default=-NOTICE_EVERY_SECS)  # time.monotonic() of the last notice sent
+    timer: asyncio.TimerHandle | None = None  # the coalesced notice due next
+    shown: bool = False  # a notice went out since the agent last saw the task
 
 
 @dataclass
@@ -40,6 +62,7 @@ class _TaskTodo:
     agent_has_seen: bool = False
     inline_waits: int = 0  # inline waits (run/status) in progress
     held_back: bool = False  # ended during an inline wait: the final todo waits for the waiter to settle it
+    notices: _Notices | None = None  # notify_on matches
 
     @property
     def progress(self) -> TodoProgress:
@@ -82,7 +105,9 @@ class TodoStateMachine:
             self._want(todo, progress.wanted)
 
     def forget(self, record: TaskRecord) -> None:
-        if self._todo(record) is not None:
+        todo = self._todo(record)
+        if todo is not None:
+            _cancel_notice(todo)
             del self._todos[record.id]
             self._notifier.withdraw(record.id)
 
@@ -92,6 +117,7 @@ class TodoStateMachine:
     def ended(self, record: TaskRecord) -> None:
         """The task ended. With an inline wait on, the final todo is held back for the waiter to settle."""
         todo = self._todos[record.id]
+        _cancel_notice(todo)
         if not todo.inline_waits:
             self._want(todo, "final")
             return
@@ -136,6 +162,49 @@ class TodoStateMachine:
         todo.held_back = False
         self._want(todo, "clear")
 
+    # ---- notify_on ------------------------------------------------------
+
+    def line_matched(self, record: TaskRecord, pattern: str, match: Match | None, gave_up: str | None) -> None:
+        """A notify_on match (or why matching stopped): a notice now, or coalesced into the next one."""
+        todo = self._todo(record)
+        if todo is None or not self._notifier.enabled or record.status.is_terminal:
+            return
+        notices = todo.notices = todo.notices or _Notices(pattern)
+        if match is not None:
+            notices.latest, notices.unseen = match, notices.unseen + match.count
+        notices.gave_up = gave_up or notices.gave_up
+        if notices.timer is not None:
+            return  # the next notice is due already, and will carry this
+        delay = notices.sent_at + NOTICE_EVERY_SECS - time.monotonic()
+        if delay <= 0:
+            self._send_notice(todo)
+        else:
+            notices.timer = asyncio.get_running_loop().call_later(delay, self._send_notice, todo)
+
+    def task_shown(self, record: TaskRecord) -> None:
+        """A reply showed the running task to the agent: its line-match notice has been seen."""
+        todo = self._todo(record)
+        if todo is None or todo.notices is None or record.status.is_terminal:
+            return
+        notices = todo.notices
+        shown, notices.shown, notices.unseen, notices.latest = notices.shown, False, 0, None
+        _cancel_notice(todo)
+        if shown:
+            self._want(todo, "clear")
+
+    def _send_notice(self, todo: _TaskTodo) -> None:
+        notices, record = todo.notices, todo.record
+        if notices is None or self._todo(record) is not todo or record.status.is_terminal:
+            return
+        notices.timer = None
+        if notices.latest is None and notices.gave_up is None:
+            return
+        body = summaries.match_todo(record, notices.pattern, notices.latest, notices.unseen, notices.gave_up)
+        notices.sent_at, notices.shown, notices.gave_up = time.monotonic(), True, None
+        self._notifier.upsert(record.id, body, "running")
+        todo.progress.wanted, todo.progress.wanted_delivered = "running", False
+        self._on_change(record)
+
     def _todo(self, record: TaskRecord) -> _TaskTodo | None:
         todo = self._todos.get(record.id)
         return todo if todo is not None and todo.record is record else None
@@ -177,3 +246,9 @@ class TodoStateMachine:
         if progress.wanted == message.label:
             progress.wanted_delivered = True
         self._on_change(todo.record)
+
+
+def _cancel_notice(todo: _TaskTodo) -> None:
+    if todo.notices is not None and todo.notices.timer is not None:
+        todo.notices.timer.cancel()
+        todo.notices.timer = None

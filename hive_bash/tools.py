@@ -18,10 +18,10 @@ from typing import Annotated, Any, Literal, ParamSpec
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from . import __version__, arguments, descriptions, output, replies, results, search, semantics
+from . import __version__, arguments, descriptions, line_match, output, replies, results, search, semantics
 from .disconnects import client_gone
 from .errors import HiveBashError, InvalidArgument
-from .mcp_compat import Context, McpServer, ToolError, add_tool, create_server
+from .mcp_compat import Context, McpServer, ToolError, add_tool, create_server, hide_argument
 from .records import Status, Stream
 from .settings import Settings
 from .tasks import Task, TaskManager
@@ -68,6 +68,8 @@ def build_server(manager: TaskManager, settings: Settings) -> McpServer:
     texts = descriptions.tool_descriptions(todos)
     for name in TOOL_NAMES:
         add_tool(server, getattr(tools, name), name, texts[name])
+    if not todos:
+        hide_argument(server, "run", "notify_on")  # it updates a todo: without a harness there is none
     return server
 
 
@@ -105,15 +107,18 @@ class BashTools:
         ] = None,
         memory_max: Annotated[int | str | None, Field(description="Memory limit, e.g. 512M (cgroup)")] = None,
         pids_max: Annotated[int | None, Field(description="Limit on processes at once (cgroup)")] = None,
+        wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR)] = None,
+        notify_on: Annotated[str | None, Field(description=descriptions.NOTIFY_ON)] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, results.TaskStatus]:
         options = arguments.task_options(
             self.settings, cmd, name, timeout_secs, idle_timeout_secs, cwd, env, pty, stdin, session,
-            memory_max, pids_max,
+            memory_max, pids_max, notify_on,
         )
         wait = arguments.wait_seconds(wait_seconds, arguments.DEFAULT_RUN_WAIT_SECS)
+        pattern = arguments.line_pattern("wait_for", wait_for)
         task = self.manager.submit(options)
-        return await self._status_reply(ctx, task, wait, semantics.warning(options.cmd), from_run=True)
+        return await self._status_reply(ctx, task, wait, semantics.warning(options.cmd), from_run=True, wait_for=pattern)
 
     @tool_errors
     async def status(
@@ -125,11 +130,14 @@ class BashTools:
         offset: Annotated[
             int | None, Field(description="Stdout bytes already read: only newer ones are shown")
         ] = None,
+        wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR_NEW)] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, results.TaskStatus]:
+        pattern = arguments.line_pattern("wait_for", wait_for)
         task = self.manager.get(arguments.task_id("id", id))
         start = arguments.non_negative_int("offset", offset, 0, 2**63)
-        return await self._status_reply(ctx, task, arguments.wait_seconds(wait_seconds, 0.0), offset=start)
+        wait = arguments.wait_seconds(wait_seconds, 0.0)
+        return await self._status_reply(ctx, task, wait, offset=start, wait_for=pattern)
 
     async def _status_reply(
         self,
@@ -139,12 +147,22 @@ class BashTools:
         warning: str | None = None,
         from_run: bool = False,
         offset: int = 0,
+        wait_for: str | None = None,
     ) -> CallToolResult:
-        await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx))
         paths = self.manager.output_path(task, "stdout"), self.manager.output_path(task, "stderr")
+        waited: line_match.FirstMatch | None = None
+        if wait_for is None or wait <= 0 or task.ended.is_set():
+            await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx))
+        else:
+            # New lines only: a run's task is new; a status follows on from what the files hold now.
+            starts = [line_match.StreamStart(stream, str(path), 0 if from_run else output.file_size(path))
+                      for stream, path in zip(("stdout", "stderr"), paths)]
+            async with line_match.first_match(wait_for, starts) as waited:
+                await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx), until=waited.found)
+        self.manager.shown(task)
         todos = self.settings.agent_socket is not None
         session = self.manager.session_state(task.record.session) if task.record.session is not None else None
-        return results.status_reply(task, paths, warning, from_run, offset, todos, session)
+        return results.status_reply(task, paths, warning, from_run, offset, todos, session, waited, wait)
 
     @tool_errors
     async def kill(

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import output, summaries
+from .line_match import FollowRequest, LineWatch, Match, StreamStart
 from .records import RecordStore, Status, TaskRecord
 
 WATCH_INTERVAL_SECS = 0.5
@@ -23,23 +24,29 @@ CAP_CHECKS_PER_TICK = 64
 
 # The manager's way to end a task: (record, status, reason, file to cut back to the cap or None).
 EndTask = Callable[[TaskRecord, Status, str, Path | None], None]
+# A notify_on pattern matched a line (or matching stopped: the Match is then None, with the reason).
+LineMatched = Callable[[TaskRecord, str, "Match | None", str | None], None]
 
 
 class Watcher:
     """Watches the running tasks and reports each at most once, through `end`."""
 
-    def __init__(self, store: RecordStore, max_output_bytes: int, end: EndTask) -> None:
+    def __init__(self, store: RecordStore, max_output_bytes: int, end: EndTask, on_line: LineMatched | None = None) -> None:
         self._store = store
         self.max_output_bytes = max_output_bytes
         self._end = end
+        self._on_line = on_line
+        self._line_watches: dict[str, LineWatch] = {}
         self._live: dict[str, TaskRecord] = {}
         self._idle: dict[str, TaskRecord] = {}  # the live tasks that have an idle deadline
         self._deadlines: dict[str, asyncio.TimerHandle] = {}
         self._cap_queue: collections.deque[TaskRecord] = collections.deque()
 
-    def watch(self, record: TaskRecord) -> None:
+    def watch(self, record: TaskRecord, notify_on: str | None = None) -> None:
         """A task started: arm its deadline, and watch its idle deadline and output from the next tick."""
         self._live[record.id] = record
+        if notify_on is not None and self._on_line is not None:
+            self._watch_lines(record, notify_on, self._on_line)
         if record.idle_timeout_secs is not None:
             self._idle[record.id] = record
         if record.timeout_secs is not None:
@@ -56,6 +63,19 @@ class Watcher:
         deadline = self._deadlines.pop(record.id, None)
         if deadline is not None:
             deadline.cancel()
+        line_watch = self._line_watches.pop(record.id, None)
+        if line_watch is not None:
+            line_watch.close()
+
+    def _watch_lines(self, record: TaskRecord, pattern: str, on_line: LineMatched) -> None:
+        streams = tuple(StreamStart(stream, str(self._store.output_path(record.id, stream))) for stream in ("stdout", "stderr"))
+        watch = LineWatch(
+            FollowRequest(pattern, streams),
+            lambda match: on_line(record, pattern, match, None),
+            lambda reason: on_line(record, pattern, None, reason),
+        )
+        self._line_watches[record.id] = watch
+        watch.start()
 
     async def run(self, after_tick: Callable[[], None]) -> None:
         while True:
