@@ -16,6 +16,10 @@ build-log-like blocks, one `fatal:` line per 64 MiB.
   meanwhile beyond printing the same output without a pattern (measured first, as the
   task that writes the floor's file).
 
+Responsiveness: `status` calls while a `wait_for` pattern that backtracks without end
+(`(a+)+$` on a line of 40 a's and a b) holds a matcher at work, against the same calls
+before it; the issue's bound is a second.
+
 Memory: the daemon's RSS is sampled throughout (peak against its RSS before), the
 matcher's peak (VmHWM) against the file size.
 """
@@ -42,6 +46,8 @@ from search import RARE_EVERY, block
 from hive_bash.mcp_compat import BashClient, open_client
 
 PATTERN = "fatal"
+BACKTRACKING = "(a+)+$"
+STATUS_CALLS = 50
 NEVER = "never there"
 SAMPLE_SECS = 0.02
 CATCH_UP_TIMEOUT_SECS = 600.0
@@ -229,6 +235,36 @@ async def with_pattern(
     return Cost(daemon_cpu - plain.cpu + matcher_cpu, peak.peak, matcher_peak, elapsed)
 
 
+async def status_latencies(client: BashClient, task_id: str) -> list[float]:
+    return [await one_status(client, task_id) for _ in range(STATUS_CALLS)]
+
+
+async def while_backtracking(client: BashClient, pid: int) -> tuple[list[float], list[float]]:
+    """status latencies before, and while a wait_for backtracks in its matcher (its CPU timer not yet run out)."""
+    line = "a" * 40 + "b"
+    await call(client, "run", {"cmd": "sleep 600", "name": "idle", "wait_seconds": 0})
+    before = await status_latencies(client, "idle")
+    stuck = asyncio.create_task(call(client, "run", {"cmd": f"echo {line}; sleep 600", "name": "backtrack",
+                                                     "wait_for": BACKTRACKING, "wait_seconds": 30}))
+    while (matcher := matcher_of(pid)) is None or measure.cpu_seconds(matcher) < 0.1:
+        await asyncio.sleep(SAMPLE_SECS)
+    during = []
+    while not stuck.done() and len(during) < STATUS_CALLS:
+        during.append(await one_status(client, "idle"))
+    reply = await stuck
+    if "stopped" not in reply["verdict"]:
+        raise RuntimeError(f"the backtracking wait did not stop: {reply['verdict']}")
+    for name in ("idle", "backtrack"):
+        await call(client, "kill", {"id": name, "force": True})
+    return before, during
+
+
+async def one_status(client: BashClient, task_id: str) -> float:
+    started = time.perf_counter()
+    await call(client, "status", {"id": task_id})
+    return time.perf_counter() - started
+
+
 async def measure_wakeups(args: argparse.Namespace, workdir: Path) -> list[Metric]:
     port = measure.free_port()
     socket_path = Path(tempfile.mkdtemp(prefix="hb-bench-", dir="/tmp")) / "todo.sock"
@@ -249,6 +285,8 @@ async def measure_wakeups(args: argparse.Namespace, workdir: Path) -> list[Metri
             print("printing it with wait_for", file=sys.stderr)
             waited = await with_pattern(client, server.pid, tasks_dir, cmd, size, plain,
                                         {"wait_for": NEVER, "wait_seconds": 30, "name": "waited"})
+            print("status while a wait_for pattern backtracks", file=sys.stderr)
+            before, during = await while_backtracking(client, server.pid)
     expected = args.size_mib // RARE_EVERY
     if expected and (harness.notices == 0 or PATTERN not in harness.latest):
         raise RuntimeError(f"no notify_on notice reached the harness ({harness.upserts} upserts)")
@@ -264,6 +302,12 @@ async def measure_wakeups(args: argparse.Namespace, workdir: Path) -> list[Metri
             Metric(f"wakeups_{label}_matcher_hwm", cost.matcher_hwm / measure.MIB, args.size_mib, "<= 0.05", "MiB",
                    "peak RSS (VmHWM) of the matcher child; floor: the output size (bounded memory: a small ratio)"),
         ]
+    metrics += [
+        Metric("wakeups_status_while_backtracking_max", max(during), 1.0, "<= 1.0", "s",
+               f"the slowest of {len(during)} status calls while the matcher backtracked; floor: the issue's bound"),
+        Metric("wakeups_status_while_backtracking_p50", measure.median(during), measure.median(before), None, "s",
+               "median status latency while the matcher backtracked (it takes a core); floor: the same before"),
+    ]
     metrics.append(Metric("wakeups_notify_on_notices", harness.notices, expected, None, "",
                           f"line-match todos the harness got; floor: the {PATTERN!r} lines printed (coalesced: fewer)"))
     return metrics

@@ -235,7 +235,7 @@ class _Follower:
         size = os.fstat(self.handle.fileno()).st_size
         if size < self.position:  # cut back (the output cap): follow on from its new end
             self.position = self.carry_offset = size
-            self.carry, self.lines_before = b"", None
+            self.carry, self.lines_before, self.lines_read = b"", None, 0
             self.counted_from = size
         if size == self.position:
             return None
