@@ -99,3 +99,16 @@ async def test_notify_on_is_offered_and_accepted_only_with_todos(make_daemon, ha
         assert "todo" in run_arguments(offered)["notify_on"]["description"]
         bad = await call_error(client, "run", {"cmd": "true", "notify_on": "[z-a]"})
         assert bad.startswith("invalid argument 'notify_on': is not a valid regular expression: ")
+
+
+async def test_a_pattern_that_backtracks_without_end_says_so_in_the_todo(make_daemon, harness: TodoHarness) -> None:
+    daemon = make_daemon(env=socket_env(harness))
+    async with daemon.client() as client:
+        await call_ok(client, "run", {"cmd": f"echo {'a' * 40}b; sleep 60", "notify_on": "(a+)+$", "name": "slow",
+                                      "wait_seconds": 0})
+        harness.wait_for(lambda h: "stopped" in h.snapshot().get("slow", ""), 60)
+        assert harness.snapshot()["slow"] == (
+            "bash task slow: notify_on '(a+)+$' stopped: matching one piece of new output took over 1s of CPU; "
+            "the pattern backtracks too much")
+        assert (await call_ok(client, "status", {"id": "slow"})).structured["status"] == "running"
+        await call_ok(client, "kill", {"id": "slow", "force": True})
