@@ -140,8 +140,8 @@ def verdict(facts: TaskFacts) -> str:
     waited = facts.line_wait
     if waited is None or facts.status.is_terminal:
         return words
-    if waited.match is not None:  # why the wait returned comes first
-        return f"{line_match.describe(waited.match, waited.pattern)}; {words}"
+    if waited.match is not None:  # the state first (with_state reads it there), then why the wait returned
+        return f"{words}; {line_match.describe(waited.match, waited.pattern)}"
     if waited.gave_up is not None:
         return f"{words}; wait_for {waited.pattern!r} stopped: {waited.gave_up}"
     new = "" if facts.from_run else "new "

@@ -31,7 +31,7 @@ async def test_a_matching_line_reaches_the_harness_as_the_tasks_todo(make_daemon
         started = await call_ok(client, "run", {
             "cmd": "echo booting; read go; echo 'ERROR: disk full on /var' >&2; sleep 60", "stdin": "pipe",
             "notify_on": "ERROR", "name": "web", "wait_seconds": 0})
-        assert started.structured["status"] == "running"
+        assert started.structured["verdict"] == "task started: id=web, running"
         harness.wait_for(lambda h: "running" in h.snapshot().get("web", ""))
         await call_ok(client, "write", {"id": "web", "data": "\n"})
         harness.wait_for(lambda h: "matched" in h.snapshot().get("web", ""))
@@ -68,7 +68,7 @@ async def test_a_status_that_shows_the_task_clears_the_notice(make_daemon, harne
         await call_ok(client, "write", {"id": "echoer", "data": "one\n"})
         harness.wait_for(lambda h: "got one" in h.snapshot().get("echoer", ""))
         seen = (await call_ok(client, "status", {"id": "echoer"})).structured
-        assert seen["stdout"] == "got one\n" and seen["status"] == "running"
+        assert seen["stdout"] == "got one\n" and seen["verdict"].startswith("running for ")
         harness.wait_for(lambda h: "echoer" not in h.snapshot())
         await call_ok(client, "write", {"id": "echoer", "data": "two\n"})
         # A match after the status is new: a notice again (after the coalescing interval), counted afresh.
@@ -110,5 +110,5 @@ async def test_a_pattern_that_backtracks_without_end_says_so_in_the_todo(make_da
         assert harness.snapshot()["slow"] == (
             "bash task slow: notify_on '(a+)+$' stopped: matching one piece of new output took over 1s of CPU; "
             "the pattern backtracks too much")
-        assert (await call_ok(client, "status", {"id": "slow"})).structured["status"] == "running"
+        assert (await call_ok(client, "status", {"id": "slow"})).structured["verdict"].startswith("running for ")
         await call_ok(client, "kill", {"id": "slow", "force": True})

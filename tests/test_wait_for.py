@@ -42,11 +42,10 @@ async def test_run_returns_at_the_matching_line_with_the_task_running(daemon: Da
             "cmd": "echo starting >&2; sleep 0.3; echo 'Listening on 8000' >&2; sleep 60",
             "wait_for": "Listening on", "wait_seconds": 20, "name": "web"})
         found = reply.structured
-        assert found["verdict"] == "matched 'Listening on' at stderr line 2; task started: id=web, running"
+        assert found["verdict"] == "task started: id=web, running; matched 'Listening on' at stderr line 2"
         assert found["matched_line"] == "Listening on 8000"
-        assert found["status"] == "running"
         status = await call_ok(client, "status", {"id": "web"})
-        assert status.structured["status"] == "running"  # the task keeps running
+        assert status.structured["verdict"].startswith("running for ")  # the task keeps running
         await call_ok(client, "kill", {"id": "web", "force": True})
     wait_until(lambda: not matcher_children(daemon), 10, what="the matcher child reaped")
 
@@ -56,7 +55,7 @@ async def test_stdout_lines_match_too_with_their_line_number(daemon: Daemon) -> 
         found = (await call_ok(client, "run", {
             "cmd": "seq 1 1000; echo 'ready: é ok'; sleep 60", "wait_for": r"^ready: \w+", "wait_seconds": 20,
             "name": "numbered"})).structured
-        assert found["verdict"].startswith("matched '^ready: \\\\w+' at stdout line 1001; ")
+        assert found["verdict"] == "task started: id=numbered, running; matched '^ready: \\\\w+' at stdout line 1001"
         assert found["matched_line"] == "ready: é ok"
         await call_ok(client, "kill", {"id": "numbered", "force": True})
 
@@ -66,7 +65,7 @@ async def test_a_prompt_without_a_newline_matches(daemon: Daemon) -> None:
         found = (await call_ok(client, "run", {
             "cmd": "printf 'name? '; read name; echo \"hello $name\"", "stdin": "pipe",
             "wait_for": r"name\? ", "wait_seconds": 20, "name": "prompt"})).structured
-        assert found["verdict"].startswith(r"matched 'name\\? ' at stdout line 1; ")
+        assert found["verdict"] == r"task started: id=prompt, running; matched 'name\\? ' at stdout line 1"
         assert found["matched_line"] == "name? "
         await call_ok(client, "write", {"id": "prompt", "data": "bob\n"})
         done = (await call_ok(client, "status", {"id": "prompt", "wait_seconds": 20})).structured
@@ -95,7 +94,8 @@ async def test_status_matches_only_lines_that_arrive_during_the_call(daemon: Dae
         found = (await call_ok(client, "status", {"id": "ticks", "wait_for": r"^tick \d+$", "wait_seconds": 20})).structured
         number = int(found["matched_line"].split()[1])
         assert number > lines_before, (number, lines_before)
-        assert found["verdict"].startswith(f"matched '^tick \\\\d+$' at stdout line {number}; running for ")
+        assert found["verdict"].startswith("running for ")
+        assert found["verdict"].endswith(f"; matched '^tick \\\\d+$' at stdout line {number}")
         await call_ok(client, "kill", {"id": "ticks", "force": True})
 
 
@@ -119,10 +119,9 @@ async def test_a_pathological_pattern_stops_without_freezing_the_daemon(daemon: 
         # While the matcher backtracks, the daemon answers, and starts and ends other work.
         echo = (await call_ok(other, "run", {"cmd": "echo still here"})).structured
         assert echo["stdout"] == "still here\n"
-        assert (await call_ok(other, "status", {"id": "backtrack"})).structured["status"] == "running"
+        assert (await call_ok(other, "status", {"id": "backtrack"})).structured["verdict"].startswith("running for ")
         assert not stuck.done() and matcher in matcher_children(daemon)  # it was still at it meanwhile
         reply = (await stuck).structured
-        assert reply["status"] == "running"
         assert reply["verdict"] == ("task started: id=backtrack, running; wait_for '(a+)+$' stopped: matching one "
                                     "piece of new output took over 1s of CPU; the pattern backtracks too much")
         await call_ok(client, "kill", {"id": "backtrack", "force": True})
@@ -208,8 +207,8 @@ def test_the_model_gets_the_matching_line_in_one_call_through_claude_code(make_d
     ]
     exchange = claude_turns(binary, daemon, tmp_path, script)
     reply = json.loads(tool_result_text(exchange.tool_results(TOOLS)[tool_use_id(0)]))
-    assert reply["verdict"] == "matched 'Listening on' at stderr line 1; task started: id=web, running"
-    assert reply["matched_line"] == "Listening on 8000" and reply["status"] == "running"
+    assert reply["verdict"] == "task started: id=web, running; matched 'Listening on' at stderr line 1"
+    assert reply["matched_line"] == "Listening on 8000"
     offered = {tool["name"]: tool for tool in exchange.tools_offered(TOOLS)}
     assert "wait_for" in offered[TOOLS + "run"]["input_schema"]["properties"]
     assert "wait_for" in offered[TOOLS + "status"]["input_schema"]["properties"]
@@ -224,10 +223,10 @@ def test_the_cli_waits_for_a_line_on_run_and_status(daemon: Daemon, capsys: pyte
 
     code, out = hive_bash("run", "echo a; sleep 0.3; echo 'ready now'; for i in $(seq 1 600); do echo tick $i; sleep 0.1; done",
                           "--wait", "60", "--wait-for", "^ready", "--name", "cli-web")
-    assert code == 0 and out.startswith("matched '^ready' at stdout line 2; task started: id=cli-web, running\n"), out
+    assert code == 0 and out.startswith("task started: id=cli-web, running; matched '^ready' at stdout line 2\n"), out
     assert "matched_line: ready now\n" in out
     code, out = hive_bash("--json", "status", "cli-web", "--wait", "60", "--wait-for", "^tick")
     found = json.loads(out)
     assert code == 0 and found["status"] == "running" and found["matched_line"].startswith("tick ")
-    assert found["verdict"].startswith("matched '^tick' at stdout line ")
+    assert found["verdict"].startswith("running for ") and "; matched '^tick' at stdout line " in found["verdict"]
     hive_bash("kill", "cli-web", "--force")
