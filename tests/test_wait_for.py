@@ -17,6 +17,7 @@ import pytest
 
 from hive_bash import client_cli, line_match, search
 from hivetest import Daemon, call_error, call_ok, children_of, wait_until
+from test_model_hints import needs_known_syscalls
 
 pytestmark = pytest.mark.anyio
 
@@ -230,3 +231,22 @@ def test_the_cli_waits_for_a_line_on_run_and_status(daemon: Daemon, capsys: pyte
     assert code == 0 and found["status"] == "running" and found["matched_line"].startswith("tick ")
     assert found["verdict"].startswith("running for ") and "; matched '^tick' at stdout line " in found["verdict"]
     hive_bash("kill", "cli-web", "--force")
+
+
+@needs_known_syscalls
+def test_hive_bash_ls_shows_a_task_waiting_for_input(daemon: Daemon, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 28, item 4: the input-wait reading (hive_bash.input_wait) in the CLI's listing."""
+
+    def listing() -> str:
+        capsys.readouterr()
+        assert client_cli.main(["--url", daemon.url, "ls", "--status", "running"], env={}) == 0
+        return capsys.readouterr().out
+
+    capsys.readouterr()
+    client_cli.main(["--url", daemon.url, "run", "read -p 'name? ' who; echo hi $who", "--stdin", "pipe",
+                     "--wait", "0", "--name", "cli-asker"], env={})
+    row = wait_until(lambda: next((line for line in listing().splitlines()
+                                   if line.startswith("cli-asker") and "waits for input" in line), None),
+                     20, 0.1, "hive-bash ls to show cli-asker waiting for input")
+    assert row.split(None, 1)[1].startswith("running for ") and ", waits for input: read -p 'name? '" in row
+    client_cli.main(["--url", daemon.url, "kill", "cli-asker", "--force"], env={})
