@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -26,11 +27,14 @@ def test_readings_that_straddle_a_tick_tell_nothing() -> None:
 async def test_recorded_start_time_is_the_kernels(tmp_path: Path, pty: bool) -> None:
     """The start time in the record identifies the process after a restart: it must be exactly
     /proc/<pid>/stat's, however the daemon came by it (taken from the clock or read)."""
+    # The task's bash and sleep are found on the PATH the tests have: in a Nix build only
+    # the derivation's inputs are there (no /usr/bin).
+    env = {"PATH": os.environ["PATH"]}
     procs = []
     try:
         for index in range(60):
             request = process.SpawnRequest(
-                cmd="sleep 30", cwd=str(tmp_path), env={"PATH": "/usr/bin:/bin"}, pty=pty,
+                cmd="sleep 30", cwd=str(tmp_path), env=env, pty=pty,
                 stdout_path=tmp_path / f"{index}.out", stderr_path=tmp_path / f"{index}.err",
                 script_path=tmp_path / f"{index}.cmd",
             )
