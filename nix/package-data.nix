@@ -18,6 +18,25 @@
     "vm-tests/scenarios.py"
   ];
 
+  # Programs the daemon and the tests call at run time, as nixpkgs attribute
+  # names (flake.nix takes them from pkgs; CI maps them to Debian packages and
+  # puts only their programs on PATH, scripts/nixpkgs-build.py). Nothing else is
+  # reachable in the build sandbox: no /usr/bin, only /bin/sh.
+  # runtimeTools: on the PATH the package's wrapper gives the daemon, and so
+  # the tasks: bash runs every command, coreutils is what they call first.
+  runtimeTools = [
+    "bash"
+    "coreutils"
+  ];
+  # checkTools: nativeCheckInputs besides the Python ones (the check phase's
+  # PATH also has stdenv's default tools and the interpreter). The tests that
+  # run ps, pgrep, script or mount are the container suite's (deselected here)
+  # or skip without root.
+  checkTools = [
+    "bash"
+    "coreutils"
+  ];
+
   # Not in the build sandbox: systemd containers, network namespaces, nix
   # itself, long soaks. pytestCheckHook turns them into
   # -m "not (container) and not (soak) and not (nix) and not (network)".
