@@ -1,40 +1,51 @@
 #!/usr/bin/env python3
-"""Build and test the hive-bash package the way nixpkgs does, without nix.
+"""Build and test the hive-bash package the way nixpkgs does, in a sandbox like Nix's, without nix.
 
 `nix build` cannot run here, so this reproduces what flake.nix's buildPythonApplication
-does, from the same data (nix/package-data.nix, read with nix-instantiate):
+does, from the same data (nix/package-data.nix, read with nix-instantiate), in a root
+that is as bare as Nix's build sandbox:
 
-1. the source: exactly the tracked files flake.nix's packageSource keeps, copied into a
-   scratch directory (a flake sees tracked files only);
-2. a wheel built there with no build isolation and installed into a prefix ($out);
-3. the wheel's runtime requirements checked against the versions nixpkgs has at the
-   flake.lock pin (nixpkgs-versions.json), as pythonRuntimeDepsCheckHook does;
-4. pythonImportsCheck, from outside the source;
-5. the tests as pytestCheckHook runs them: a plain interpreter (a venv of /usr/bin/python3
-   with those versions), the package on PYTHONPATH, `-m "not (a) and not (b) ..."` from
-   disabledTestMarks, disabledTestPaths as --ignore-glob/--deselect, preCheck run by bash
-   with $out set, as an unprivileged user with HOME=/homeless-shelter, in a network
-   namespace with only loopback. The selected tests must be the ones a normal run of the
-   checkout selects with the same options, and all must pass.
+* the interpreter is Debian trixie's python3 (3.13, the version nixpkgs' python3 has at
+  the pin), from a debootstrapped trixie root cached under /var/cache; the Python
+  packages are the versions nixpkgs has at the flake.lock pin (nixpkgs-versions.json),
+  installed from PyPI into one cached directory that is put on PYTHONPATH, as nixpkgs'
+  python setup hook does for the derivation's inputs;
+* the sandbox is a fresh mount, network and pid namespace whose root is a tmpfs:
+  /usr/bin, /usr/sbin, /usr/local/bin and /sys are empty, /bin holds only sh, /etc only
+  passwd, group and hosts (and the loader's cache, which stands in for the RUNPATHs of
+  store binaries). The trixie root's /usr is mounted at a store-like path, and each
+  nixpkgs package the derivation declares (stdenv's default tools, checkTools,
+  runtimeTools) is a directory of symlinks to just that Debian package's programs, so
+  PATH = $out/bin + those + the interpreter reaches nothing else;
+* every phase runs there as uid 65534 with HOME=/homeless-shelter, loopback only, in a
+  clean environment: the wheel built without build isolation (pypaBuildHook), installed
+  into $out (pypaInstallHook), the runtime requirements checked against the pins
+  (pythonRuntimeDepsCheckHook), pythonImportsCheck from outside the source, then the
+  tests as pytestCheckHook runs them (disabledTestMarks as -m, disabledTestPaths as
+  --ignore-glob/--deselect, preCheck by bash with $out set). The source is exactly the
+  tracked files flake.nix's packageSource keeps, and the tests selected must be the ones
+  a run of the full checkout selects with the same options.
 
-Needs root (unshare, setpriv). Not root: skipped with the reason, unless
+Needs root (unshare, mount, debootstrap). Not root: skipped with the reason, unless
 HIVE_BASH_NIXBUILD_REQUIRED=1 (CI), which makes that a failure.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
-import pwd
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-import zipfile
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
@@ -42,34 +53,45 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DATA = ROOT / "nix" / "package-data.nix"
 VERSIONS = ROOT / "nixpkgs-versions.json"
 FLAKE_LOCK = ROOT / "flake.lock"
-SYSTEM_PYTHON = "/usr/bin/python3"
-VENV_CACHE = Path("/var/cache/hive-bash-nixbuild")
-# The build user: nixbld is an unprivileged user with no home; nobody is ours.
-BUILD_USER = "nobody"
+CACHE = Path(os.environ.get("HIVE_BASH_NIXBUILD_CACHE", "/var/cache/hive-bash-nixbuild"))
+SUITE = "trixie"  # its python3 is 3.13, nixpkgs' python3 at the pin
+PYTHON_VERSION = "3.13"
+SITE_PACKAGES = f"lib/python{PYTHON_VERSION}/site-packages"
+MIRROR = os.environ.get("HIVE_BASH_NIXBUILD_MIRROR", "http://deb.debian.org/debian")
+SCRIPT_VERSION = "2"
 REQUIRED = os.environ.get("HIVE_BASH_NIXBUILD_REQUIRED", "") not in ("", "0")
-PIP = ["-m", "pip", "--disable-pip-version-check", "--quiet"]
+BUILD_UID = 65534  # nobody/nogroup inside the sandbox, as in Nix's /etc/passwd
+STORE = "/nix/store"
+# The derivation's default PATH: stdenv's initialPath (pkgs/stdenv/generic/common-path.nix).
+STDENV_TOOLS = ("coreutils", "findutils", "diffutils", "gnused", "gnugrep", "gawk", "gnutar",
+                "gzip", "bzip2", "xz", "gnumake", "bash", "patch", "file")
+# The Debian packages that stand in for a nixpkgs package (its programs are theirs).
+DEBIAN_PACKAGES = {
+    "bash": ["bash"],
+    "bzip2": ["bzip2"],
+    "coreutils": ["coreutils"],
+    "diffutils": ["diffutils"],
+    "file": ["file"],
+    "findutils": ["findutils"],
+    "gawk": ["gawk"],
+    "gnugrep": ["grep"],
+    "gnumake": ["make"],
+    "gnused": ["sed"],
+    "gnutar": ["tar"],
+    "gzip": ["gzip"],
+    "patch": ["patch"],
+    "procps": ["procps"],
+    "util-linux": ["util-linux", "bsdutils"],
+    "xz": ["xz-utils"],
+}
+# The Python distributions of the build and check environment beyond the pins: pip does
+# what pypa build and installer do in nixpkgs' hooks.
+BUILD_FRONTEND = "pip==25.1.1"
+PIP = ["-m", "pip", "--disable-pip-version-check", "--quiet", "--no-cache-dir"]
 
 
 class BuildFailed(Exception):
     """A step of the build failed; the message says which and why."""
-
-
-@dataclass(frozen=True)
-class Build:
-    scratch: Path
-    source: Path
-    out: Path
-    venv: Path
-
-    @property
-    def python(self) -> Path:
-        return self.venv / "bin" / "python"
-
-    @property
-    def site_packages(self) -> Path:
-        """$out's site-packages for the environment's interpreter (lib/pythonX.Y/site-packages)."""
-        code = "import sys, sysconfig; print(sysconfig.get_path('purelib', vars={'base': sys.argv[1]}))"
-        return Path(checked("site-packages", [str(self.python), "-c", code, str(self.out)]).strip())
 
 
 def log(message: str) -> None:
@@ -83,19 +105,24 @@ def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
 def checked(what: str, argv: list[str], **kwargs: Any) -> str:
     proc = run(argv, capture_output=True, **kwargs)
     if proc.returncode != 0:
-        raise BuildFailed(f"{what} failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+        raise BuildFailed(f"{what} failed (exit {proc.returncode}):\n{proc.stdout[-6000:]}{proc.stderr[-4000:]}")
     return proc.stdout
 
 
 def cannot_run_reason() -> str | None:
     if os.geteuid() != 0:
-        return "needs root (a network namespace and a build user)"
-    missing = [tool for tool in ("unshare", "setpriv", "ip", "nix-instantiate", "git") if not shutil.which(tool)]
+        return "needs root (mount and network namespaces, a build user, debootstrap)"
+    missing = [tool for tool in ("unshare", "mount", "chroot", "ip", "nix-instantiate", "git", "debootstrap")
+               if not shutil.which(tool)]
     if missing:
         return f"missing tools: {', '.join(missing)}"
-    if not Path(SYSTEM_PYTHON).exists():
-        return f"no {SYSTEM_PYTHON}"
     return None
+
+
+def store_path(name: str, *content: object) -> str:
+    """A /nix/store-like name, its hash from what it holds (only for looks and uniqueness)."""
+    digest = hashlib.sha256(json.dumps([name, *content]).encode()).hexdigest()[:32]
+    return f"{STORE}/{digest}-{name}"
 
 
 def package_data() -> dict[str, Any]:
@@ -117,6 +144,269 @@ def pinned_versions() -> dict[str, str]:
     return {name: entry["version"] for name, entry in versions["packages"].items()}
 
 
+@contextlib.contextmanager
+def locked(name: str) -> Iterator[None]:
+    CACHE.mkdir(mode=0o755, parents=True, exist_ok=True)
+    with open(CACHE / f"{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def key(*parts: object) -> str:
+    return hashlib.sha256(json.dumps([SCRIPT_VERSION, os.uname().machine, *parts]).encode()).hexdigest()[:16]
+
+
+def debian_root(tools: list[str]) -> Path:
+    """A debootstrapped trixie root with python3 and the packages standing in for `tools`, cached."""
+    packages = sorted({"python3", "python3-venv", *(pkg for tool in tools for pkg in DEBIAN_PACKAGES[tool])})
+    dest = CACHE / f"{SUITE}-{key(SUITE, packages)}"
+    if (dest / ".complete").exists():
+        return dest
+    with locked("root"):
+        if (dest / ".complete").exists():
+            return dest
+        building = dest.with_name(dest.name + ".tmp")
+        shutil.rmtree(building, ignore_errors=True)
+        started = time.monotonic()
+        log(f"debootstrapping {SUITE} ({', '.join(packages)}) into {dest} (once, ~2 min)")
+        checked("debootstrap", ["debootstrap", "--variant=minbase", f"--include={','.join(packages)}",
+                                SUITE, str(building), MIRROR])
+        (building / "var/cache/apt/archives").mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(building / "var/cache/apt/archives")
+        (building / ".complete").write_text(f"built in {time.monotonic() - started:.0f}s\n")
+        building.rename(dest)
+        return dest
+
+
+def python_environment(debian: Path, versions: dict[str, str]) -> Path:
+    """The pinned Python packages (and the build frontend), installed with the root's python
+    into one directory that goes on PYTHONPATH; cached by the pins."""
+    pins = sorted(f"{name}=={version}" for name, version in versions.items()) + [BUILD_FRONTEND]
+    dest = CACHE / f"python-{key(debian.name, pins)}"
+    if (dest / ".complete").exists():
+        return dest
+    with locked("python"):
+        if (dest / ".complete").exists():
+            return dest
+        log(f"installing the check environment: {' '.join(pins)}")
+        building = dest.with_name(dest.name + ".tmp")
+        shutil.rmtree(building, ignore_errors=True)
+        wheels = building / "wheels"
+        target = building / "site-packages"
+        wheels.mkdir(parents=True)
+        target.mkdir()
+        # Downloaded by the host's pip (a venv's), with the host's index and certificate
+        # settings, as wheels for the root's interpreter; installed offline by the root's
+        # own python, so nothing of the host's Python ends up in the environment.
+        host_venv = building / "host-pip"
+        checked("host venv", [sys.executable, "-m", "venv", str(host_venv)])
+        checked("pip download", [str(host_venv / "bin" / "python"), *PIP, "download", "--only-binary=:all:", "--python-version",
+                                 PYTHON_VERSION, "--implementation", "cp", "--abi", f"cp{PYTHON_VERSION.replace('.', '')}",
+                                 "--abi", "abi3", "--abi", "none", *(f"--platform={tag}" for tag in platform_tags()),
+                                 "--dest", str(wheels), *pins])
+        inside = "/hive-bash-environment"
+        mountpoint = debian / inside.lstrip("/")
+        mountpoint.mkdir(exist_ok=True)
+        script = (
+            "set -eu\n"
+            "venv=$(mktemp -d)\n"
+            "python3 -m venv \"$venv\"\n"
+            f"\"$venv/bin/python\" {shlex.join(PIP)} install --no-index --find-links {inside}/wheels --no-compile "
+            f"--target {inside}/site-packages {' '.join(shlex.quote(pin) for pin in pins)}\n"
+            "rm -rf \"$venv\"\n"
+        )
+        try:
+            checked("pip install", ["unshare", "--mount", "--net", "--", "sh", "-c",
+                                    'mount --bind "$1" "$2" && exec chroot "$3" /usr/bin/env -i PATH=/usr/bin '
+                                    'HOME=/root sh -c "$4"', "sh", str(building), str(mountpoint), str(debian),
+                                    script])
+        finally:
+            mountpoint.rmdir()
+        shutil.rmtree(wheels)
+        shutil.rmtree(host_venv)
+        (building / ".complete").write_text("\n".join(pins) + "\n")
+        building.rename(dest)
+        return dest
+
+
+def platform_tags() -> list[str]:
+    """Wheel platform tags the root's glibc (2.41 in trixie) takes, newest first."""
+    machine = os.uname().machine
+    return [f"manylinux_2_{minor}_{machine}" for minor in range(41, 4, -1)] + [f"manylinux2014_{machine}", "linux_" + machine]
+
+
+def debian_programs(debian: Path, nixpkgs_name: str) -> list[str]:
+    """The programs (in /usr/bin and /usr/sbin) of the Debian packages standing in for one nixpkgs package."""
+    programs: list[str] = []
+    for package in DEBIAN_PACKAGES[nixpkgs_name]:
+        listing = (debian / "var/lib/dpkg/info" / f"{package}.list")
+        if not listing.exists():
+            listing = next((debian / "var/lib/dpkg/info").glob(f"{package}:*.list"))
+        for line in listing.read_text().splitlines():
+            parent, _, name = line.rpartition("/")
+            if parent in ("/bin", "/sbin", "/usr/bin", "/usr/sbin") and name:
+                programs.append(f"{parent.removeprefix('/usr')}/{name}")
+    return sorted(set(programs))
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """The paths of one build: on the host (scratch) and inside the sandbox (store paths)."""
+
+    scratch: Path
+    debian: Path
+    python_env: Path
+    tools: list[str]
+    out_name: str
+
+    @property
+    def debian_usr(self) -> str:
+        return store_path(f"debian-{SUITE}-usr", self.debian.name)
+
+    @property
+    def python_dir(self) -> str:
+        return store_path("python3-3.13", self.debian.name)
+
+    @property
+    def env_dir(self) -> str:
+        return store_path("python3.13-check-environment", self.python_env.name)
+
+    @property
+    def site_packages(self) -> str:
+        return f"{self.env_dir}/site-packages"
+
+    @property
+    def out(self) -> str:
+        return store_path(self.out_name)
+
+    def tool_dir(self, tool: str) -> str:
+        return store_path(tool, self.debian.name)
+
+    @property
+    def path(self) -> str:
+        """$out/bin + each declared package's bin + the interpreter's bin, as Nix builds PATH."""
+        bins = [f"{self.out}/bin", *(f"{self.tool_dir(tool)}/bin" for tool in self.tools),
+                f"{self.python_dir}/bin"]
+        return ":".join(bins)
+
+    def populate_store(self) -> None:
+        """scratch/store: the tool directories (symlinks into the Debian /usr), the
+        interpreter, and mount points for the Debian /usr, the check environment and $out."""
+        store = self.scratch / "store"
+        for inside in (self.debian_usr, self.env_dir, self.out):
+            (store / Path(inside).name).mkdir(parents=True)
+        for tool in self.tools:
+            bin_dir = store / Path(self.tool_dir(tool)).name / "bin"
+            bin_dir.mkdir(parents=True)
+            for program in debian_programs(self.debian, tool):
+                name = program.rpartition("/")[2]
+                (bin_dir / name).symlink_to(f"{self.debian_usr}{program}")
+        python_bin = store / Path(self.python_dir).name / "bin"
+        python_bin.mkdir(parents=True)
+        for name in ("python3", "python3.13", "python"):
+            (python_bin / name).symlink_to(f"{self.debian_usr}/bin/python3.13")
+        (self.scratch / "out").mkdir()
+        (self.scratch / "build").mkdir()
+        os.chown(self.scratch / "out", BUILD_UID, BUILD_UID)
+        os.chown(self.scratch / "build", BUILD_UID, BUILD_UID)
+
+    def setup_script(self) -> str:
+        """Run by the host's sh as root in the new namespaces: make the root, then hand over."""
+        new_root = self.scratch / "root"
+        environment = " ".join(shlex.quote(f"{name}={value}") for name, value in self.environment().items())
+        debian = self.debian
+        store = self.scratch / "store"
+        lines = [
+            "set -eu",
+            "mount --make-rprivate /",
+            "ip link set lo up",
+            f"R={shlex.quote(str(new_root))}",
+            'mkdir -p "$R"',
+            'mount -t tmpfs -o mode=0755 sandbox-root "$R"',
+            'mkdir -p "$R/bin" "$R/usr/bin" "$R/usr/sbin" "$R/usr/local/bin" "$R/sys" "$R/proc" "$R/dev" '
+            '"$R/etc" "$R/tmp" "$R/build" "$R/nix/store"',
+            'chmod 1777 "$R/tmp"',
+            # the libraries and data of the Debian programs (the store binaries' closure)
+            *(f'mkdir -p "$R/usr/{d}" && mount --rbind -o ro {shlex.quote(str(debian / "usr" / d))} "$R/usr/{d}"'
+              for d in ("lib", "lib64", "share", "libexec") if (debian / "usr" / d).is_dir()),
+            'ln -s usr/lib "$R/lib"',
+            *(['ln -s usr/lib64 "$R/lib64"'] if (debian / "usr/lib64").is_dir() else []),
+            f'mount --bind {shlex.quote(str(store))} "$R/nix/store"',
+            f'mount --bind -o ro {shlex.quote(str(debian / "usr"))} "$R{self.debian_usr}"',
+            f'mount --bind -o ro {shlex.quote(str(self.python_env))} "$R{self.env_dir}"',
+            f'mount --bind {shlex.quote(str(self.scratch / "out"))} "$R{self.out}"',
+            f'mount --bind {shlex.quote(str(self.scratch / "build"))} "$R/build"',
+            # /bin/sh, as Nix's sandbox has it; nothing else in /bin
+            'touch "$R/bin/sh"',
+            f'mount --bind -o ro {shlex.quote(str(debian / "usr/bin/dash"))} "$R/bin/sh"',
+            # the loader's cache: Debian's binaries find their libraries through it, as
+            # store binaries do through their RUNPATH
+            'touch "$R/etc/ld.so.cache"',
+            f'mount --bind -o ro {shlex.quote(str(debian / "etc/ld.so.cache"))} "$R/etc/ld.so.cache"',
+            "printf 'root:x:0:0:Nix build user:/build:/noshell\\n"
+            "nobody:x:65534:65534:Nobody:/:/noshell\\n' > \"$R/etc/passwd\"",
+            "printf 'root:x:0:\\nnogroup:x:65534:\\n' > \"$R/etc/group\"",
+            "printf '127.0.0.1 localhost\\n::1 localhost\\n' > \"$R/etc/hosts\"",
+            # /dev as Nix's sandbox has it: a few devices, a private devpts, shm
+            'mount -t tmpfs -o mode=0755 sandbox-dev "$R/dev"',
+            *(f'touch "$R/dev/{d}" && mount --bind /dev/{d} "$R/dev/{d}"'
+              for d in ("null", "zero", "full", "random", "urandom", "tty")),
+            'mkdir "$R/dev/pts" "$R/dev/shm"',
+            'mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$R/dev/pts"',
+            'ln -s pts/ptmx "$R/dev/ptmx"',
+            'mount -t tmpfs -o mode=1777 sandbox-shm "$R/dev/shm"',
+            'ln -s /proc/self/fd "$R/dev/fd"',
+            'ln -s /proc/self/fd/0 "$R/dev/stdin"',
+            'ln -s /proc/self/fd/1 "$R/dev/stdout"',
+            'ln -s /proc/self/fd/2 "$R/dev/stderr"',
+            'mount -t proc proc "$R/proc"',
+            'mount -o remount,ro,bind "$R/nix/store"',
+            'mount -o remount,ro,bind "$R/sys" 2>/dev/null || mount -t tmpfs -o ro,mode=0555 sandbox-sys "$R/sys"',
+            # the phase: chroot, the build user, a clean environment (env -i ran before)
+            f'exec env -i {environment} {shutil.which("unshare")} --root="$R" --wd=/build/source --setuid={BUILD_UID} --setgid={BUILD_UID} -- '
+            f'{self.tool_dir("bash")}/bin/bash -c "$0" phase "$@"',
+        ]
+        return "\n".join(lines)
+
+    def environment(self) -> dict[str, str]:
+        return {
+            "HOME": "/homeless-shelter",
+            "PATH": self.path,
+            "TMPDIR": "/build",
+            "TEMPDIR": "/build",
+            "TMP": "/build",
+            "TEMP": "/build",
+            "NIX_BUILD_TOP": "/build",
+            "NIX_BUILD_CORES": str(os.cpu_count() or 1),
+            "PYTHONPATH": self.site_packages,
+            "PYTHONHASHSEED": "0",
+            "PYTHONNOUSERSITE": "1",
+            "SOURCE_DATE_EPOCH": "315532800",
+            "TERM": "xterm-256color",
+            "TZ": "UTC",
+            "out": self.out,
+        }
+
+    def run(self, phase: str, *args: str, capture: bool = False) -> subprocess.CompletedProcess[str]:
+        """Run bash `phase` (with args) in a fresh sandbox."""
+        argv = ["unshare", "--mount", "--net", "--pid", "--fork", "--kill-child", "--", "/bin/sh", "-c", self.setup_script(), f"set -eu -o pipefail\n{phase}", *args]
+        return run(argv, capture_output=capture, stdin=subprocess.DEVNULL, preexec_fn=default_signals)
+
+    def checked(self, what: str, phase: str, *args: str) -> str:
+        proc = self.run(phase, *args, capture=True)
+        if proc.returncode != 0:
+            raise BuildFailed(f"{what} failed in the sandbox (exit {proc.returncode}):\n"
+                              f"{proc.stdout[-6000:]}{proc.stderr[-4000:]}")
+        return proc.stdout
+
+
+def default_signals() -> None:
+    """Nix's builder starts with every signal at its default; a CI step started in the background
+    of a non-interactive shell has SIGINT and SIGQUIT ignored, and exec keeps that."""
+    for number in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(number, signal.SIG_DFL)
+
+
 def kept(relative: str, keep: list[str]) -> bool:
     """flake.nix's packageSource filter, for a file: under a kept path, no __pycache__."""
     if "__pycache__" in relative.split("/"):
@@ -124,82 +414,66 @@ def kept(relative: str, keep: list[str]) -> bool:
     return any(relative == path or relative.startswith(f"{path}/") for path in keep)
 
 
-def copy_source(keep: list[str], dest: Path) -> None:
+def copy_source(keep: list[str], dest: Path, everything: bool = False) -> None:
+    """The tracked files (a flake sees no others) that packageSource keeps, or all of them."""
     tracked = checked("git ls-files", ["git", "-C", str(ROOT), "ls-files", "-z"]).split("\0")
     for relative in filter(None, tracked):
         src = ROOT / relative
-        if kept(relative, keep) and src.is_file():
+        if (everything or kept(relative, keep)) and src.is_file():
             (dest / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / relative)
 
 
-def environment(versions: dict[str, str]) -> Path:
-    """A venv of the system python with nixpkgs' versions, cached by its contents."""
-    pins = sorted(f"{name}=={version}" for name, version in versions.items())
-    key = hashlib.sha256("\n".join([SYSTEM_PYTHON, *pins]).encode()).hexdigest()[:16]
-    venv = VENV_CACHE / f"venv-{key}"
-    if (venv / "bin" / "python").exists():
-        return venv
-    VENV_CACHE.mkdir(mode=0o755, parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f"venv-{key}.", dir=VENV_CACHE))
-    log(f"creating the check environment: {' '.join(pins)}")
-    checked("venv", [SYSTEM_PYTHON, "-m", "venv", str(building)])
-    checked("pip install", [str(building / "bin" / "python"), *PIP, "install", *pins])
-    building.chmod(0o755)
-    try:
-        building.rename(venv)  # atomic: another checkout may build the same one at once
-    except OSError:
-        shutil.rmtree(building)
-    return venv
+RUNTIME_DEPS_CHECK = """
+import json, sys, zipfile, importlib.metadata as md
+from email.parser import HeaderParser
+from packaging.requirements import Requirement
+wheel, pins, problems = sys.argv[1], json.loads(sys.argv[2]), []
+with zipfile.ZipFile(wheel) as archive:
+    name = next(n for n in archive.namelist() if n.endswith('.dist-info/METADATA'))
+    metadata = HeaderParser().parsestr(archive.read(name).decode())
+for line in metadata.get_all('Requires-Dist') or []:
+    req = Requirement(line)
+    if req.marker is not None and not req.marker.evaluate({'extra': ''}):
+        continue
+    pin = pins.get(req.name)
+    if pin is None:
+        problems.append(f'{req.name}: not in nixpkgs-versions.json')
+    elif not req.specifier.contains(pin, prereleases=True):
+        problems.append(f'{req}: nixpkgs has {pin}')
+    elif md.version(req.name) != pin:
+        problems.append(f'{req.name}: the environment has {md.version(req.name)}, not {pin}')
+    else:
+        print(f'  {req} <- {pin}')
+sys.exit('\\n'.join(problems) or None)
+"""
 
 
-def build_and_install(build: Build) -> Path:
-    """pypaBuildHook + pypaInstallHook: a wheel without build isolation, installed into $out."""
-    dist = build.scratch / "dist"
-    checked("wheel build", [str(build.python), *PIP, "wheel", "--no-deps", "--no-build-isolation",
-                            "--wheel-dir", str(dist), "."], cwd=build.source)
-    wheels = list(dist.glob("*.whl"))
-    if len(wheels) != 1:
-        raise BuildFailed(f"expected one wheel, got {wheels}")
-    checked("wheel install", [str(build.python), *PIP, "install", "--no-deps", "--no-index",
-                              "--prefix", str(build.out), str(wheels[0])])
-    return wheels[0]
+def build_phases(data: dict[str, Any], versions: dict[str, str]) -> str:
+    """pypaBuildHook, pypaInstallHook, pythonRuntimeDepsCheckHook, pythonImportsCheck."""
+    imports = "; ".join(f"import {module}" for module in data["pythonImportsCheck"])
+    return "\n".join([
+        'python --version',
+        f'python {shlex.join(PIP)} wheel --no-deps --no-build-isolation --no-index --wheel-dir /build/dist .',
+        # Into $out/lib/python3.13/site-packages and $out/bin, nixpkgs' layout; not --prefix,
+        # which Debian's python turns into $out/local/lib/python3.13/dist-packages.
+        f'site="$out/{SITE_PACKAGES}"',
+        f'python {shlex.join(PIP)} install --no-deps --no-index --no-compile --target "$site" /build/dist/*.whl',
+        'mv "$site/bin" "$out/bin"',
+        f'python -c {shlex.quote(RUNTIME_DEPS_CHECK)} /build/dist/*.whl {shlex.quote(json.dumps(versions))}',
+        f'(cd /build && PYTHONPATH="$site:$PYTHONPATH" python -c {shlex.quote(imports)})',
+        'echo "pythonImportsCheck ok"',
+    ])
 
 
-def check_runtime_deps(build: Build, wheel: Path, versions: dict[str, str]) -> None:
-    """Every requirement of the wheel is met by nixpkgs' version of it (and the venv has it)."""
-    with zipfile.ZipFile(wheel) as archive:
-        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        metadata = HeaderParser().parsestr(archive.read(name).decode())
-    script = (
-        "import json, sys, importlib.metadata as md\n"
-        "from packaging.requirements import Requirement\n"
-        "pins, problems = json.loads(sys.argv[1]), []\n"
-        "for line in json.loads(sys.argv[2]):\n"
-        "    req = Requirement(line)\n"
-        "    if req.marker is not None and not req.marker.evaluate({'extra': ''}):\n"
-        "        continue\n"
-        "    pin = pins.get(req.name)\n"
-        "    if pin is None:\n"
-        "        problems.append(f'{req.name}: not in nixpkgs-versions.json')\n"
-        "    elif not req.specifier.contains(pin, prereleases=True):\n"
-        "        problems.append(f'{req}: nixpkgs has {pin}')\n"
-        "    elif md.version(req.name) != pin:\n"
-        "        problems.append(f'{req.name}: the environment has {md.version(req.name)}, not {pin}')\n"
-        "    else:\n"
-        "        print(f'  {req} <- {pin}')\n"
-        "sys.exit('\\n'.join(problems) or None)\n"
-    )
-    requires = metadata.get_all("Requires-Dist") or []
-    print(checked("runtime dependency check", [str(build.python), "-c", script, json.dumps(versions),
-                                                json.dumps(requires)]), end="")
-
-
-def imports_check(build: Build, modules: list[str]) -> None:
-    """pythonImportsCheck, run outside the source tree so only the installed package counts."""
-    code = "; ".join(f"import {module}" for module in modules)
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(build.site_packages)}
-    checked("pythonImportsCheck", [str(build.python), "-c", code], cwd=build.scratch, env=env)
+def check_phase(data: dict[str, Any]) -> str:
+    """pytestCheckHook: the installed package first on PYTHONPATH, preCheck, pytest."""
+    return "\n".join([
+        f'export PYTHONPATH="$out/{SITE_PACKAGES}:$PYTHONPATH"',
+        'export PYTHONDONTWRITEBYTECODE=1',
+        data["preCheck"],
+        'exec python -m pytest -p no:cacheprovider "$@"',
+    ])
 
 
 def pytest_flags(data: dict[str, Any]) -> list[str]:
@@ -213,78 +487,24 @@ def pytest_flags(data: dict[str, Any]) -> list[str]:
     return flags
 
 
-def sandboxed(build: Build, pre_check: str, pytest_args: list[str]) -> list[str]:
-    """argv: a new network namespace with loopback up, then the build user, a clean
-    environment, preCheck, pytest; as nix runs a derivation's check phase."""
-    tmp = build.scratch / "tmp"
-    env = {
-        "HOME": "/homeless-shelter",
-        "PATH": f"{build.venv / 'bin'}:/usr/bin:/bin",
-        "TMPDIR": str(tmp),
-        "NIX_BUILD_TOP": str(tmp),
-        "PYTHONPATH": str(build.site_packages),
-        "PYTHONHASHSEED": "0",
-        "PYTHONNOUSERSITE": "1",
-        "SOURCE_DATE_EPOCH": "315532800",
-        "out": str(build.out),
-    }
-    script = f"set -eu -o pipefail\n{pre_check}\nexec python -m pytest \"$@\""
-    user_id = pwd.getpwnam(BUILD_USER)
-    user = (
-        f"exec setpriv --reuid={user_id.pw_uid} --regid={user_id.pw_gid} --clear-groups --no-new-privs "
-        f"env -i {' '.join(shlex.quote(f'{k}={v}') for k, v in env.items())} "
-        f"bash -c {shlex.quote(script)} pytest {' '.join(shlex.quote(a) for a in pytest_args)}"
-    )
-    return ["unshare", "--net", "--", "sh", "-c", f"ip link set lo up && {user}"]
-
-
 def selected_ids(output: str) -> list[str]:
     return sorted(line for line in output.splitlines() if "::" in line and not line.startswith(" "))
 
 
-def expected_selection(build: Build, flags: list[str]) -> list[str]:
-    """The tests a normal run of the checkout selects with the same marks and paths."""
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-    out = checked("collection in the checkout", [str(build.python), "-m", "pytest", "--co", "-q",
-                                                 "-p", "no:cacheprovider", *flags], cwd=ROOT, env=env)
-    return selected_ids(out)
-
-
-def run_check_phase(build: Build, data: dict[str, Any]) -> None:
-    flags = pytest_flags(data)
-    expected = expected_selection(build, flags)
-    collect = run(sandboxed(build, data["preCheck"], ["--co", "-q", *flags]), cwd=build.source,
-                  capture_output=True)
-    if collect.returncode != 0:
+def collected(sandbox: Sandbox, source: Path, flags: list[str], what: str) -> list[str]:
+    """The test ids pytest selects in `source` (moved to /build/source) with `flags`."""
+    target = sandbox.scratch / "build" / "source"
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(source, target, symlinks=True)
+    checked("chown", ["chown", "-R", f"{BUILD_UID}:{BUILD_UID}", str(target)])
+    proc = sandbox.run(check_phase({"preCheck": "true"}), "--co", "-q", *flags, capture=True)
+    if proc.returncode != 0:
         # the error report, not the list of what was collected before it
-        report = collect.stdout[collect.stdout.find("= ERRORS ="):] if "= ERRORS =" in collect.stdout else collect.stdout
-        raise BuildFailed(f"pytest collection in the build failed (exit {collect.returncode}):\n"
-                          f"{report[-6000:]}{collect.stderr[-2000:]}")
-    got = selected_ids(collect.stdout)
-    if got != expected:
-        missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
-        raise BuildFailed(f"the build selects other tests than the checkout: missing {missing}, extra {extra} "
-                          "(the build sees only tracked files under nix/package-data.nix's keep paths)")
-    log(f"{len(got)} tests selected, the same as the checkout with {shlex.join(flags)}")
-    log(f"check phase: python -m pytest {shlex.join(flags)} (as {BUILD_USER}, loopback only)")
-    phase = run(sandboxed(build, data["preCheck"], flags), cwd=build.source)
-    if phase.returncode != 0:
-        raise BuildFailed(f"the check phase failed (pytest exit {phase.returncode})")
-
-
-def prepare(scratch: Path, keep: list[str], versions: dict[str, str]) -> Build:
-    build = Build(scratch=scratch, source=scratch / "source", out=scratch / "out", venv=environment(versions))
-    scratch.chmod(0o755)
-    build.source.mkdir()
-    copy_source(keep, build.source)
-    return build
-
-
-def hand_to_build_user(build: Build) -> None:
-    """The build user owns the build directory and its TMPDIR, as nixbld owns /build."""
-    (build.scratch / "tmp").mkdir()
-    for path in [build.source, build.scratch / "tmp"]:
-        checked("chown", ["chown", "-R", f"{BUILD_USER}:", str(path)])
+        report = proc.stdout[proc.stdout.find("= ERRORS ="):] if "= ERRORS =" in proc.stdout else proc.stdout
+        raise BuildFailed(f"pytest collection of {what} failed (exit {proc.returncode}):\n"
+                          f"{report[-6000:]}{proc.stderr[-2000:]}")
+    return selected_ids(proc.stdout)
 
 
 def main() -> int:
@@ -296,24 +516,55 @@ def main() -> int:
         log(f"SKIPPED: {reason}")
         return 0
     scratch = Path(tempfile.mkdtemp(prefix="hive-nixbuild-"))
+    scratch.chmod(0o755)
     try:
         data = package_data()
-        build = prepare(scratch, data["keep"], pinned_versions())
-        wheel = build_and_install(build)
-        log(f"built {wheel.name}; runtime dependencies against nixpkgs at the pin:")
-        check_runtime_deps(build, wheel, pinned_versions())
-        imports_check(build, data["pythonImportsCheck"])
-        log(f"pythonImportsCheck ok: {', '.join(data['pythonImportsCheck'])}")
-        hand_to_build_user(build)
-        run_check_phase(build, data)
+        versions = pinned_versions()
+        tools = sorted({*STDENV_TOOLS, *data["checkTools"], *data["runtimeTools"]})
+        unknown = [tool for tool in tools if tool not in DEBIAN_PACKAGES]
+        if unknown:
+            raise BuildFailed(f"no Debian stand-in for nixpkgs' {', '.join(unknown)}: add it to DEBIAN_PACKAGES")
+        debian = debian_root(tools)
+        sandbox = Sandbox(scratch=scratch, debian=debian, python_env=python_environment(debian, versions),
+                          tools=tools, out_name=f"hive-bash-{version()}")
+        sandbox.populate_store()
+        log(f"sandbox PATH={sandbox.path}")
+
+        checkout = scratch / "checkout"
+        copy_source(data["keep"], checkout, everything=True)
+        flags = pytest_flags(data)
+        expected = collected(sandbox, checkout, flags, "the whole checkout")
+        shutil.rmtree(checkout)
+
+        source = scratch / "source"
+        copy_source(data["keep"], source)
+        got = collected(sandbox, source, flags, "the package source")
+        if got != expected:
+            missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
+            raise BuildFailed(f"the build selects other tests than the checkout: missing {missing}, extra {extra} "
+                              "(the build sees only tracked files under nix/package-data.nix's keep paths)")
+        log(f"{len(got)} tests selected, the same as the checkout with {shlex.join(flags)}")
+
+        print(sandbox.checked("the build and install phases", build_phases(data, versions)), end="", flush=True)
+        log(f"check phase: python -m pytest {shlex.join(flags)} (uid {BUILD_UID}, loopback only)")
+        # HIVE_BASH_NIXBUILD_PYTEST_ARGS: extra pytest arguments while working on this (e.g. -k NAME)
+        phase = sandbox.run(check_phase(data), *flags, *shlex.split(os.environ.get("HIVE_BASH_NIXBUILD_PYTEST_ARGS", "")))
+        if phase.returncode != 0:
+            raise BuildFailed(f"the check phase failed (pytest exit {phase.returncode})")
     except BuildFailed as exc:
         print(f"nixpkgs-build: FAILED: {exc}", file=sys.stderr)
         return 1
     finally:
         if not os.environ.get("HIVE_BASH_NIXBUILD_KEEP"):
-            shutil.rmtree(scratch, ignore_errors=True)
+            subprocess.run(["rm", "-rf", "--one-file-system", str(scratch)], check=False)
     log("ok: the package builds and its check phase passes as nixpkgs runs it")
     return 0
+
+
+def version() -> str:
+    import tomllib
+
+    return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
 
 
 if __name__ == "__main__":
