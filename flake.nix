@@ -56,9 +56,13 @@
         {
           lib,
           python3Packages,
+          # every name in packageData.runtimeTools and checkTools
           bash,
           coreutils,
-        }:
+        }@args:
+        let
+          tools = names: map (name: args.${name}) names;
+        in
         python3Packages.buildPythonApplication {
           pname = "hive-bash";
           inherit ((lib.importTOML ./pyproject.toml).project) version;
@@ -69,24 +73,28 @@
           build-system = [ python3Packages.setuptools ];
           dependencies = pythonDependencies python3Packages;
 
-          # Tasks run through bash; coreutils for what they call first.
-          makeWrapperArgs = [
-            "--prefix"
-            "PATH"
-            ":"
-            (lib.makeBinPath [
-              bash
-              coreutils
-            ])
-          ];
+          # Not wrapPythonPrograms: its wrapper puts python's and every dependency's
+          # bin on PATH and sets PYTHONNOUSERSITE, and tasks inherit the daemon's
+          # environment. The same pieces without those two: the dependencies' import
+          # paths go into the scripts (patchPythonScript), user site-packages are
+          # turned off by python's -s on the interpreter line, and the wrapper only
+          # puts what tasks run with first on PATH (packageData.runtimeTools).
+          dontWrapPythonPrograms = true;
+          postFixup = ''
+            buildPythonPath "$out $pythonPath"
+            for program in "$out"/bin/*; do
+              patchPythonScript "$program"
+              sed -i -e '1s|^\(#!.*/python[0-9.]*\)$|\1 -s|' "$program"
+              wrapProgram "$program" --prefix PATH : ${lib.makeBinPath (tools packageData.runtimeTools)}
+            done
+          '';
 
           nativeCheckInputs = [
             python3Packages.pytestCheckHook
             python3Packages.pexpect
             python3Packages.hypothesis
-            bash
-            coreutils
-          ];
+          ]
+          ++ tools packageData.checkTools;
           inherit (packageData)
             disabledTestMarks
             disabledTestPaths
@@ -110,18 +118,24 @@
         default = self.packages.${pkgs.stdenv.hostPlatform.system}.hive-bash;
       });
 
-      # The module builds the package with the importing system's nixpkgs (or
-      # takes pkgs.hive-bash when the overlay is applied).
-      nixosModules.agent =
+      # hive-bash's module, for systems that import hyperhive's agent module: it
+      # declares mcp.bashHttpPort and bash.* and reads hyperhive's options. It builds
+      # the package with the importing system's nixpkgs (or takes pkgs.hive-bash
+      # when the overlay is applied).
+      nixosModules.default =
         { lib, pkgs, ... }:
         {
-          _file = "${self}/flake.nix#nixosModules.agent";
+          _file = "${self}/flake.nix#nixosModules.default";
           imports = [ ./nixos/agent.nix ];
-          services.hyperhive.agent.package = lib.mkDefault (
+          services.hyperhive.agent.bash.package = lib.mkDefault (
             pkgs.hive-bash or (pkgs.callPackage hiveBash { })
           );
         };
-      nixosModules.default = self.nixosModules.agent;
+      # Without hyperhive: the hyperhive-side options (user, stateDir, agentSocket,
+      # toolGroups, extraMcpServers, mcp.httpPort). Import it with the default module.
+      nixosModules.standalone = ./nixos/standalone.nix;
+      # Old name of the default module.
+      nixosModules.agent = self.nixosModules.default;
 
       checks = eachSystem (
         pkgs:
