@@ -1,17 +1,25 @@
-# NixOS module for a hyperhive agent container: the extra MCP servers an agent's
-# Claude sees, and hive-bash-daemon, the `bash` server (background shell tasks).
+# NixOS module for a hyperhive agent container: hive-bash-daemon, the `bash`
+# MCP server (background shell tasks), and its entry among the agent's extra
+# MCP servers. It declares only hive-bash's own options (`mcp.bashHttpPort`,
+# `bash.*`) and reads what hyperhive's agent module declares: the agent's
+# `user` (and `group`), `stateDir`, `agentSocket`, `toolGroups`, `mcp.httpPort`
+# and `extraMcpServers`. Without hyperhive, import nixos/standalone.nix beside
+# it, which declares those.
 #
 # - `extraMcpServers.bash` is set with lib.mkDefault, so an agent config can
 #   replace the entry (`extraMcpServers.bash = { ... };`) or drop it
 #   (`extraMcpServers.bash = null;`). The hive-bash-daemon unit exists only
 #   while the entry exists.
-# - Every entry, plus `toolGroups`, is written to /etc/hyperhive/mcp-servers.json.
-#   The harness renders it into Claude Code's --mcp-config each turn with
-#   `hive-bash-mcp-config`, which drops every entry whose `requiredPermission` the
-#   agent does not hold: without `execution` there is no mcp__bash__* tool at all.
+# - The entry carries only the fields hyperhive's entry type declares: the
+#   token goes in `bearerTokenFile` where that type has it; where it has not,
+#   no client could send the token, so `bash.requireToken` defaults to false
+#   (with a warning).
+# - Every entry, plus the tool groups, is written to /etc/hyperhive/mcp-servers.json
+#   (bash.serversFile), read by `hive-bash-mcp-config` and `hive-bash`.
 {
   config,
   lib,
+  options,
   pkgs,
   ...
 }:
@@ -38,20 +46,7 @@ let
   cfg = config.services.hyperhive.agent;
   opt = "services.hyperhive.agent";
 
-  # The harness's tool groups (hyperhive docs, "Tool access is gated by tool groups").
-  knownToolGroups = [
-    "messaging"
-    "meta"
-    "inbox"
-    "execution"
-    "lifecycle"
-    "approvals"
-    "scheduling"
-    "diagnostics"
-    "forge"
-    "web_tools"
-  ];
-  # The AGENT_DEFAULT preset.
+  # The AGENT_DEFAULT preset: the server file's groups when hyperhive declares none.
   defaultToolGroups = [
     "messaging"
     "meta"
@@ -61,117 +56,54 @@ let
 
   mcpServersFile = "/etc/hyperhive/mcp-servers.json";
 
-  serverOptions = {
-    options = {
-      type = mkOption {
-        type = types.enum [
-          "stdio"
-          "http"
-        ];
-        default = "stdio";
-        description = ''
-          Transport: `stdio` starts {option}`command` as a child of Claude each turn;
-          `http` connects to the streamable-HTTP endpoint {option}`url`.
-        '';
-      };
-      command = mkOption {
-        type = types.nullOr types.str;
-        default = null;
-        example = literalExpression ''"''${pkgs.hello}/bin/mcp-server"'';
-        description = "Program to start (stdio entries; required for them).";
-      };
-      args = mkOption {
-        type = types.listOf types.str;
-        default = [ ];
-        description = "Arguments of {option}`command` (stdio entries).";
-      };
-      env = mkOption {
-        type = types.attrsOf types.str;
-        default = { };
-        description = ''
-          Environment of {option}`command` (stdio entries). Ends up in the
-          world-readable Nix store: no secrets here.
-        '';
-      };
-      url = mkOption {
-        type = types.nullOr types.str;
-        default = null;
-        example = "http://127.0.0.1:7600/mcp";
-        description = "Endpoint (http entries; required for them).";
-      };
-      headers = mkOption {
-        type = types.attrsOf types.str;
-        default = { };
-        description = ''
-          HTTP headers sent with every request (http entries). Ends up in the
-          world-readable Nix store: no secrets here.
-        '';
-      };
-      bearerTokenFile = mkOption {
-        type = types.nullOr types.str;
-        default = null;
-        example = "/var/lib/hyperhive-agent/harness/bash-token";
-        description = ''
-          File holding a bearer token (http entries): `hive-bash-mcp-config` reads it
-          on every turn and renders `Authorization: Bearer <token>` into the entry's
-          headers, so the secret itself never enters the Nix store. The default
-          `bash` entry points at {option}`${opt}.bash.tokenFile`.
-        '';
-      };
-      allowedTools = mkOption {
-        type = types.listOf types.str;
-        default = [ ];
-        example = [ "*" ];
-        description = ''
-          Tools pre-approved for the agent: `[ "*" ]` allows every tool of the
-          server (`mcp__<name>__*`), otherwise each name becomes
-          `mcp__<name>__<tool>`.
-        '';
-      };
-      availableToSubagents = mkOption {
-        type = types.bool;
-        default = false;
-        description = "Whether subagents (rendered with `--subagent`) get this server too.";
-      };
-      requiredPermission = mkOption {
-        type = types.nullOr types.str;
-        default = null;
-        example = "execution";
-        description = ''
-          Tool group the agent must hold for this server to be rendered into its
-          Claude config at all; `null` means no gate. Checked on every turn by
-          `hive-bash-mcp-config`, so a permission change applies at the next turn.
-        '';
-      };
-    };
-  };
+  # What hyperhive declares, read here. user and stateDir are required;
+  # the others have the harness's documented defaults.
+  required =
+    name:
+    cfg.${name} or (throw "hive-bash's module (nixos/agent.nix) reads ${opt}.${name}, which hyperhive's agent module declares; import hyperhive's module, or nixos/standalone.nix (the flake's nixosModules.standalone) without hyperhive.");
+  agentUser = required "user";
+  agentGroup = cfg.group or agentUser;
+  stateDir = required "stateDir";
+  agentSocket = cfg.agentSocket or "/run/hive/mcp.sock";
+  toolGroups = cfg.toolGroups or defaultToolGroups;
+  hyperhivePort = cfg.mcp.httpPort or null;
+
+  # The fields hyperhive's entry type declares (attrsOf (nullOr (submodule ...))):
+  # the default entry sets no other, or evaluation would stop at an undeclared option.
+  entryFields = builtins.attrNames (
+    removeAttrs (options.services.hyperhive.agent.extraMcpServers.type.getSubOptions [ ]) [ "_module" ]
+  );
+  entryHas = field: builtins.elem field entryFields;
+  entryCarriesToken = entryHas "bearerTokenFile";
+  field = server: name: default: server.${name} or default;
 
   servers = filterAttrs (_: server: server != null) cfg.extraMcpServers;
-  bashEnabled = cfg.enable && servers ? bash;
+  bashEnabled = cfg.bash.enable && servers ? bash;
   port = cfg.mcp.bashHttpPort;
   bashUrl = "http://127.0.0.1:${toString port}/mcp";
   # The daemon's default token file, relative to its working directory (stateDir):
   # stateDir/harness is 0750 agent:agent and the daemon writes the file 0600.
-  tokenFile = "${cfg.stateDir}/harness/bash-token";
+  tokenFile = "${stateDir}/harness/bash-token";
   requireToken = cfg.bash.requireToken;
 
   # The file hive-bash-mcp-config reads (format version 1). builtins.toJSON sorts keys.
   serversDocument = {
     version = 1;
-    inherit (cfg) toolGroups;
-    mcpServers = mapAttrs (_: server: {
-      inherit (server)
-        type
-        command
-        args
-        env
-        url
-        headers
-        allowedTools
-        availableToSubagents
-        requiredPermission
-        bearerTokenFile
-        ;
+    inherit toolGroups;
+    # An entry type without a field reads as that field's default; the bash entry
+    # is gated on execution even where hyperhive's type has no requiredPermission
+    # (hyperhive's own renderer gates it so).
+    mcpServers = mapAttrs (name: server: {
+      type = field server "type" "stdio";
+      command = field server "command" null;
+      args = field server "args" [ ];
+      env = field server "env" { };
+      url = field server "url" null;
+      headers = field server "headers" { };
+      allowedTools = field server "allowedTools" [ ];
+      availableToSubagents = field server "availableToSubagents" false;
+      requiredPermission = field server "requiredPermission" (if name == "bash" then "execution" else null);
+      bearerTokenFile = field server "bearerTokenFile" null;
     }) servers;
   };
 
@@ -211,114 +143,24 @@ let
     "generate_token"
   ];
 
-  entryAssertions = lib.concatLists (
-    mapAttrsToList (name: server: [
-      {
-        assertion = builtins.match "[A-Za-z0-9_-]+" name != null;
-        message = "${opt}.extraMcpServers.\"${name}\": server names may use only letters, digits, '_' and '-' (Claude names the tools mcp__<name>__<tool>); rename the entry.";
-      }
-      {
-        assertion = server.type != "http" || server.url != null;
-        message = "${opt}.extraMcpServers.${name}: type is \"http\" but url is not set; set url (e.g. \"http://127.0.0.1:PORT/mcp\") or use type = \"stdio\" with a command.";
-      }
-      {
-        assertion = server.type == "http" || server.bearerTokenFile == null;
-        message = "${opt}.extraMcpServers.${name}.bearerTokenFile is set on a stdio entry; only http entries send a token: remove it or set type = \"http\".";
-      }
-      {
-        assertion = server.type != "stdio" || server.command != null;
-        message = "${opt}.extraMcpServers.${name}: type is \"stdio\" (the default) but command is not set; set command, or set type = \"http\" and url.";
-      }
-      {
-        assertion =
-          server.requiredPermission == null || builtins.elem server.requiredPermission knownToolGroups;
-        message = "${opt}.extraMcpServers.${name}.requiredPermission = \"${toString server.requiredPermission}\" is not a tool group; use one of ${concatStringsSep ", " knownToolGroups}, or null for no gate.";
-      }
-      {
-        assertion =
-          !bashEnabled
-          || name == "bash"
-          || server.type != "http"
-          || server.url == null
-          || loopbackPort server.url != port;
-        message = "${opt}.extraMcpServers.${name}.url (${toString server.url}) uses loopback port ${toString port}, where hive-bash-daemon listens (${opt}.mcp.bashHttpPort); give one of them another port.";
-      }
-    ]) servers
-  );
+  # Another entry on the daemon's loopback port.
+  portAssertions = mapAttrsToList (name: server: {
+    assertion =
+      !bashEnabled
+      || name == "bash"
+      || field server "type" "stdio" != "http"
+      || field server "url" null == null
+      || loopbackPort server.url != port;
+    message = "${opt}.extraMcpServers.${name}.url (${toString (field server "url" null)}) uses loopback port ${toString port}, where hive-bash-daemon listens (${opt}.mcp.bashHttpPort); give one of them another port.";
+  }) servers;
 
-  unknownToolGroups = lib.subtractLists knownToolGroups cfg.toolGroups;
   usedReservedSettings = builtins.filter (name: cfg.bash.settings ? ${name}) reservedSettings;
   # Where the daemon keeps task records and output (HIVE_BASH_TASKS_DIR).
-  tasksDir = "${cfg.stateDir}/harness/bash-tasks";
+  tasksDir = "${stateDir}/harness/bash-tasks";
+  bashEntry = servers.bash or { };
 in
 {
   options.services.hyperhive.agent = {
-    enable = mkEnableOption ''
-      the hyperhive agent's extra MCP servers: the server file read by
-      `hive-bash-mcp-config` and, while `extraMcpServers.bash` exists, the
-      hive-bash-daemon service'';
-
-    package = mkPackageOption pkgs "hive-bash" { };
-
-    user = mkOption {
-      type = types.str;
-      default = "agent";
-      description = "User the agent's shell tasks (and hive-bash-daemon) run as.";
-    };
-
-    group = mkOption {
-      type = types.str;
-      default = "agent";
-      description = "Group of {option}`${opt}.user`.";
-    };
-
-    createUser = mkOption {
-      type = types.bool;
-      default = true;
-      description = ''
-        Whether to declare {option}`${opt}.user` and {option}`${opt}.group` as a
-        system user and group (home {option}`${opt}.stateDir`). Turn it off when
-        another module (e.g. the harness's) declares the agent user.
-      '';
-    };
-
-    stateDir = mkOption {
-      type = types.path;
-      default = "/var/lib/hyperhive-agent";
-      description = ''
-        The agent's state directory: working directory of hive-bash-daemon, whose
-        task records and output live in `harness/bash-tasks` below it
-        (`HIVE_BASH_TASKS_DIR`). Created (mode 0750, owned by the agent user) if missing.
-      '';
-    };
-
-    agentSocket = mkOption {
-      type = types.nullOr types.str;
-      default = "/run/hive/mcp.sock";
-      description = ''
-        Unix socket of the agent harness (`HIVE_AGENT_SOCKET`); hive-bash-daemon
-        posts task completions there as todos. `null` turns todos off.
-      '';
-    };
-
-    toolGroups = mkOption {
-      type = types.listOf types.str;
-      default = defaultToolGroups;
-      example = [
-        "messaging"
-        "meta"
-        "inbox"
-      ];
-      description = ''
-        Tool groups (permissions) the agent holds, default the AGENT_DEFAULT preset.
-        Written to the server file; `hive-bash-mcp-config` uses them unless the
-        harness passes the current groups (`--tool-groups` or `HIVE_TOOL_GROUPS`).
-        Without `execution` the `bash` server is not rendered into the agent's
-        Claude config at all (the daemon keeps running while the entry exists;
-        drop the entry to remove it too). Known groups: ${concatStringsSep ", " knownToolGroups}.
-      '';
-    };
-
     mcp.bashHttpPort = mkOption {
       type = types.port;
       default = 7523;
@@ -329,52 +171,30 @@ in
       '';
     };
 
-    mcp.httpPort = mkOption {
-      type = types.nullOr types.port;
-      default = null;
-      example = 7522;
-      description = ''
-        Loopback port of the built-in hyperhive MCP surface (hive-mcp-http), when the
-        harness's configuration sets it; {option}`${opt}.mcp.bashHttpPort` must differ.
-        `null`: not known here, not checked.
-      '';
-    };
-
-    mcpServersFile = mkOption {
-      type = types.str;
-      default = mcpServersFile;
-      readOnly = true;
-      description = "Where the module writes the entries and tool groups for `hive-bash-mcp-config` (its default input).";
-    };
-
-    extraMcpServers = mkOption {
-      type = types.attrsOf (types.nullOr (types.submodule serverOptions));
-      default = { };
-      example = literalExpression ''
-        {
-          # drop the default bash entry (and with it the hive-bash-daemon unit)
-          bash = null;
-          matrix = {
-            command = "''${pkgs.hello}/bin/matrix-mcp";
-            allowedTools = [ "*" ];
-            availableToSubagents = true;
-          };
-        }
-      '';
-      description = ''
-        Extra MCP servers for the agent's Claude, keyed by server name (tools appear
-        as `mcp__<name>__<tool>`). The module sets `bash` with `lib.mkDefault` to
-        `{ type = "http"; url = "http://127.0.0.1:<mcp.bashHttpPort>/mcp"; allowedTools = [ "*" ]; requiredPermission = "execution"; }`.
-        Defining `bash` yourself replaces that entry as a whole; `bash = null`
-        drops it, and the hive-bash-daemon service with it. A `null` entry is
-        left out everywhere.
-      '';
-    };
-
     bash = {
+      enable = mkEnableOption ''
+        hive-bash for this agent: the default `bash` entry of {option}`${opt}.extraMcpServers`,
+        the server file at {option}`${opt}.bash.serversFile` and, while the `bash` entry
+        exists, the hive-bash-daemon service. nixos/standalone.nix turns it on with its
+        {option}`${opt}.enable`'';
+
+      package = mkPackageOption pkgs "hive-bash" { };
+
+      serversFile = mkOption {
+        type = types.str;
+        default = mcpServersFile;
+        readOnly = true;
+        description = ''
+          Where the module writes the agent's extra MCP servers and tool groups for
+          `hive-bash-mcp-config` (its default input) and `hive-bash` (which finds the
+          daemon's URL and token there).
+        '';
+      };
+
       requireToken = mkOption {
         type = types.bool;
-        default = true;
+        default = entryCarriesToken;
+        defaultText = literalExpression "whether hyperhive's extraMcpServers entry type declares bearerTokenFile";
         description = ''
           Whether hive-bash-daemon requires a bearer token on its loopback port, so
           that another user in the agent's network namespace cannot run commands as
@@ -383,7 +203,9 @@ in
           and root) and keeps it across restarts; the default `bash` entry renders it
           into Claude's headers via `bearerTokenFile`, and `hive-bash` finds it through
           the server file. It never enters the tasks' environment. Delete the file and
-          restart the daemon to rotate it.
+          restart the daemon to rotate it. The default is on where hyperhive's entry
+          type has `bearerTokenFile`; where it has not, Claude could not send the token,
+          so the default is off and the module warns.
         '';
       };
 
@@ -406,7 +228,8 @@ in
       };
 
       environmentFile = mkOption {
-        type = types.nullOr types.path;
+        # A string, not types.path: a path literal would copy the secrets into the store.
+        type = types.nullOr types.str;
         default = null;
         example = "/run/secrets/hive-bash.env";
         description = ''
@@ -497,62 +320,62 @@ in
     };
   };
 
-  config = mkIf cfg.enable (
+  config = mkIf cfg.bash.enable (
     lib.mkMerge [
       {
-        services.hyperhive.agent.extraMcpServers.bash = mkDefault {
-          type = "http";
-          url = bashUrl;
-          allowedTools = [ "*" ];
-          requiredPermission = "execution";
-          bearerTokenFile = if requireToken then tokenFile else null;
-        };
-
-        assertions = entryAssertions ++ [
+        services.hyperhive.agent.extraMcpServers.bash = mkDefault (
           {
-            assertion = unknownToolGroups == [ ];
-            message = "${opt}.toolGroups: unknown tool group(s) ${concatStringsSep ", " unknownToolGroups}; known: ${concatStringsSep ", " knownToolGroups}.";
+            type = "http";
+            url = bashUrl;
+            allowedTools = [ "*" ];
           }
+          // optionalAttrs (entryHas "requiredPermission") { requiredPermission = "execution"; }
+          // optionalAttrs entryCarriesToken { bearerTokenFile = if requireToken then tokenFile else null; }
+        );
+
+        assertions = portAssertions ++ [
           {
             assertion = usedReservedSettings == [ ];
             message = "${opt}.bash.settings: ${concatStringsSep ", " usedReservedSettings} cannot be set here; the daemon listens on 127.0.0.1:${opt}.mcp.bashHttpPort, keeps tasks under ${opt}.stateDir and reaches the harness at ${opt}.agentSocket.";
           }
           {
             assertion =
-              !bashEnabled || !requireToken || servers.bash.type != "http" || servers.bash.bearerTokenFile != null;
-            message = "${opt}.extraMcpServers.bash has no bearerTokenFile, but the daemon requires its token (${opt}.bash.requireToken); set extraMcpServers.bash.bearerTokenFile = config.${opt}.bash.tokenFile, or bash.requireToken = false.";
+              !bashEnabled
+              || !requireToken
+              || field bashEntry "type" "stdio" != "http"
+              || field bashEntry "bearerTokenFile" null != null;
+            message =
+              if entryCarriesToken then
+                "${opt}.extraMcpServers.bash has no bearerTokenFile, but the daemon requires its token (${opt}.bash.requireToken); set extraMcpServers.bash.bearerTokenFile = config.${opt}.bash.tokenFile, or bash.requireToken = false."
+              else
+                "${opt}.bash.requireToken is on, but hyperhive's extraMcpServers entries have no bearerTokenFile, so Claude could not send the daemon's token and every call would be refused; set bash.requireToken = false (or use a hyperhive whose entries have bearerTokenFile).";
           }
           {
-            assertion = !bashEnabled || cfg.mcp.httpPort != port;
+            assertion = !bashEnabled || hyperhivePort != port;
             message = "${opt}.mcp.bashHttpPort (${toString port}) equals ${opt}.mcp.httpPort, the built-in hyperhive MCP surface's port; give hive-bash-daemon another port.";
           }
         ];
 
         warnings =
           let
-            bashPort = if servers.bash.url or null == null then null else loopbackPort servers.bash.url;
+            bashUrlSet = field bashEntry "url" null;
+            bashPort = if bashUrlSet == null then null else loopbackPort bashUrlSet;
+            requireTokenDefaulted = options.services.hyperhive.agent.bash.requireToken.highestPrio >= 1500;
           in
-          optionals (bashEnabled && servers.bash.type == "http" && bashPort != null && bashPort != port) [
-            "${opt}.extraMcpServers.bash.url points at loopback port ${toString bashPort}, but hive-bash-daemon listens on ${opt}.mcp.bashHttpPort = ${toString port}."
+          optionals
+            (bashEnabled && field bashEntry "type" "stdio" == "http" && bashPort != null && bashPort != port)
+            [
+              "${opt}.extraMcpServers.bash.url points at loopback port ${toString bashPort}, but hive-bash-daemon listens on ${opt}.mcp.bashHttpPort = ${toString port}."
+            ]
+          ++ optionals (bashEnabled && !entryCarriesToken && requireTokenDefaulted) [
+            "${opt}.extraMcpServers entries have no bearerTokenFile, so Claude could not send a token: hive-bash-daemon runs without one (${opt}.bash.requireToken defaults to false here), and any process in the agent's network namespace can run commands as ${agentUser} on port ${toString port}. Set bash.requireToken = false to say this is intended."
           ];
 
         environment.etc."hyperhive/mcp-servers.json".text = builtins.toJSON serversDocument;
-        environment.systemPackages = [ cfg.package ];
+        environment.systemPackages = [ cfg.bash.package ];
 
-        users.users = mkIf cfg.createUser {
-          ${cfg.user} = {
-            isSystemUser = true;
-            inherit (cfg) group;
-            home = cfg.stateDir;
-            description = "hyperhive agent";
-          };
-        };
-        users.groups = mkIf cfg.createUser { ${cfg.group} = { }; };
-
-        systemd.tmpfiles.rules = [
-          "d '${cfg.stateDir}' 0750 ${cfg.user} ${cfg.group} - -"
-          "d '${cfg.stateDir}/harness' 0750 ${cfg.user} ${cfg.group} - -"
-        ];
+        # The token file's directory. stateDir itself is hyperhive's (or nixos/standalone.nix's).
+        systemd.tmpfiles.rules = [ "d '${stateDir}/harness' 0750 ${agentUser} ${agentGroup} - -" ];
       }
 
       (mkIf bashEnabled {
@@ -576,18 +399,18 @@ in
               HIVE_BASH_GENERATE_TOKEN = "true";
               HIVE_BASH_TOKEN_FILE = tokenFile;
             }
-            // optionalAttrs (cfg.agentSocket != null) { HIVE_AGENT_SOCKET = cfg.agentSocket; };
+            // optionalAttrs (agentSocket != null) { HIVE_AGENT_SOCKET = agentSocket; };
           unitConfig = {
-            RequiresMountsFor = [ cfg.stateDir ];
+            RequiresMountsFor = [ stateDir ];
             # Restart=always for good: never give up after a burst of crashes.
             StartLimitIntervalSec = 0;
           };
           serviceConfig = {
-            ExecStart = lib.getExe' cfg.package "hive-bash-daemon";
-            User = cfg.user;
-            Group = cfg.group;
+            ExecStart = lib.getExe' cfg.bash.package "hive-bash-daemon";
+            User = agentUser;
+            Group = agentGroup;
             # Tasks run here unless `run` names a cwd.
-            WorkingDirectory = cfg.stateDir;
+            WorkingDirectory = stateDir;
             # Read by systemd as root, so the file itself may stay root-only. The daemon
             # re-executes itself without the bash.settings.hide_env names at start, so a
             # task cannot read them back from /proc/<daemon>/environ either.

@@ -4,7 +4,9 @@
 - Module evaluation needs nixpkgs' lib: set NIXPKGS to a nixpkgs checkout or
   NIXPKGS_LIB to a checkout of github:nix-community/nixpkgs.lib (both have lib/
   at the top). nixos/agent.nix is evaluated with lib.evalModules next to the
-  stand-in NixOS option declarations in tests/nix/stubs.nix; all cases of
+  stand-in NixOS option declarations in tests/nix/stubs.nix, through the
+  standalone shim (nixos/standalone.nix) and, as a hyperhive user's system
+  would, beside tests/nix/hyperhive-standin.nix; all cases of
   tests/nix/eval-module.nix come from one nix-instantiate call.
 """
 
@@ -97,7 +99,8 @@ def test_nix_file_parses(path: Path) -> None:
 
 def test_the_parse_check_sees_the_nix_files() -> None:
     names = {str(p.relative_to(ROOT)) for p in nix_files()}
-    assert {"flake.nix", "nixos/agent.nix", "vm-tests/default.nix", "tests/nix/stubs.nix"} <= names
+    assert {"flake.nix", "nixos/agent.nix", "nixos/standalone.nix", "vm-tests/default.nix",
+            "tests/nix/stubs.nix", "tests/nix/hyperhive-standin.nix"} <= names
 
 
 # --- module evaluation ----------------------------------------------------------
@@ -150,7 +153,7 @@ def test_defaults(cases: dict[str, Any]) -> None:
     }
     assert service["path"] == []  # bash and coreutils come with the package's wrapper
     assert service["wantedBy"] == ["multi-user.target"]
-    assert case["mcpServersFile"] == "/etc/hyperhive/mcp-servers.json"
+    assert case["serversFilePath"] == "/etc/hyperhive/mcp-servers.json"
     document = json.loads(case["serversFile"])
     assert document["version"] == 1
     assert document["toolGroups"] == ["messaging", "meta", "inbox", "execution"]
@@ -330,3 +333,82 @@ def test_the_token_file_is_where_the_daemon_writes_it(cases: dict[str, Any]) -> 
     service = cases["defaults"]["service"]
     working = Path(service["serviceConfig"]["WorkingDirectory"])
     assert working / settings.DEFAULT_TOKEN_FILE == Path(TOKEN_FILE)
+
+
+# --- beside hyperhive ---------------------------------------------------------------
+
+TOKEN_WARNING = (
+    f"{OPT}.extraMcpServers entries have no bearerTokenFile, so Claude could not send a token: hive-bash-daemon "
+    f"runs without one ({OPT}.bash.requireToken defaults to false here)"
+)
+
+
+def test_each_module_declares_only_its_own_options(cases: dict[str, Any]) -> None:
+    """hive-bash's module adds only mcp.bashHttpPort and bash.* to what hyperhive declares; the shim
+    declares the hyperhive side it reads, and nothing of hive-bash's."""
+    declares = cases["_meta"]["declares"]
+    assert declares["agent"] == ["bash"] and declares["agentMcp"] == ["bashHttpPort"]
+    assert declares["agentBash"] == ["enable", "environmentFile", "extraPackages", "package", "requireToken",
+                                     "serversFile", "settings", "tokenFile"]
+    assert declares["standalone"] == ["agentSocket", "createUser", "enable", "extraMcpServers", "group", "mcp",
+                                      "stateDir", "toolGroups", "user"]
+    assert declares["standaloneMcp"] == ["httpPort"]
+
+
+def test_beside_hyperhive_the_entry_sets_only_the_fields_its_type_has(cases: dict[str, Any]) -> None:
+    case = cases["hyperhive"]["defaults"]
+    assert case["failedAssertions"] == []
+    assert case["bashEntry"] == {"type": "http", "url": f"http://127.0.0.1:{DAEMON_DEFAULT_PORT}/mcp",
+                                 "allowedTools": ["*"], "args": [], "command": None, "availableToSubagents": False}
+    service = case["service"]
+    assert service["serviceConfig"]["User"] == "agent"
+    assert service["serviceConfig"]["WorkingDirectory"] == "/var/lib/hyperhive-agent"
+    assert service["environment"]["HIVE_AGENT_SOCKET"] == "/run/hive/mcp.sock"
+    # hyperhive declares the user and the state directory: the module creates neither
+    assert case["users"] == {} and case["tmpfiles"] == ["d '/var/lib/hyperhive-agent/harness' 0750 agent agent - -"]
+
+
+def test_beside_hyperhive_without_bearer_token_file_the_daemon_runs_without_a_token(
+        cases: dict[str, Any], tmp_path: Path) -> None:
+    case = cases["hyperhive"]["defaults"]
+    assert case["requireToken"] is False
+    environment = case["service"]["environment"]
+    assert "HIVE_BASH_TOKEN_FILE" not in environment and "HIVE_BASH_GENERATE_TOKEN" not in environment
+    assert len(case["warnings"]) == 1 and case["warnings"][0].startswith(TOKEN_WARNING), case["warnings"]
+    # the server file still gates bash on execution, though hyperhive's type has no requiredPermission
+    assert servers(case)["bash"]["requiredPermission"] == "execution"
+    assert render(case, tmp_path)["mcpConfig"]["mcpServers"] == {
+        "bash": {"type": "http", "url": f"http://127.0.0.1:{DAEMON_DEFAULT_PORT}/mcp"}}
+    assert render(case, tmp_path, "--tool-groups", "messaging")["mcpConfig"]["mcpServers"] == {}
+
+
+def test_beside_hyperhive_saying_no_token_is_meant_silences_the_warning(cases: dict[str, Any]) -> None:
+    case = cases["hyperhive"]["acknowledgedNoToken"]
+    assert case["failedAssertions"] == [] and case["warnings"] == [] and case["service"] is not None
+
+
+def test_beside_hyperhive_requiring_a_token_no_entry_can_carry_is_refused(cases: dict[str, Any]) -> None:
+    failed = cases["hyperhive"]["requireTokenAnyway"]["failedAssertions"]
+    assert len(failed) == 1 and failed[0].startswith(
+        f"{OPT}.bash.requireToken is on, but hyperhive's extraMcpServers entries have no bearerTokenFile"), failed
+
+
+def test_beside_hyperhive_options_are_read_from_hyperhive(cases: dict[str, Any]) -> None:
+    hyperhive = cases["hyperhive"]
+    assert hyperhive["disabled"]["service"] is None and hyperhive["disabled"]["bashEntry"] is None
+    assert hyperhive["disabled"]["serversFile"] is None
+    assert hyperhive["port"]["bashEntry"]["url"] == "http://127.0.0.1:9000/mcp"
+    assert hyperhive["port"]["service"]["environment"]["HIVE_BASH_PORT"] == "9000"
+    config = hyperhive["customUser"]["service"]["serviceConfig"]
+    assert (config["User"], config["WorkingDirectory"]) == ("alice", "/agents/alice/state")
+    failed = hyperhive["hyperhivePortClash"]["failedAssertions"]
+    assert len(failed) == 1 and failed[0].startswith(f"{OPT}.mcp.bashHttpPort (7523) equals {OPT}.mcp.httpPort")
+    assert hyperhive["subagentPort"]["failedAssertions"] == []
+
+
+def test_beside_hyperhive_other_entries_render_with_the_defaults_of_missing_fields(
+        cases: dict[str, Any], tmp_path: Path) -> None:
+    rendered = render(cases["hyperhive"]["mixed"], tmp_path, "--tool-groups", "execution")
+    assert rendered["mcpConfig"]["mcpServers"]["matrix"] == {
+        "type": "stdio", "command": "/run/current-system/sw/bin/matrix-mcp", "args": ["--stdio"], "env": {}}
+    assert rendered["allowedTools"] == ["mcp__bash__*", "mcp__matrix__*"]

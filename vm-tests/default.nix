@@ -9,7 +9,7 @@
 #       { self, pkgs, lib, ... }:
 #       {
 #         name = "hive-bash-<name>";   # optional; defaults to "hive-bash-<file name>"
-#         nodes.machine = { ... }: { containers.agent = { ...; config.imports = [ self.nixosModules.agent ]; }; };
+#         nodes.machine = { ... }: { containers.agent = { ...; config.imports = [ self.nixosModules.default self.nixosModules.standalone ]; }; };
 #         testScript = ''
 #           machine.wait_for_unit("container@agent.service")
 #           with subtest("..."):
@@ -22,7 +22,7 @@
 #     (Python helpers such as scenarios.py are fine: `''${./.}` in a test script
 #     puts the directory on sys.path).
 #   - Nodes get pkgs from the test (pkgs is read-only there): use
-#     self.nixosModules.agent, which builds hive-bash with that pkgs, instead of
+#     self.nixosModules.default, which builds hive-bash with that pkgs, instead of
 #     nixpkgs.overlays.
 #
 # Run one: nix build .#checks.x86_64-linux.<name> (-L for the log), or

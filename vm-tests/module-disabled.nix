@@ -18,7 +18,10 @@
         config =
           { ... }:
           {
-            imports = [ self.nixosModules.agent ];
+            imports = [
+              self.nixosModules.default
+              self.nixosModules.standalone
+            ];
             services.hyperhive.agent = {
               enable = true;
               extraMcpServers.bash = null;
@@ -45,7 +48,7 @@
 
       with subtest("the agent container is up with the module enabled"):
           machine.wait_until_succeeds(in_agent("systemctl is-active multi-user.target"))
-          machine.succeed(in_agent("test -f ${agent.mcpServersFile}"))
+          machine.succeed(in_agent("test -f ${agent.bash.serversFile}"))
 
       with subtest("there is no hive-bash-daemon unit"):
           machine.fail(in_agent("systemctl cat hive-bash-daemon.service"))
@@ -58,7 +61,7 @@
 
       with subtest("the rendered Claude config has no bash server, even with execution held"):
           rendered = json.loads(machine.succeed(in_agent(
-              "hive-bash-mcp-config --servers-file ${agent.mcpServersFile}"
+              "hive-bash-mcp-config --servers-file ${agent.bash.serversFile}"
               " --tool-groups messaging,meta,inbox,execution"
           )))
           assert "bash" not in rendered["mcpConfig"]["mcpServers"], rendered

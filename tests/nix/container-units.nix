@@ -22,8 +22,11 @@ let
   };
 
   # The container config only needs the store path of hive-bash (from the
-  # flake's nixosModules.agent); the module file itself is what the flake imports.
-  self.nixosModules.agent = ../../nixos/agent.nix;
+  # flake's nixosModules.default); the module files themselves are what the flake imports.
+  self.nixosModules = {
+    default = ../../nixos/agent.nix;
+    standalone = ../../nixos/standalone.nix;
+  };
 
   host = import ../../vm-tests/common/agent-container.nix { inherit self; } { };
 

@@ -6,26 +6,30 @@
 # Each case is an agent config; the result maps case name to a summary of the
 # evaluated system (the hive-bash-daemon unit or null, the server file's text,
 # failed assertion messages, warnings, users). tests/test_nix.py asserts on it.
-# The NixOS options the module sets are stand-ins from ./stubs.nix.
+# The NixOS options the module sets are stand-ins from ./stubs.nix. Cases run
+# nixos/agent.nix through nixos/standalone.nix (as without hyperhive), those
+# under `hyperhive` beside ./hyperhive-standin.nix (as a hyperhive user's
+# system would), never both.
 { libDir }:
 
 let
   lib = import libDir;
 
-  evalAgent =
-    config:
+  evalWith =
+    side: config:
     (lib.evalModules {
       modules = [
         ./stubs.nix
+        side
         ../../nixos/agent.nix
         config
       ];
     }).config;
 
-  summarize =
-    config:
+  summarizeWith =
+    side: config:
     let
-      c = evalAgent config;
+      c = evalWith side config;
       service = c.systemd.services.hive-bash-daemon or null;
       file = c.environment.etc."hyperhive/mcp-servers.json" or null;
     in
@@ -45,7 +49,9 @@ let
               ;
           };
       serversFile = if file == null then null else file.text;
-      mcpServersFile = c.services.hyperhive.agent.mcpServersFile;
+      serversFilePath = c.services.hyperhive.agent.bash.serversFile;
+      bashEntry = c.services.hyperhive.agent.extraMcpServers.bash or null;
+      requireToken = c.services.hyperhive.agent.bash.requireToken;
       failedAssertions = map (a: a.message) (builtins.filter (a: !a.assertion) c.assertions);
       inherit (c) warnings;
       users = c.users.users;
@@ -55,8 +61,12 @@ let
     };
 
   withAgent = cfg: { services.hyperhive.agent = { enable = true; } // cfg; };
+  withBash = cfg: {
+    imports = [ { services.hyperhive.agent.bash.enable = true; } ];
+    services.hyperhive.agent = cfg;
+  };
 in
-lib.mapAttrs (_: summarize) {
+lib.mapAttrs (_: summarizeWith ../../nixos/standalone.nix) {
   disabled = { };
 
   defaults = withAgent { };
@@ -208,5 +218,62 @@ lib.mapAttrs (_: summarize) {
   reservedGenerateToken = withAgent { bash.settings.generate_token = false; };
 }
 // {
+  hyperhive = lib.mapAttrs (_: summarizeWith ./hyperhive-standin.nix) {
+    disabled = { };
+
+    defaults = withBash { };
+
+    port = withBash { mcp.bashHttpPort = 9000; };
+
+    acknowledgedNoToken = withBash { bash.requireToken = false; };
+
+    requireTokenAnyway = withBash { bash.requireToken = true; };
+
+    hyperhivePortClash = withBash { mcp.httpPort = 7523; };
+
+    subagentPort = withBash { mcp.subagentHttpPort = 7524; };
+
+    customUser = withBash {
+      user = "alice";
+      stateDir = "/agents/alice/state";
+    };
+
+    mixed = withBash {
+      extraMcpServers.matrix = {
+        command = "/run/current-system/sw/bin/matrix-mcp";
+        args = [ "--stdio" ];
+        allowedTools = [ "*" ];
+        availableToSubagents = true;
+      };
+    };
+  };
+
   _meta.libVersion = lib.version;
+  # What each module declares under services.hyperhive.agent: nixos/agent.nix's
+  # are what it adds to hyperhive's stand-in (it cannot be evaluated alone: it
+  # reads the stand-in's options).
+  _meta.declares =
+    let
+      options =
+        modules:
+        (lib.evalModules { modules = [ ./stubs.nix ] ++ modules; }).options.services.hyperhive.agent;
+      standin = options [ ./hyperhive-standin.nix ];
+      both = options [
+        ./hyperhive-standin.nix
+        ../../nixos/agent.nix
+      ];
+      shim = options [
+        ../../nixos/standalone.nix
+        ../../nixos/agent.nix
+      ];
+      added = a: b: lib.subtractLists (builtins.attrNames b) (builtins.attrNames a);
+      agent = added both standin;
+      agentMcp = added both.mcp standin.mcp;
+    in
+    {
+      inherit agent agentMcp;
+      agentBash = builtins.attrNames both.bash;
+      standalone = lib.subtractLists agent (builtins.attrNames shim);
+      standaloneMcp = lib.subtractLists agentMcp (builtins.attrNames shim.mcp);
+    };
 }

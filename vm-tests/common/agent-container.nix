@@ -41,7 +41,12 @@
         socketDir = dirOf cfg.agentSocket;
       in
       {
-        imports = [ self.nixosModules.agent ];
+        # hive-bash's module and, with no hyperhive here, the standalone shim
+        # that declares the hyperhive-side options it reads.
+        imports = [
+          self.nixosModules.default
+          self.nixosModules.standalone
+        ];
 
         services.hyperhive.agent = {
           enable = true;
