@@ -28,7 +28,10 @@ sorted tool names).
 
 An http entry's ``bearerTokenFile`` (the daemon's token, kept out of the world-
 readable store) is read on every run and rendered as ``"Authorization": "Bearer
-<token>"`` in its ``headers``; a config file carrying one is written 0600.
+<token>"`` in its ``headers``; a config file carrying one is written 0600. A token
+file that does not exist yet (the daemon writes it at its first start) leaves out
+that entry alone, with one warning line on stderr: a render at first boot, or while
+the daemon crash-loops, keeps every other server.
 
 Exit status: 0 on success, 2 on any bad input: unreadable, non-UTF-8, malformed or
 too deeply nested JSON, duplicate keys, an unusable token file, an unwritable
@@ -328,6 +331,25 @@ def select_servers(
     return selected
 
 
+def without_unwritten_tokens(servers: Mapping[str, McpServer]) -> dict[str, McpServer]:
+    """Leave out (with one warning line each) the entries whose token file does not exist yet.
+
+    The daemon writes its token at its first start: before it (first boot, a daemon that
+    crash-loops) the entry could only be refused, and failing the whole render would take
+    every other server from the agent. A file that exists but cannot be used is still an
+    error (read_bearer_token): that is a broken setup, not one still coming up.
+    """
+    kept: dict[str, McpServer] = {}
+    for name, server in servers.items():
+        path = server.bearer_token_file
+        if path is not None and not os.path.lexists(path):
+            log.warning("warning: %s: %s does not exist yet (the server writes it when it first starts); "
+                        "left out %r this time", _where(name, "bearerTokenFile"), path, name)
+            continue
+        kept[name] = server
+    return kept
+
+
 def read_bearer_token(server: McpServer) -> str:
     """The token in the entry's bearerTokenFile; a ConfigError naming the entry when it cannot be used."""
     assert server.bearer_token_file is not None
@@ -368,7 +390,7 @@ def render_allowed_tools(servers: Mapping[str, McpServer]) -> list[str]:
 
 def render(servers_file: ServersFile, tool_groups: Iterable[str], *, subagent: bool = False) -> dict[str, Any]:
     """The combined result: ``{"allowedTools": [...], "mcpConfig": {"mcpServers": {...}}}``."""
-    selected = select_servers(servers_file.servers, tool_groups, subagent=subagent)
+    selected = without_unwritten_tokens(select_servers(servers_file.servers, tool_groups, subagent=subagent))
     return {"allowedTools": render_allowed_tools(selected), "mcpConfig": render_mcp_config(selected)}
 
 

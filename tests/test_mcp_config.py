@@ -344,14 +344,40 @@ def test_bearer_token_file_is_rendered_into_headers_and_the_config_kept_private(
     assert config_path.stat().st_mode & 0o777 == 0o600  # it holds a secret now
 
 
+def test_a_token_the_daemon_has_not_written_yet_leaves_out_only_its_entry(make_daemon, tmp_path: Path) -> None:
+    """Before the daemon's first start (first boot, a crash loop) its token file does not exist: the
+    render keeps every other server and warns once; after the start the entry carries the token."""
+    workdir = tmp_path / "agent"
+    token_file = workdir / "harness" / "bash-token"
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps(servers_doc(
+        matrix=MATRIX_ENTRY, bash={**BASH_ENTRY, "bearerTokenFile": str(token_file)})))
+
+    before = run_cli("--servers-file", str(servers))
+    assert before.returncode == 0, before.stderr
+    assert before.stderr.splitlines() == [
+        f"hive-bash-mcp-config: warning: mcpServers.bash.bearerTokenFile: {token_file} does not exist yet "
+        "(the server writes it when it first starts); left out 'bash' this time"]
+    rendered = json.loads(before.stdout)
+    assert list(rendered["mcpConfig"]["mcpServers"]) == ["matrix"]
+    assert rendered["allowedTools"] == ["mcp__matrix__read", "mcp__matrix__send"]
+
+    make_daemon(args=["--generate-token"], workdir=workdir)  # writes harness/bash-token at its start
+    after = run_cli("--servers-file", str(servers))
+    assert after.returncode == 0 and after.stderr == "", after.stderr
+    rendered = json.loads(after.stdout)
+    token = token_file.read_text().strip()
+    assert rendered["mcpConfig"]["mcpServers"]["bash"]["headers"] == {"Authorization": f"Bearer {token}"}
+    assert rendered["allowedTools"] == ["mcp__bash__*", "mcp__matrix__read", "mcp__matrix__send"]
+
+
 @pytest.mark.parametrize(
     ("content", "mode", "message"),
     [
-        (None, 0o600, "No such file or directory"),
         ("s3cret-token\n", 0o644, "mode 0644 lets other users read or change the token"),
         ("s\u00e9cret\n", 0o600, "the token must be printable ASCII"),
     ],
-    ids=["missing", "world-readable", "non-ascii"],
+    ids=["world-readable", "non-ascii"],
 )
 def test_an_unusable_bearer_token_file_exits_2_with_one_line(tmp_path: Path, content: str | None, mode: int,
                                                             message: str) -> None:
