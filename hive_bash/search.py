@@ -5,22 +5,36 @@ however large the file is (a line longer than MAX_LINE_BYTES is searched in piec
 of that size). Each chunk is searched with one `re` call per hit, not per line, so
 sparse hits cost about what reading the file costs.
 
-The search runs in a child process (`python -m hive_bash.search REQUEST`): `re`
-holds the GIL for a whole call and cannot be interrupted, so a pattern that
-backtracks for minutes would otherwise freeze the daemon; a child is killed at
-its deadline, and whatever it allocates is never the daemon's memory.
+The search runs in a child process: `re` holds the GIL for a whole call and cannot
+be interrupted, so a pattern that backtracks for minutes would otherwise freeze the
+daemon; a child is killed at its deadline, and whatever it allocates is never the
+daemon's memory. The child is a task's neighbour, not a task, so it is kept apart:
+
+* isolated (`python -I`, cwd `/`, an empty environment): nothing from the daemon's
+  working directory (every task's default cwd, where a task can write a
+  `hive_bash/__init__.py`), the user site or PYTHON* variables is imported; the
+  package is loaded from the daemon's own package directory, named explicitly;
+* bounded: SearchSlots runs at most MAX_RUNNING_SEARCHES children at once, queues
+  MAX_WAITING_SEARCHES callers and refuses the rest with an error naming the limit;
+* never orphaned: it is killed when its caller goes away (the client hung up), gets
+  SIGKILL from the kernel when the daemon dies (PR_SET_PDEATHSIG), and ends itself
+  at its own deadline (SIGALRM) should both fail.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
+import math
 import os
 import re
+import signal
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import BinaryIO
 
 from .errors import HiveBashError, InvalidArgument
@@ -35,6 +49,11 @@ DEFAULT_MAX_MATCHES = 50
 MAX_MATCHES_CAP = 200
 MAX_CONTEXT_LINES = 10
 SEARCH_TIMEOUT_SECS = 60.0
+# Each child is one busy core while it runs: a few at once, a few more queued, the rest refused.
+MAX_RUNNING_SEARCHES = 4
+MAX_WAITING_SEARCHES = 16
+CHILD_GRACE_SECS = 5.0  # the child's own deadline comes this long after the daemon's
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # Constructs whose meaning at a line end differs between "the chunk" and "the line alone":
 # patterns with them are searched line by line (slower, exact).
 LINE_SENSITIVE = re.compile(r"\(\?<?[=!]|\\[AZ]")
@@ -42,6 +61,14 @@ LINE_SENSITIVE = re.compile(r"\(\?<?[=!]|\\[AZ]")
 
 class SearchFailed(HiveBashError):
     """The search child failed or ran past its deadline."""
+
+
+class SearchBusy(HiveBashError):
+    def __init__(self, running: int, waiting: int) -> None:
+        super().__init__(
+            f"too many searches at once: {running} running and {waiting} waiting (the limit is "
+            f"{MAX_RUNNING_SEARCHES} running and {MAX_WAITING_SEARCHES} waiting); try again when one has ended"
+        )
 
 
 @dataclass(frozen=True)
@@ -470,26 +497,58 @@ def search_file(pattern: re.Pattern[str], request: SearchRequest) -> SearchResul
 
 # ---- the child process --------------------------------------------------
 
+# What the child runs (`python -I -c CHILD_CODE PACKAGE_DIR REQUEST PARENT_PID DEADLINE`):
+# the hive_bash package loaded from PACKAGE_DIR by location, so nothing on sys.path (and
+# -I leaves neither the working directory nor the user site on it) can stand in for it.
+CHILD_CODE = (
+    "import importlib.util, sys\n"
+    "package = sys.argv.pop(1)\n"
+    "spec = importlib.util.spec_from_file_location("
+    "'hive_bash', package + '/__init__.py', submodule_search_locations=[package])\n"
+    "module = sys.modules['hive_bash'] = importlib.util.module_from_spec(spec)\n"
+    "spec.loader.exec_module(module)\n"
+    "from hive_bash.search import main\n"
+    "sys.exit(main(sys.argv))\n"
+)
+
 
 def main(argv: list[str]) -> int:
-    request = SearchRequest(**json.loads(argv[1]))
+    request_json, parent_pid, deadline_secs = argv[1], int(argv[2]), float(argv[3])
+    _end_with_parent(parent_pid)
+    # SIGALRM's default action ends the process even inside one long `re` call.
+    signal.alarm(max(1, math.ceil(deadline_secs)))
+    request = SearchRequest(**json.loads(request_json))
     result = search_file(compile_pattern(request.pattern), request)
     sys.stdout.write(json.dumps(asdict(result)))
     return 0
 
 
-def _child_env() -> dict[str, str]:
-    # The daemon's own import path: under Nix it is set up by the wrapper script, not by PYTHONPATH.
-    return {"PYTHONPATH": os.pathsep.join(path for path in sys.path if path), "PATH": os.environ.get("PATH", "")}
+def _end_with_parent(parent_pid: int) -> None:
+    """Have the kernel SIGKILL this process when the daemon dies; exit now if it already has."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # no prctl (not Linux): the deadline of its own still ends it
+    if os.getppid() != parent_pid:  # the daemon died before prctl took effect: reparented
+        os._exit(1)
+
+
+def _child_argv(request: SearchRequest, timeout: float) -> list[str]:
+    package_dir = str(Path(__file__).resolve().parent)  # the package this daemon runs
+    deadline = f"{timeout + CHILD_GRACE_SECS:.3f}"
+    return [sys.executable, "-I", "-c", CHILD_CODE, package_dir, json.dumps(asdict(request)), str(os.getpid()), deadline]
 
 
 async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -> SearchResult:
-    """Run the search in a child process; SearchFailed if it fails or outlives `timeout`."""
+    """Run the search in a child process; SearchFailed if it fails or outlives `timeout`.
+
+    Cancelled (the caller went away), it kills the child before it returns."""
     compile_pattern(request.pattern)  # a bad pattern is the caller's error, reported before any child starts
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-s", "-m", "hive_bash.search", json.dumps(asdict(request)),
+        *_child_argv(request, timeout),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env=_child_env(), start_new_session=True,
+        env={}, cwd="/", start_new_session=True,
     )
     try:
         async with asyncio.timeout(timeout):
@@ -510,5 +569,55 @@ async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -
     return SearchResult(**data)
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+class SearchSlots:
+    """At most `running` search children at once; up to `waiting` more callers queue in order, the rest are refused.
+
+    A caller's `timeout` covers its wait for a slot and its search; a caller that goes
+    away (`abandon` set) leaves the queue or has its child killed."""
+
+    def __init__(self, running: int = MAX_RUNNING_SEARCHES, waiting: int = MAX_WAITING_SEARCHES) -> None:
+        self.max_running = running
+        self.max_waiting = waiting
+        self.running = 0
+        self.waiting = 0
+        self._free = asyncio.Semaphore(running)
+
+    async def search(
+        self, request: SearchRequest, abandon: asyncio.Event | None = None, timeout: float = SEARCH_TIMEOUT_SECS
+    ) -> SearchResult:
+        compile_pattern(request.pattern)
+        if self._free.locked() and self.waiting >= self.max_waiting:
+            raise SearchBusy(self.running, self.waiting)
+        work = asyncio.ensure_future(self._search(request, timeout))
+        gone = asyncio.ensure_future(abandon.wait()) if abandon is not None else None
+        try:
+            await asyncio.wait([work] if gone is None else [work, gone], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not work.done():  # the caller went away, or this call was cancelled: end the search too
+                work.cancel()
+                await asyncio.gather(work, return_exceptions=True)
+            if gone is not None:
+                gone.cancel()
+        if work.cancelled():
+            raise SearchFailed("the search was stopped: its caller went away")
+        return work.result()
+
+    async def _search(self, request: SearchRequest, timeout: float) -> SearchResult:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        self.waiting += 1
+        try:
+            async with asyncio.timeout(timeout):
+                await self._free.acquire()
+        except TimeoutError:
+            raise SearchFailed(
+                f"no search could start within {timeout:g}s: {self.max_running} others ran meanwhile; try again"
+            ) from None
+        finally:
+            self.waiting -= 1
+        self.running += 1
+        try:
+            return await search(request, max(deadline - loop.time(), 0.001))
+        finally:
+            self.running -= 1
+            self._free.release()

@@ -79,6 +79,7 @@ class BashTools:
     def __init__(self, manager: TaskManager, settings: Settings) -> None:
         self.manager = manager
         self.settings = settings
+        self.searches = search.SearchSlots()
 
     @tool_errors
     async def run(
@@ -203,6 +204,7 @@ class BashTools:
         pattern: Annotated[str | None, Field(description="Regex per line: matching lines instead of a page")] = None,
         context_lines: Annotated[int | None, Field(description="Lines around each match (max 10)")] = None,
         max_matches: Annotated[int | None, Field(description="Matches listed (default 50, max 200)")] = None,
+        ctx: Context | None = None,
     ) -> Annotated[CallToolResult, results.LogPage]:
         task = self.manager.get(arguments.task_id("id", id))
         start = arguments.non_negative_int("offset", offset, 0, 2**63)
@@ -220,8 +222,9 @@ class BashTools:
         if pattern is not None:
             request = search_request(path, pattern, start, context_lines, max_matches)
             await wait_for_growth(task, path, start, wait, also)
-            found = await search.search(request)
-            other = await other_search(other_name, other_path, other_before, request)
+            gone = client_gone(ctx)
+            found = await self.searches.search(request, abandon=gone)
+            other = await other_search(other_name, other_path, other_before, request, self.searches, gone)
             return results.search_reply(task, read, pattern, found, other)
         await wait_for_growth(task, path, start, wait, also)
         ended = task.ended.is_set()
@@ -257,7 +260,12 @@ def search_request(
 
 
 async def other_search(
-    name: Stream, path: Path, size_before: int, request: search.SearchRequest
+    name: Stream,
+    path: Path,
+    size_before: int,
+    request: search.SearchRequest,
+    searches: search.SearchSlots,
+    abandon: asyncio.Event,
 ) -> replies.OtherStream:
     """The stream a search did not cover: its size, and its matching lines when counting them is cheap."""
     size = output.file_size(path)
@@ -265,7 +273,7 @@ async def other_search(
     if 0 < size <= OTHER_SEARCH_MAX_BYTES:
         counting = dataclasses.replace(request, path=str(path), offset=0, max_matches=0, context_lines=0)
         try:
-            matches = (await search.search(counting)).total_matches
+            matches = (await searches.search(counting, abandon=abandon)).total_matches
         except HiveBashError:  # the count is a courtesy: the search that was asked for stands
             matches = None
     return replies.OtherStream(name, size_before, size, matches)
