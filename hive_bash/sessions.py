@@ -16,9 +16,15 @@ How the state is carried without the command noticing:
   ``set -e`` or by a catchable signal (bash re-raises the signal after the trap, so the
   status is unchanged). With xtrace, errexit and nounset off and its stderr on
   /dev/null it writes, with builtins only, ``pwd`` and every exported variable,
-  NUL-separated, to ``<id>.state``. Nothing reaches the task's streams.
+  NUL-separated, to ``<id>.state``. Nothing reaches the task's streams. It keeps its
+  working data in the positional parameters, not in variables a command could have
+  made readonly, and reports an exported ``SHELLOPTS`` as it was before the trap
+  changed options (its own ``set -C`` never reaches the next run).
 * After the task ended, the daemon reads ``<id>.state`` and makes it the session's state.
-  Tasks of one session running at once: the one that ends last wins.
+  Tasks of one session running at once: the one that ends last wins. A capture that is
+  incomplete (something the command did broke it) leaves the state as it was, and the
+  reply says so; a variable no new process could be started with (over the kernel's
+  per-string limit, or past the total an exec takes) is dropped, and the reply names it.
 
 Limits (documented in the README): a SIGKILL, ``exec otherprog`` (the shell is replaced)
 and a command that sets its own EXIT trap (it replaces ours) leave the state as it was,
@@ -55,9 +61,18 @@ CAPTURE_END = b"end"
 # limit for argv plus environment is a few MiB at most).
 MAX_STATE_BYTES = 1024 * 1024
 MAX_SESSION_FILE_BYTES = 8 * MAX_STATE_BYTES  # the same state as JSON, escapes and all
+# The trap exports this just before it lists the variables: a capture without it is broken.
+CAPTURE_SENTINEL = "__hive_bash_capture"
 # Managed by bash itself (SHLVL would grow by one per run), or the hooks the daemon
 # strips from every task (BASH_ENV is also how the state is carried).
-NEVER_CARRIED = frozenset({"_", "SHLVL", "BASH_ENV", "ENV", "ZDOTDIR"})
+NEVER_CARRIED = frozenset({"_", "SHLVL", "BASH_ENV", "ENV", "ZDOTDIR", CAPTURE_SENTINEL})
+# execve refuses (E2BIG) one NAME=VALUE string longer than MAX_ARG_STRLEN (32 pages, its
+# NUL included), and all strings and their pointers past a quarter of the stack limit,
+# at most 3/4 of 8 MiB however large that limit is.
+MAX_ARG_STRLEN = 32 * 4096
+KERNEL_EXEC_CAP_BYTES = 6 * 1024 * 1024
+POINTER_BYTES = 8
+EXEC_HEADROOM_BYTES = 128 * 1024  # left for the task's argv, its own `env` and what bash adds for its children
 NEVER_CARRIED_PREFIXES = ("HIVE_BASH_", "ZSH_")
 
 
@@ -102,22 +117,30 @@ def carried(name: str, hidden: frozenset[str]) -> bool:
 def _capture_code(state_path: Path) -> str:
     """The EXIT trap: final `pwd` and every exported scalar variable, NUL-separated, builtins only."""
     # "${!a@}" lists the variables whose names start with `a` (compgen is missing from
-    # bash builds without readline); ${!v@a} are their attributes: x = exported,
-    # a/A/n = arrays and namerefs, which the environment cannot hold anyway.
+    # bash builds without readline); ${!1@a} are the attributes of the one named by $1:
+    # x = exported, a/A/n = arrays and namerefs, which the environment cannot hold anyway.
+    # The names are walked as positional parameters: a loop variable could have been made
+    # readonly by the command (the loop then lists nothing and the state would look empty).
     prefixes = " ".join(f'"${{!{letter}@}}"' for letter in string.ascii_letters + "_")
     # Under `set -v` bash echoes each line of the trap as it reads it, and a DEBUG trap the
     # command set would run before each of our commands: the first line turns both off with
     # its output (xtrace, and the one DEBUG run before it) on /dev/null, so only that line
-    # is echoed. noclobber (-C) makes `>` create the file exclusively (the daemon removed any
-    # old one), so a name planted there meanwhile is never written through; umask: 0600.
+    # is echoed. It first keeps $SHELLOPTS as the command left it in $1 (an exported
+    # SHELLOPTS carries options: ours are not the command's). noclobber (-C) makes `>`
+    # create the file exclusively (the daemon removed any old one), so a name planted
+    # there meanwhile is never written through; umask: 0600.
     return (
-        "{ builtin trap - DEBUG; builtin set +vx -C; builtin umask 077; } >/dev/null 2>&1\n"
+        '{ builtin trap - DEBUG; builtin set -- "$SHELLOPTS"; builtin set +vx -C; builtin umask 077; } >/dev/null 2>&1\n'
         "{ builtin set +eu; "
+        f"builtin export {CAPTURE_SENTINEL}=1; "
         f"builtin printf '%s\\0' {CAPTURE_MAGIC}; "
         "builtin pwd || builtin printf '%s\\n' \"$PWD\"; builtin printf '\\0'; "
-        f"for __hive_bash_v in {prefixes}; do "
-        '[[ ${!__hive_bash_v@a} == *x* && ${!__hive_bash_v@a} != *[aAn]* ]] && '
-        "builtin printf '%s=%s\\0' \"$__hive_bash_v\" \"${!__hive_bash_v}\"; done; "
+        f'builtin set -- {prefixes} "$1"; '
+        "while (( $# > 1 )); do "
+        '[[ ${!1@a} == *x* && ${!1@a} != *[aAn]* ]] && '
+        "if [[ $1 == SHELLOPTS ]]; then builtin printf 'SHELLOPTS=%s\\0' \"${!#}\"; "
+        "else builtin printf '%s=%s\\0' \"$1\" \"${!1}\"; fi; "
+        "builtin shift; done; "
         f"builtin printf '%s\\0' {CAPTURE_END.decode()}; }} 2>/dev/null > {shlex.quote(str(state_path))}"
     )
 
@@ -147,7 +170,52 @@ def parse_capture(data: bytes) -> tuple[str, dict[str, str]] | None:
         if not separator:
             return None
         env[os.fsdecode(name)] = os.fsdecode(value)
+    if env.pop(CAPTURE_SENTINEL, None) != "1":
+        return None  # the listing did not work: these are not the shell's variables
     return cwd, env
+
+
+def exec_env_budget() -> int:
+    """Bytes of environment (strings, NULs and pointers) a task's exec can surely take."""
+    try:
+        arg_max = os.sysconf("SC_ARG_MAX")  # a quarter of the stack limit
+    except (ValueError, OSError):
+        arg_max = 2 * 1024 * 1024
+    return max(min(arg_max, KERNEL_EXEC_CAP_BYTES) - EXEC_HEADROOM_BYTES, 0)
+
+
+def _entry_bytes(name: str, value: str) -> int:
+    return len(os.fsencode(name)) + len(os.fsencode(value)) + 2  # "=" and the NUL
+
+
+def unfit(env: Mapping[str, str], candidates: Iterable[str], budget: int) -> tuple[list[str], list[str]]:
+    """Which of `candidates` (names in `env`) must go for an exec to take `env`: (too long, too many).
+
+    Too long: over the kernel's per-string limit. Too many: then the largest of the
+    others, until the whole environment fits `budget`."""
+    names = sorted(set(candidates) & set(env))
+    too_long = [name for name in names if _entry_bytes(name, env[name]) > MAX_ARG_STRLEN]
+    total = sum(_entry_bytes(name, value) + POINTER_BYTES for name, value in env.items() if name not in too_long)
+    too_many: list[str] = []
+    for name in sorted((name for name in names if name not in too_long), key=lambda n: -_entry_bytes(n, env[n])):
+        if total <= budget:
+            break
+        total -= _entry_bytes(name, env[name]) + POINTER_BYTES
+        too_many.append(name)
+    return too_long, sorted(too_many)
+
+
+def unfit_note(name: str, env: Mapping[str, str], too_long: list[str], too_many: list[str], budget: int) -> str | None:
+    """One line naming the variables a session does not carry, and why; None if there are none."""
+    parts = []
+    if too_long:
+        sizes = ", ".join(f"{item} ({_entry_bytes(item, env[item]) - 1} bytes)" for item in too_long)
+        parts.append(f"{sizes} over the kernel's limit of {MAX_ARG_STRLEN} bytes for one NAME=VALUE")
+    if too_many:
+        parts.append(f"{', '.join(too_many)}: the environment would pass the {budget} bytes a new process is given")
+    if not parts:
+        return None
+    return f"session {name}: not carried, no program could start with them: " + "; ".join(parts)
 
 
 def diff_env(base: Mapping[str, str], final: Mapping[str, str], hidden: frozenset[str]) -> tuple[dict[str, str], list[str]]:
@@ -306,15 +374,27 @@ class SessionStore:
         `default_cwd`, and the note says so."""
         state = self._states.get(name) or SessionState(name)
         env = apply_env(self.base_env, state, self.hidden)
-        note = None
+        notes = [self._fit_exec(name, env, state.set)]  # the daemon's own environment may have grown since
         if cwd is None and state.cwd is not None:
             if os.path.isdir(state.cwd):
                 cwd = state.cwd
             else:
-                note = f"session {name}: its directory {state.cwd} no longer exists; started in {default_cwd}"
+                notes.append(f"session {name}: its directory {state.cwd} no longer exists; started in {default_cwd}")
         start = cwd or default_cwd
         env["PWD"] = start  # so bash keeps the logical path (a symlinked directory stays as named)
-        return Launch(cwd=start, env=env, note=note)
+        return Launch(cwd=start, env=env, note="; ".join(filter(None, notes)) or None)
+
+    def _fit_exec(self, name: str, env: dict[str, str], changed: Iterable[str]) -> str | None:
+        """Take out of `env` the session's variables (`changed`) an exec could not take; the note names them."""
+        budget = exec_env_budget()
+        too_long, too_many = unfit(env, changed, budget)
+        note = unfit_note(name, env, too_long, too_many, budget)
+        for item in (*too_long, *too_many):
+            if item in self.base_env:
+                env[item] = self.base_env[item]  # the daemon's own value: that one starts
+            else:
+                del env[item]
+        return note
 
     def wrap(self, task_id: str, env: dict[str, str]) -> None:
         """Write the task's BASH_ENV file and point `env` at it (last, so nothing overrides it)."""
@@ -338,11 +418,20 @@ class SessionStore:
         finally:
             self.discard(task_id)
         captured = parse_capture(data) if data is not None else None
+        if captured is None and data:
+            logger.warning("task %s: its session state capture is incomplete", task_id)
+            return (
+                f"session {name} unchanged: the state its shell left is incomplete "
+                "(something the command did broke the capture: a readonly or function named like its builtins?)"
+            )
         if captured is None:
             why = "it was killed with SIGKILL" if signal == "SIGKILL" else "it ended by SIGKILL, `exec` or its own EXIT trap"
             return f"session {name} unchanged: the shell did not save its state ({why})"
         cwd, final = captured
         to_set, to_unset = diff_env(self.base_env, final, self.hidden)
+        env = apply_env(self.base_env, SessionState(name, set=to_set, unset=to_unset), self.hidden)
+        note = self._fit_exec(name, env, to_set)
+        to_set = {item: value for item, value in to_set.items() if env.get(item) == value}
         state = SessionState(name, cwd or None, to_set, to_unset, ended_at, task_id)
         self._states[name] = state
         try:
@@ -350,7 +439,7 @@ class SessionStore:
         except OSError as exc:
             # Disk full or gone: the state holds in memory and is written at the next end.
             logger.error("could not save session %s: %s", name, exc)
-        return None
+        return note
 
     def discard(self, task_id: str) -> None:
         """Remove a task's wrapper and capture files (after its end, or with its record)."""
