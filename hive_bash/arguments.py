@@ -219,6 +219,17 @@ def non_negative_int(argument: str, value: int | None, default: int, maximum: in
     return min(value, maximum)
 
 
+MAX_FILE_OFFSET = 2**63 - 1  # off_t: a larger offset cannot even be asked of the kernel
+
+
+def byte_offset(argument: str, value: int | None) -> int:
+    """A byte offset into a task's output: 0 or more, and one a file can have."""
+    offset = non_negative_int(argument, value, 0, MAX_FILE_OFFSET + 1)
+    if offset > MAX_FILE_OFFSET:
+        raise InvalidArgument(argument, f"must be at most {MAX_FILE_OFFSET} (2**63 - 1): no file offset is larger")
+    return offset
+
+
 def input_data(value: str, max_bytes: int) -> bytes:
     if not isinstance(value, str):
         raise InvalidArgument("data", "must be a string")

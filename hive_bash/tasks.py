@@ -32,7 +32,7 @@ from .errors import InvalidArgument, NameInUse, NoInput, QueueFull, SpawnFailed,
 from .records import RecordStore, Status, Stream, TaskRecord
 from .retention import Retention
 from .settings import Settings, memory_bytes
-from .task_input import InputChannel
+from .task_input import InputBudget, InputChannel
 from .todo_state import TodoStateMachine
 from .watcher import Watcher
 
@@ -49,7 +49,12 @@ class Task:
     """A record plus what only lives while the daemon runs: its process, input channel and how it is being ended."""
 
     def __init__(
-        self, record: TaskRecord, env: dict[str, str] | None = None, cwd: str | None = None, notify_on: str | None = None
+        self,
+        record: TaskRecord,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        notify_on: str | None = None,
+        input_budget: InputBudget | None = None,
     ) -> None:
         self.record = record
         self.env = env or {}
@@ -60,7 +65,7 @@ class Task:
         # Input for `write`: only for tasks started with pty or stdin='pipe'.
         self.input: InputChannel | None = None
         if record.pty or record.stdin == "pipe":
-            self.input = InputChannel(record.id, record.pty)
+            self.input = InputChannel(record.id, record.pty, budget=input_budget)
         self.end_cause: Status | None = None  # set when the daemon or `kill` decided how it ends
         self.end_reason: str | None = None
         self.kill_signal: str | None = None  # what `kill` last sent, and when: status says so while it runs
@@ -249,6 +254,7 @@ class TaskManager:
         self._retention = Retention(settings.retain_count, settings.retain_secs)
         self._tasks: dict[str, Task] = {}
         self._slots = Slots(settings.max_running, settings.max_pending)
+        self._input_budget = InputBudget()  # input waiting for all tasks together
         self._base_env = process.base_environment(os.environ, settings.hidden_env_names)
         # The tree first: it moves the daemon into a leaf, and the OOM counter of its root counts the tasks'.
         self._cgroups = cgroups.locate(settings.cgroup_root)
@@ -363,7 +369,7 @@ class TaskManager:
         task_id = self._claim_id(options.name)
         self._slots.check_room()
         record = _new_record(task_id, options)
-        task = Task(record, dict(options.env), options.cwd, options.notify_on)
+        task = Task(record, dict(options.env), options.cwd, options.notify_on, self._input_budget)
         task.limits = limits
         self._todos.track(record)
         if self._slots.free():
@@ -557,6 +563,8 @@ class TaskManager:
         record = task.record
         if status is not None:
             record.status, record.end_reason, record.ended_at = status, reason, time.time()
+        if task.input is not None:
+            task.input.detach()  # a task cancelled before it started still held its backlog
         task.ended.set()
         # Saved now if its final todo is wanted now; held back for an inline wait, it settles
         # with the wait's outcome, in one write after the reply.

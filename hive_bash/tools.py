@@ -136,7 +136,7 @@ class BashTools:
     ) -> Annotated[CallToolResult, results.TaskStatus]:
         pattern = arguments.line_pattern("wait_for", wait_for)
         task = self.manager.get(arguments.task_id("id", id))
-        start = arguments.non_negative_int("offset", offset, 0, 2**63)
+        start = arguments.byte_offset("offset", offset)
         wait = arguments.wait_seconds(wait_seconds, 0.0)
         return await self._status_reply(ctx, task, wait, offset=start, wait_for=pattern)
 
@@ -207,7 +207,7 @@ class BashTools:
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, results.LogPage]:
         task = self.manager.get(arguments.task_id("id", id))
-        start = arguments.non_negative_int("offset", offset, 0, 2**63)
+        start = arguments.byte_offset("offset", offset)
         page_size = arguments.non_negative_int("max_bytes", max_bytes, LOGS_DEFAULT_BYTES, LOGS_MAX_BYTES)
         if page_size == 0:
             raise InvalidArgument("max_bytes", "must be at least 1")
