@@ -32,10 +32,10 @@ import re
 import signal
 import sys
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .errors import HiveBashError, InvalidArgument
 
@@ -545,11 +545,16 @@ async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -
 
     Cancelled (the caller went away), it kills the child before it returns."""
     compile_pattern(request.pattern)  # a bad pattern is the caller's error, reported before any child starts
-    child = await asyncio.create_subprocess_exec(
+    spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
         *_child_argv(request, timeout),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={}, cwd="/", start_new_session=True,
-    )
+    ))
+    try:
+        child = await asyncio.shield(spawn)
+    except asyncio.CancelledError:  # cancelled while it started: kill it once it has
+        spawn.add_done_callback(_kill_started)
+        raise
     try:
         async with asyncio.timeout(timeout):
             out, err = await child.communicate()
@@ -569,11 +574,16 @@ async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -
     return SearchResult(**data)
 
 
+def _kill_started(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    if not spawn.cancelled() and spawn.exception() is None:
+        spawn.result().kill()  # asyncio's child watcher reaps it
+
+
 class SearchSlots:
     """At most `running` search children at once; up to `waiting` more callers queue in order, the rest are refused.
 
-    A caller's `timeout` covers its wait for a slot and its search; a caller that goes
-    away (`abandon` set) leaves the queue or has its child killed."""
+    A caller's `timeout` covers its wait for a slot and its search. A caller that goes
+    away (`abandon` set: its client hung up) has its child killed, or starts none."""
 
     def __init__(self, running: int = MAX_RUNNING_SEARCHES, waiting: int = MAX_WAITING_SEARCHES) -> None:
         self.max_running = running
@@ -586,23 +596,9 @@ class SearchSlots:
         self, request: SearchRequest, abandon: asyncio.Event | None = None, timeout: float = SEARCH_TIMEOUT_SECS
     ) -> SearchResult:
         compile_pattern(request.pattern)
+        # No await between this check and the count below: no other caller slips in between.
         if self._free.locked() and self.waiting >= self.max_waiting:
             raise SearchBusy(self.running, self.waiting)
-        work = asyncio.ensure_future(self._search(request, timeout))
-        gone = asyncio.ensure_future(abandon.wait()) if abandon is not None else None
-        try:
-            await asyncio.wait([work] if gone is None else [work, gone], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not work.done():  # the caller went away, or this call was cancelled: end the search too
-                work.cancel()
-                await asyncio.gather(work, return_exceptions=True)
-            if gone is not None:
-                gone.cancel()
-        if work.cancelled():
-            raise SearchFailed("the search was stopped: its caller went away")
-        return work.result()
-
-    async def _search(self, request: SearchRequest, timeout: float) -> SearchResult:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         self.waiting += 1
@@ -617,7 +613,27 @@ class SearchSlots:
             self.waiting -= 1
         self.running += 1
         try:
-            return await search(request, max(deadline - loop.time(), 0.001))
+            if abandon is not None and abandon.is_set():
+                raise SearchFailed("the search was not started: its caller went away")
+            return await _unless_abandoned(search(request, max(deadline - loop.time(), 0.001)), abandon)
         finally:
             self.running -= 1
             self._free.release()
+
+
+async def _unless_abandoned(work: Coroutine[Any, Any, SearchResult], abandon: asyncio.Event | None) -> SearchResult:
+    """Await `work`; cancel it (its child is killed) when `abandon` is set first, or when this call is cancelled."""
+    if abandon is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(abandon.wait())
+    try:
+        await asyncio.wait([task, gone], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        raise SearchFailed("the search was stopped: its caller went away")
+    return task.result()
