@@ -3,15 +3,36 @@
 The files are the store; nothing here keeps output in memory beyond one read.
 Every cut lands on a UTF-8 character boundary, so a multi-byte character is
 never split into replacement garbage by our own slicing.
+
+A task can replace its own output file with a FIFO, a symlink or a directory: files are
+opened through hive_bash.private_files.open_own (no link followed, no open that waits
+for a writer), and a stream that is no regular file of ours reads as empty.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from .private_files import open_own
+
+logger = logging.getLogger(__name__)
+
+
+def open_stream(path: Path) -> int | None:
+    """A read fd on an output file, or None when it is missing or no regular file of ours."""
+    try:
+        return open_own(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # ELOOP (a symlink), NotOurs (a FIFO, a directory)
+        logger.debug("not reading %s: %s", path, exc.strerror or exc)
+        return None
 
 def _is_continuation(byte: int) -> bool:
     return byte & 0xC0 == 0x80
@@ -43,28 +64,44 @@ def decode(data: bytes) -> str:
 
 
 def file_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
+    return size_and_mtime(path)[0]
 
 
 def read_range(path: Path, offset: int, length: int) -> bytes:
-    try:
-        with open(path, "rb") as file:
-            file.seek(offset)
-            return file.read(length)
-    except FileNotFoundError:
+    fd = open_stream(path)
+    if fd is None:
         return b""
+    try:
+        return os.pread(fd, length, offset)
+    finally:
+        os.close(fd)
 
 
 def size_and_mtime(path: Path) -> tuple[int, float | None]:
-    """One stat: the stream's size, and when it last grew (None if the file does not exist)."""
+    """One stat (of the name itself, never a link's target): the stream's size, and when it
+    last grew (0, None when it does not exist or is no regular file)."""
     try:
-        stat = os.stat(path)
-    except FileNotFoundError:
+        info = os.lstat(path)
+    except OSError:
         return 0, None
-    return stat.st_size, stat.st_mtime
+    if not stat.S_ISREG(info.st_mode):
+        return 0, None
+    return info.st_size, info.st_mtime
+
+
+def truncate_to(path: Path, size: int) -> bool:
+    """Cut an output file back to `size` bytes (never through a link); False if it is no file of ours."""
+    try:
+        fd = open_own(path, os.O_WRONLY)
+    except OSError:
+        return False
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def last_output_time(start: float, streams: Iterable[tuple[int, float | None]]) -> float:
@@ -279,9 +316,8 @@ class StreamBytes:
 
 def read_stream(path: Path, start: int = 0) -> StreamBytes:
     """One open, one fstat and at most two reads: every later question about the stream is answered from them."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
+    fd = open_stream(path)
+    if fd is None:
         return StreamBytes(path, start, 0, None, b"", b"")
     try:
         info = os.fstat(fd)
@@ -299,17 +335,18 @@ def read_stream(path: Path, start: int = 0) -> StreamBytes:
 def count_newlines(path: Path, start: int, end: int) -> int:
     """Newlines in bytes [start, end) of the file, read in chunks."""
     count = 0
+    fd = open_stream(path)
+    if fd is None:
+        return 0
     try:
-        with open(path, "rb") as file:
-            file.seek(start)
-            while start < end:
-                chunk = file.read(min(NEWLINE_COUNT_CHUNK, end - start))
-                if not chunk:
-                    break
-                count += chunk.count(b"\n")
-                start += len(chunk)
-    except FileNotFoundError:
-        pass
+        while start < end:
+            chunk = os.pread(fd, min(NEWLINE_COUNT_CHUNK, end - start), start)
+            if not chunk:
+                break
+            count += chunk.count(b"\n")
+            start += len(chunk)
+    finally:
+        os.close(fd)
     return count
 
 
@@ -401,9 +438,15 @@ LAST_LINES_WINDOW = 8192
 
 def last_lines(path: Path, count: int, max_chars: int) -> list[str]:
     """The last `count` non-blank lines of a file (from its last 8 KiB), each cut to `max_chars` characters."""
-    size = file_size(path)
-    start = max(0, size - LAST_LINES_WINDOW)
-    window = read_range(path, start, LAST_LINES_WINDOW)
+    fd = open_stream(path)
+    if fd is None:
+        return []
+    try:
+        size = os.fstat(fd).st_size
+        start = max(0, size - LAST_LINES_WINDOW)
+        window = os.pread(fd, LAST_LINES_WINDOW, start)
+    finally:
+        os.close(fd)
     if start:
         window = window[skip_partial_start(window) :]
     lines = [line.strip() for line in decode(window).splitlines() if line.strip()]

@@ -4,21 +4,38 @@ Whatever a name in the tasks dir points at is never trusted: a planted symlink
 (`build.out -> ~/.bashrc`), a hard link or a world-writable file left there is
 unlinked, not opened, and a new 0600 file owned by the daemon takes its place
 (O_EXCL + O_NOFOLLOW, so a name re-planted in between fails the open instead of
-being followed). Records are read only from regular files the daemon's user owns.
+being followed).
+
+Every file there is also hostile input when read: a task runs as the daemon's user and
+can put a FIFO, a directory, a symlink or a sparse 100 GB file under any name. A read
+opens with O_NOFOLLOW | O_NONBLOCK (a FIFO's open returns at once instead of waiting
+for a writer), checks with fstat that it is a regular file the daemon's user owns, and
+checks its size before reading a byte. A record or state file that fails a check is
+set aside (renamed, one log line), so it is never tried again and never stops a start.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import stat
 from pathlib import Path
 
+logger = logging.getLogger(__name__)
+
 FILE_MODE = 0o600
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+SET_ASIDE_SUFFIX = ".set-aside"
 
 
 class NotOurs(OSError):
     """A name in the tasks dir is not a regular file owned by the daemon's user."""
+
+
+class TooLarge(OSError):
+    """A file in the tasks dir is larger than what it may legitimately hold."""
 
 
 def create_private(path: Path) -> int:
@@ -36,16 +53,73 @@ def create_private(path: Path) -> int:
     return fd
 
 
-def read_own_file(path: Path) -> bytes:
-    """The content of `path` if it is a regular file owned by this user; raises NotOurs otherwise."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+def open_own(path: Path, flags: int = os.O_RDONLY) -> int:
+    """An fd on `path` if it is a regular file this user owns; never follows a symlink, never blocks.
+
+    Raises FileNotFoundError, OSError(ELOOP) for a symlink, NotOurs for anything else."""
+    fd = os.open(path, flags | _OPEN_FLAGS)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise NotOurs(f"{path} is not a regular file")
+            raise NotOurs(errno.EINVAL, "is not a regular file", str(path))
         if info.st_uid != os.geteuid():
-            raise NotOurs(f"{path} is owned by uid {info.st_uid}, not by this user")
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            return handle.read()
+            raise NotOurs(errno.EPERM, f"is owned by uid {info.st_uid}, not by this user", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_own_file(path: Path, max_bytes: int) -> bytes:
+    """The content of `path` if it is a regular file owned by this user of at most `max_bytes`.
+
+    Raises NotOurs or TooLarge otherwise (checked before anything is read; a file that
+    grows meanwhile is read no further than one byte past the limit)."""
+    fd = open_own(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            raise TooLarge(errno.EFBIG, f"larger than {max_bytes} bytes ({size})", str(path))
+        data = read_at_most(fd, max_bytes + 1)
     finally:
         os.close(fd)
+    if len(data) > max_bytes:
+        raise TooLarge(errno.EFBIG, f"larger than {max_bytes} bytes (it grew while it was read)", str(path))
+    return data
+
+
+def read_at_most(fd: int, limit: int, offset: int = 0) -> bytes:
+    """Up to `limit` bytes from `offset` (fewer only at the end of the file)."""
+    chunks = []
+    while limit > 0:
+        chunk = os.pread(fd, min(limit, 1 << 20), offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+        limit -= len(chunk)
+    return b"".join(chunks)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` or raise: a write to a filling disk may be short before it fails."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written == 0:  # not seen from a regular file, but never loop on it
+            raise OSError(errno.ENOSPC, "the write made no progress")
+        view = view[written:]
+
+
+def set_aside(path: Path, why: object) -> None:
+    """Rename a file that failed a check out of the daemon's way (one log line); never raises.
+
+    `<name>.set-aside` matches none of the daemon's patterns, keeps the file for a look
+    and replaces an earlier one of the same name (so they cannot pile up)."""
+    aside = path.with_name(path.name + SET_ASIDE_SUFFIX)
+    try:
+        os.replace(path, aside)
+    except OSError as exc:
+        logger.warning("%s: %s; could not set it aside (%s)", path, why, exc.strerror or exc)
+        return
+    logger.warning("%s: %s; set aside as %s", path, why, aside.name)

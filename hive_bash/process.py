@@ -47,7 +47,7 @@ STARTUP_ENV_PREFIXES = ("ZSH_",)
 # The daemon's own configuration is not the task's business (the token file above all).
 DAEMON_ENV_PREFIXES = ("HIVE_BASH_",)
 PTY_ROWS, PTY_COLUMNS = 40, 200
-# Set in every task's environment; also how a leftover task leader is recognised after a restart.
+# Set in every task's environment (and how records written before `boot_id` existed recognise their leaders).
 TASK_ID_ENV = "HIVE_BASH_TASK_ID"
 # How a failed write of terminal output is named in the task's end reason.
 WRITE_ERROR_NAMES = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EIO: "I/O error"}
@@ -112,19 +112,31 @@ def read_start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
-def same_process_alive(pid: int, start_ticks: int | None, task_id: str) -> bool:
-    """True only if `pid` still names the very process we started for `task_id`.
+def boot_id() -> str | None:
+    """This boot's id (the kernel's random boot_id): a pid and start time name one process only within a boot."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as boot:
+            return boot.read().strip().decode("ascii", errors="replace") or None
+    except OSError:
+        return None
 
-    Pid and start time must match, and since a record may be forged, the process must
-    also look like a task leader: leading its own session and group (start_new_session)
-    and started with HIVE_BASH_TASK_ID=<task_id> in its environment.
-    """
+
+def same_process_alive(pid: int, start_ticks: int | None) -> bool:
+    """True only if `pid` still names the very process we started: same pid and kernel start
+    time (within this boot: the caller checks the boot id), still leading the session and
+    process group it was started with (start_new_session). Whatever the process did to its
+    environment or argv (`exec env -i ...`, `exec -c ...`) changes none of these."""
     if start_ticks is None:
         return False
     fields = _stat_fields(str(pid))
     # fields: state(0) ppid(1) pgrp(2) session(3) ... starttime(19)
-    if fields is None or not int(fields[2]) == int(fields[3]) == pid or int(fields[19]) != start_ticks:
+    if fields is None or fields[0] in (b"Z", b"X"):
         return False
+    return int(fields[2]) == int(fields[3]) == pid and int(fields[19]) == start_ticks
+
+
+def carries_task_id(pid: int, task_id: str) -> bool:
+    """Whether the process was started with HIVE_BASH_TASK_ID=<task_id> (and kept it)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as environ:
             return f"{TASK_ID_ENV}={task_id}".encode() in environ.read().split(b"\0")
@@ -150,8 +162,10 @@ def leftover_group_members(pgid: int, leader_start_ticks: int | None) -> list[in
     if leader_start_ticks is None:
         return []
     leader = _stat_fields(str(pgid))
-    if leader is not None and leader[0] not in (b"Z", b"X") and int(leader[19]) == leader_start_ticks:
-        return []  # the leader lives but is no task of ours (a forged record): leave its group alone
+    if leader is not None and leader[0] not in (b"Z", b"X"):
+        # A live process holds the leader's pid: ours (the caller ended its group) or a
+        # stranger (the pid was reused, or the record forged): leave its group alone.
+        return []
     members = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .arguments import ENV_NAME_PATTERN, NAME_PATTERN
-from .private_files import create_private, read_own_file
+from .private_files import create_private, read_own_file, set_aside
 
 logger = logging.getLogger(__name__)
 
@@ -242,14 +242,11 @@ def _read_own(path: Path, limit: int) -> bytes | None:
 
     Raises SessionFileError when it is something else or larger than `limit`."""
     try:
-        data = read_own_file(path)
+        return read_own_file(path, limit)  # the size is checked before a byte is read
     except FileNotFoundError:
         return None
-    except OSError as exc:  # ELOOP (a symlink planted in the tasks dir), NotOurs
+    except OSError as exc:  # ELOOP (a symlink planted in the tasks dir), NotOurs, TooLarge
         raise SessionFileError(f"{path}: {exc.strerror or exc}") from exc
-    if len(data) > limit:
-        raise SessionFileError(f"{path}: larger than {limit} bytes")
-    return data
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -353,8 +350,8 @@ class SessionStore:
                 data = _read_own(path, MAX_SESSION_FILE_BYTES)
                 if data is not None:
                     self._states[name] = _state_from_json(name, data)
-            except (SessionFileError, ValueError, KeyError, TypeError) as exc:
-                logger.warning("skipping unreadable session file %s: %s", path, exc)
+            except (SessionFileError, ValueError, KeyError, TypeError, MemoryError) as exc:
+                set_aside(path, f"unreadable session file ({exc})")
 
     def prune(self, in_use: Iterable[str]) -> list[str]:
         """Delete the sessions no retained task belongs to any more; returns their names."""

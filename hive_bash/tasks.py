@@ -20,16 +20,16 @@ import os
 import secrets
 import signal
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from . import cgroups, oom, output, process, recovery, summaries
+from . import cgroups, escapees, oom, output, process, recovery, summaries
 from .sessions import SessionState, SessionStore
 from .arguments import TaskOptions
 from .input_wait import InputEnd, InputWait
 from .errors import InvalidArgument, NameInUse, NoInput, QueueFull, SpawnFailed, TaskFinished, TaskNotFound
-from .records import RecordStore, Status, Stream, TaskRecord
+from .records import RecordNotSaved, RecordStore, Status, Stream, TaskRecord, max_record_bytes
 from .retention import Retention
 from .settings import Settings, memory_bytes
 from .task_input import InputBudget, InputChannel
@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 SHUTDOWN_TODO_FLUSH_SECS = 3.0
 ID_BYTES = 6
 SETTLE_SAVE_SECS = 0.05
+BOOT_ID = process.boot_id()
 
 KillAction = Literal["SIGINT", "SIGHUP", "SIGKILL", "cancelled"]
 
@@ -129,7 +130,7 @@ class Task:
             self.input.attach(proc)
         record = self.record
         record.status, record.started_at = Status.RUNNING, started_at
-        record.pid, record.proc_start_ticks = proc.pid, proc.start_ticks
+        record.pid, record.proc_start_ticks, record.boot_id = proc.pid, proc.start_ticks, BOOT_ID
 
     def exited(self, wait_status: int) -> None:
         """Its process has ended and been reaped: release what the daemon held for it, put its end in the record."""
@@ -206,12 +207,16 @@ class RecordSaver:
             self._write(record)
 
     def _write(self, record: TaskRecord) -> None:
-        self._unsaved.pop(record.id, None)
         try:
-            self._store.save(record)
+            self.write_now(record)
         except OSError as exc:
             # Disk full or gone: the in-memory record stays authoritative and is saved at the next change.
             logger.error("could not save the record of task %s: %s", record.id, exc)
+
+    def write_now(self, record: TaskRecord, use_reserve: bool = True) -> None:
+        """Save `record` at once; raises RecordNotSaved (for a start, which must not go on unrecorded)."""
+        self._unsaved.pop(record.id, None)
+        self._store.save(record, use_reserve)
 
     def settle(self, record: TaskRecord) -> None:
         """Save `record` within SETTLE_SAVE_SECS, once for all the changes made meanwhile."""
@@ -247,10 +252,12 @@ class TaskManager:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.tasks_dir = settings.tasks_dir.resolve()
-        self._store = RecordStore(self.tasks_dir)
+        self._store = RecordStore(self.tasks_dir, max_record_bytes(settings.max_cmd_bytes))
         self._saver = RecordSaver(self._store)
         self._todos = TodoStateMachine(settings.agent_socket, self._store, self._saver.save)
-        self._watcher = Watcher(self._store, settings.max_output_bytes, self._end_for_watcher, self._todos.line_matched)
+        self._watcher = Watcher(
+            self._store, settings.max_output_bytes, self._end_for_watcher, self._todos.line_matched, self._hold_cap_after_end
+        )
         self._retention = Retention(settings.retain_count, settings.retain_secs)
         self._tasks: dict[str, Task] = {}
         self._slots = Slots(settings.max_running, settings.max_pending)
@@ -276,9 +283,10 @@ class TaskManager:
             if record.status.is_terminal:
                 self._retention.ended(record)
             else:
-                recovery.end_leftover_processes(record)
+                _guarded(recovery.end_leftover_processes, record, "ending what it left running")
                 if record.pid is not None:
-                    self._collect_session(task)  # a shell that ended while no daemon watched left its state
+                    # a shell that ended while no daemon watched left its state
+                    _guarded(self._collect_session, task, "taking its session's state")
                 self._ended(task, Status.INTERRUPTED, recovery.interrupted_reason(record))
         self.prune(sessions_too=True)
         self._todos.start()
@@ -372,15 +380,16 @@ class TaskManager:
         task = Task(record, dict(options.env), options.cwd, options.notify_on, self._input_budget)
         task.limits = limits
         self._todos.track(record)
-        if self._slots.free():
-            try:
+        try:
+            if self._slots.free():
                 self._start(task)
-            except SpawnFailed:
-                self._todos.forget(record)
-                raise
-        else:
-            self._slots.pending.append(task)
-            self._saver.save(record)
+            else:
+                # A task no restart could find must not start later either.
+                self._save_or_refuse(record)
+                self._slots.pending.append(task)
+        except SpawnFailed:
+            self._todos.forget(record)
+            raise
         self._tasks[task_id] = task
         return task
 
@@ -402,6 +411,14 @@ class TaskManager:
             options.pids_max if options.pids_max is not None else defaults.pids_max,
         )
 
+    def _save_or_refuse(self, record: TaskRecord) -> None:
+        """Save a starting task's record, or refuse the start."""
+        try:
+            self._saver.write_now(record)
+        except RecordNotSaved as exc:
+            self._store.delete(record.id)
+            raise SpawnFailed(f"its record could not be saved in {self.tasks_dir}: {exc.strerror}") from exc
+
     def _claim_id(self, name: str | None) -> str:
         if name is None:
             while (task_id := secrets.token_hex(ID_BYTES)) in self._tasks:
@@ -421,15 +438,34 @@ class TaskManager:
         # Taken before the spawn: the command may be running before spawn() returns, and a
         # start time taken after it would make a loaded daemon report `sleep 1` as 0.98 s.
         task.oom_kills_at_start = self._cgroup.oom_kills() if self._cgroup is not None else None
+        try:
+            # Room for its end on disk, before anything runs: a full disk refuses the start.
+            self._store.reserve(record)
+        except RecordNotSaved as exc:
+            self._store.delete(record.id)
+            raise SpawnFailed(f"its record could not be saved in {self.tasks_dir}: {exc.strerror}") from exc
         started_at = time.time()
         proc = _spawn(
             task, self._store, env, self._sessions, lambda reason: self._end_for_output_failure(task, reason), self._cgroups
         )
         task.started(proc, started_at)
+        with self._saver.settling():
+            self._todos.started(record)  # wants its running todo; the record is written just below
+        try:
+            # Its pid is on disk before anything else happens: the reserve takes it if the
+            # command filled the disk already (`yes` on a small disk does, within microseconds).
+            self._save_or_refuse(record)
+        except SpawnFailed:
+            _abandon(task)
+            raise
+        if not self._store.has_reserve(record.id):
+            try:
+                self._store.reserve(record)
+            except RecordNotSaved as exc:
+                logger.warning("task %s: no room kept for its end (%s): it is saved when the disk has room", record.id, exc)
         self._watch_input(task)
         self._slots.running.add(task)
         self._watcher.watch(record, task.notify_on)
-        self._todos.started(record)  # the record is saved when its todo state changes
         # A callback, not a task awaiting the future: the end is handled in the same loop turn.
         proc.exited.add_done_callback(functools.partial(self._process_exited, task))
         logger.debug("task %s started: pid %d", record.id, proc.pid)
@@ -493,9 +529,28 @@ class TaskManager:
         async def end() -> None:
             await task.terminate(cause, reason, self.settings.kill_grace_secs)
             if truncate is not None:
-                os.truncate(truncate, self.settings.max_output_bytes)
+                output.truncate_to(truncate, self.settings.max_output_bytes)
 
         self._in_background(end(), f"end-{task.id}")
+
+    def _hold_cap_after_end(self, record: TaskRecord, stream: str, path: Path) -> None:
+        """An ended task's output grew past the cap: what still writes it escaped the group
+        kill (`setsid`). It is ended and the file cut back, so the cap holds."""
+        cap = self.settings.max_output_bytes
+        try:
+            writers = escapees.end_writers(path)
+            output.truncate_to(path, cap)
+        except OSError as exc:
+            logger.error("task %s: could not hold its %s to the output cap: %s", record.id, stream, exc)
+            return
+        if writers:
+            logger.warning(
+                "task %s had ended, but processes it left (%s) wrote its %s past the output cap of %d bytes:"
+                " ended them and cut the file back to the cap",
+                record.id, ", ".join(map(str, writers)), stream, cap,
+            )
+        else:
+            logger.info("task %s: its %s grew past the output cap after it ended: cut back", record.id, stream)
 
     def _end_for_output_failure(self, task: Task, reason: str) -> None:
         """The daemon could not write a PTY task's output (disk full, I/O error): end it failed.
@@ -530,17 +585,29 @@ class TaskManager:
         task.input_wait.start()
 
     def _process_exited(self, task: Task, exited: asyncio.Future[int]) -> None:
-        task.exited(exited.result())
-        self._note_usage(task)
-        self._collect_session(task)
+        """The end's bookkeeping, always finished: a step that fails (a file a task made
+        hostile, MemoryError) is logged and skipped, never leaves a slot taken or a name stuck."""
+        try:
+            task.exited(exited.result())
+        except Exception:
+            logger.exception("task %s: could not read how it ended", task.id)
+            if not task.record.status.is_terminal:
+                task.record.status, task.record.ended_at = task.end_cause or Status.FAILED, time.time()
+                task.record.end_reason = task.end_reason or "the daemon could not read how it ended"
         self._slots.running.discard(task)
         self._watcher.unwatch(task.record)
+        self._watcher.keep_cap_after_end(task.record)
+        _guarded(self._note_usage, task, "noting what it cost")
+        _guarded(self._collect_session, task, "taking its session's state")
+        _guarded(self._note_disk_full, task, "checking the disk")
+        self._ended(task)
+        self._start_pending()
+
+    def _note_disk_full(self, task: Task) -> None:
         if task.end_cause is None and output.disk_full(self.tasks_dir):
             # Its writes failed with ENOSPC: what it printed is not all in the files.
             task.record.status = Status.FAILED
             task.record.end_reason = f"disk full: output could not be written completely to {self.tasks_dir}"
-        self._ended(task)
-        self._start_pending()
 
     def _note_usage(self, task: Task) -> None:
         """What the task cost, and whether the OOM killer (not `kill`, not a deadline) most likely ended it."""
@@ -566,17 +633,22 @@ class TaskManager:
         if task.input is not None:
             task.input.detach()  # a task cancelled before it started still held its backlog
         task.ended.set()
-        # Saved now if its final todo is wanted now; held back for an inline wait, it settles
-        # with the wait's outcome, in one write after the reply.
-        self._todos.ended(record)
-        if self._todos.holds_back(record):
-            self._saver.settle(record)
+        try:
+            # Saved now if its final todo is wanted now; held back for an inline wait, it settles
+            # with the wait's outcome, in one write after the reply.
+            self._todos.ended(record)
+            if self._todos.holds_back(record):
+                self._saver.settle(record)
+        except Exception:
+            logger.exception("task %s: could not hand its end to its todo", record.id)
+            self._saver.save(record)
         self._retention.ended(record)  # pruned by the watcher's tick, off the reply's path
         logger.debug("task %s ended: %s", record.id, summaries.status_words(record))
 
 
     def _forget(self, task: Task) -> None:
         del self._tasks[task.id]
+        self._watcher.forget(task.record)
         self._saver.forget(task.record)
         self._todos.forget(task.record)
         self._store.delete(task.id)
@@ -664,6 +736,21 @@ def _spawn(
             cgroup.kill()
             cgroup.remove()
         raise SpawnFailed(f"{exc.strerror or exc} (errno {exc.errno})") from exc
+
+
+def _abandon(task: Task) -> None:
+    """End the process of a task refused after its spawn: the loop reaps it, its fds are closed, nothing records it."""
+    assert task.process is not None
+    task.process.exited.add_done_callback(lambda exited: task.exited(exited.result()))
+    task.process.signal(signal.SIGKILL)
+
+
+def _guarded(step: Callable[[Any], None], subject: Any, doing: str) -> None:
+    """Run one step of a task's end or recovery; a failure is logged and the rest goes on."""
+    try:
+        step(subject)
+    except Exception:
+        logger.exception("%s: failed %s", getattr(subject, "id", subject), doing)
 
 
 async def _wait_any(events: tuple[asyncio.Event | None, ...], seconds: float) -> None:

@@ -94,3 +94,25 @@ async def test_output_caps_are_checked_round_robin(tmp_path: Path) -> None:
     assert len(ends.calls) == CAP_CHECKS_PER_TICK
     watcher.tick(time.time())
     assert sorted(call[0] for call in ends.calls) == sorted(f"t{index}" for index in range(count))
+
+
+async def test_after_the_end_only_growth_past_the_cap_is_reported(tmp_path: Path) -> None:
+    store = RecordStore(tmp_path)
+    after: list[tuple[str, str]] = []
+    watcher = Watcher(store, 10, Ends(), over_cap_after_end=lambda record, stream, path: after.append((record.id, stream)))
+    over, quiet = started("over"), started("quiet")
+    store.out_path("over").write_bytes(b"x" * 20)  # the task itself passed the cap before it ended
+    store.err_path("quiet").write_bytes(b"x" * 5)
+    for record in (over, quiet):
+        watcher.keep_cap_after_end(record)
+    watcher.tick(time.time())
+    assert after == []  # left as the task left it
+    with open(store.err_path("quiet"), "ab") as err:
+        err.write(b"y" * 10)  # something it left writes on
+    watcher.tick(time.time())
+    assert after == [("quiet", "stderr")]
+    watcher.forget(quiet)
+    with open(store.err_path("quiet"), "ab") as err:
+        err.write(b"z" * 10)
+    watcher.tick(time.time())
+    assert after == [("quiet", "stderr")]  # forgotten: no longer watched

@@ -121,15 +121,27 @@ async def test_planted_symlinks_and_loose_modes_are_not_followed_or_kept(make_da
     assert not (tasks_dir / ".build.json.tmp").exists()
 
 
-def _forged_record(task_id: str, pid: int) -> dict[str, object]:
-    return {"id": task_id, "cmd": "sleep 1000", "status": "running", "created_at": time.time() - 5,
-            "started_at": time.time() - 5, "cwd": "/", "pid": pid, "proc_start_ticks": start_ticks(pid)}
+def _forged_record(task_id: str, pid: int, kind: str) -> dict[str, object]:
+    forged: dict[str, object] = {
+        "id": task_id, "cmd": "sleep 1000", "status": "running", "created_at": time.time() - 5,
+        "started_at": time.time() - 5, "cwd": "/", "pid": pid, "proc_start_ticks": start_ticks(pid),
+        "boot_id": Path("/proc/sys/kernel/random/boot_id").read_text().strip(),
+    }
+    if kind == "another-boot":
+        forged["boot_id"] = "00000000-0000-4000-8000-000000000000"
+    elif kind == "recycled-pid":
+        forged["proc_start_ticks"] = start_ticks(pid) - 1
+    elif kind == "no-boot-id":  # as written before records kept it: the leader must carry HIVE_BASH_TASK_ID=x
+        del forged["boot_id"]
+    return forged
 
 
-@pytest.mark.parametrize("owner", ["daemon-user", "another-user"])
+# A record is trusted only from the daemon's user (who could signal the process directly
+# anyway), and then names a process only with its pid, start time and boot.
+@pytest.mark.parametrize("kind", ["another-user", "another-boot", "recycled-pid", "no-boot-id"])
 async def test_a_forged_running_record_never_gets_an_innocent_process_killed(make_daemon, tmp_path: Path,
-                                                                              owner: str) -> None:
-    if owner == "another-user" and os.geteuid() != 0:
+                                                                              kind: str) -> None:
+    if kind == "another-user" and os.geteuid() != 0:
         pytest.skip("needs root to plant a record owned by another user")
     tasks_dir = tmp_path / "harness" / "bash-tasks"
     tasks_dir.mkdir(parents=True, mode=0o700)
@@ -137,14 +149,14 @@ async def test_a_forged_running_record_never_gets_an_innocent_process_killed(mak
     innocent = subprocess.Popen(["sleep", "1000"], start_new_session=True)
     try:
         forged = tasks_dir / "x.json"
-        forged.write_text(json.dumps(_forged_record("x", innocent.pid)))
-        if owner == "another-user":
+        forged.write_text(json.dumps(_forged_record("x", innocent.pid, kind)))
+        if kind == "another-user":
             os.chown(forged, NOBODY, NOBODY)
         daemon = make_daemon()
         async with daemon.client() as client:
             await call_ok(client, "list", {})  # the daemon has read its records and settled them
         assert pid_alive(innocent.pid), daemon.log()
-        if owner == "another-user":
+        if kind == "another-user":
             assert "is owned by uid 65534, not by this user" in daemon.log_path.read_text()
         else:
             wait_until(lambda: daemon.record("x")["status"] == "interrupted", 10, what="the record settled")
