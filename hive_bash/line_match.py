@@ -442,9 +442,9 @@ class LineWatch:
     async def _run(self) -> None:
         try:
             child = await asyncio.create_subprocess_exec(
-                sys.executable, "-s", "-m", "hive_bash.line_match", json.dumps(asdict(self.request)),
+                *search.isolated_child_argv("hive_bash.line_match", json.dumps(asdict(self.request))),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                env=search._child_env(), start_new_session=True,
+                env={}, start_new_session=True,
             )
         except OSError as exc:
             logger.warning("could not start the line matcher for %r: %s", self.request.pattern, exc)

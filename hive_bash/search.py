@@ -497,19 +497,28 @@ def search_file(pattern: re.Pattern[str], request: SearchRequest) -> SearchResul
 
 # ---- the child process --------------------------------------------------
 
-# What the child runs (`python -I -c CHILD_CODE PACKAGE_DIR REQUEST PARENT_PID DEADLINE`):
-# the hive_bash package loaded from PACKAGE_DIR by location, so nothing on sys.path (and
-# -I leaves neither the working directory nor the user site on it) can stand in for it.
+# What a child runs (`python -I -c CHILD_CODE PACKAGE_DIR MODULE ARGS...`): the hive_bash
+# package loaded from PACKAGE_DIR by location, so nothing on sys.path (and -I leaves neither
+# the working directory nor the user site on it) can stand in for it; then MODULE's main(argv).
 CHILD_CODE = (
-    "import importlib.util, sys\n"
+    "import importlib, importlib.util, sys\n"
     "package = sys.argv.pop(1)\n"
+    "module_name = sys.argv.pop(1)\n"
     "spec = importlib.util.spec_from_file_location("
     "'hive_bash', package + '/__init__.py', submodule_search_locations=[package])\n"
     "module = sys.modules['hive_bash'] = importlib.util.module_from_spec(spec)\n"
     "spec.loader.exec_module(module)\n"
-    "from hive_bash.search import main\n"
-    "sys.exit(main(sys.argv))\n"
+    "sys.exit(importlib.import_module(module_name).main(sys.argv))\n"
 )
+
+
+def isolated_child_argv(module: str, *args: str) -> list[str]:
+    """argv of a child running `module`'s main(argv) from the package this daemon runs.
+
+    Searches and the line matcher (hive_bash.line_match) start this way: a task can write
+    into the daemon's working directory, so the child must not import from there."""
+    package_dir = str(Path(__file__).resolve().parent)
+    return [sys.executable, "-I", "-c", CHILD_CODE, package_dir, module, *args]
 
 
 def main(argv: list[str]) -> int:
@@ -535,9 +544,8 @@ def _end_with_parent(parent_pid: int) -> None:
 
 
 def _child_argv(request: SearchRequest, timeout: float) -> list[str]:
-    package_dir = str(Path(__file__).resolve().parent)  # the package this daemon runs
     deadline = f"{timeout + CHILD_GRACE_SECS:.3f}"
-    return [sys.executable, "-I", "-c", CHILD_CODE, package_dir, json.dumps(asdict(request)), str(os.getpid()), deadline]
+    return isolated_child_argv("hive_bash.search", json.dumps(asdict(request)), str(os.getpid()), deadline)
 
 
 async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -> SearchResult:
