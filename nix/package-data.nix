@@ -29,12 +29,13 @@
     "coreutils"
   ];
   # checkTools: nativeCheckInputs besides the Python ones (the check phase's
-  # PATH also has stdenv's default tools and the interpreter). The tests that
-  # run ps, pgrep, script or mount are the container suite's (deselected here)
-  # or skip without root.
+  # PATH also has stdenv's default tools and the interpreter). util-linux: the
+  # escape tests start a `setsid` child. The tests that run ps, pgrep, script
+  # or mount are the container suite's (deselected here) or skip without root.
   checkTools = [
     "bash"
     "coreutils"
+    "util-linux"
   ];
 
   # Not in the build sandbox: systemd containers, network namespaces, nix
