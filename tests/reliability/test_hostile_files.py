@@ -66,7 +66,9 @@ async def test_a_failing_tasks_final_todo_never_opens_a_fifo(make_daemon, harnes
     async with daemon.client() as client:
         ran = await call_ok(client, "run", {"cmd": f"{REPLACE_STDOUT_WITH_FIFO}; exit 3", "wait_seconds": 0})
     task_id = ran.structured["id"]
-    harness.wait_for(lambda h: "exit 3" in h.snapshot().get(task_id, ""), timeout=CALL_DEADLINE_SECS)
+    # "Read(" is the final todo's alone: the running one quotes the cmd, "exit 3" included
+    harness.wait_for(lambda h: "Read(" in h.snapshot().get(task_id, ""), timeout=CALL_DEADLINE_SECS)
+    assert "exit 3" in harness.snapshot()[task_id]
     assert (daemon.tasks_dir / f"{task_id}.out").is_fifo()
     assert_healthz_answers(daemon)
 
