@@ -145,7 +145,7 @@
         {
           inherit (self.packages.${system}) hive-bash;
 
-          # tests/test_nix.py: every .nix file parses, and the module evaluation
+          # tests/nix/test_nix.py: every .nix file parses, and the module evaluation
           # cases (nixos/agent.nix with nixpkgs' lib) hold.
           module-eval =
             pkgs.runCommand "hive-bash-module-eval"
@@ -169,7 +169,7 @@
                 export NIX_STATE_DIR="$TEST_ROOT/var/nix"
                 export NIX_STORE_DIR="$TEST_ROOT/store"
                 nix-store --init
-                python -m pytest -p no:cacheprovider -m nix tests/test_nix.py tests/test_unit_equivalence.py
+                python -m pytest -p no:cacheprovider -m nix tests/nix/test_nix.py tests/nix/test_unit_equivalence.py
                 touch "$out"
               '';
 

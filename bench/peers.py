@@ -32,7 +32,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import REQUEST_TIMEOUT
 
 import measure
-from hive_bash.mcp_compat import BashClient
+from hive_bash.sdk.client import BashClient
 
 BENCH_DIR = Path(__file__).resolve().parent
 INSTALL_TIMEOUT_SECS = 900

@@ -1,6 +1,6 @@
 """Run the daemon (or the bench's echo server) with wall-clock timers around the steps of a call.
 
-    python bench/phase_timers.py daemon --port N       # hive-bash, as `python -m hive_bash.cli`
+    python bench/phase_timers.py daemon --port N       # hive-bash, as `python -m hive_bash.daemon.main`
     python bench/phase_timers.py reference --port N    # bench/reference_server.py
     kill -USR1 <pid>                                   # writes the totals to $HIVE_BASH_PHASES_OUT
 
@@ -33,27 +33,27 @@ SUBMIT, WAIT = "submit (all of it)", "wait inline (all of it)"
 # (timer, the row it is part of (None: off the reply's path), module, "Class.attribute"s, async).
 # bench/breakdown.py builds its rows from this table.
 DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
-    (TOOL, SERVER, "mcp_compat", ("McpServer.call_tool",), True),
-    ("arguments: unknown names, types", TOOL, "arguments", ("check_call",), False),
-    ("arguments: run's options", TOOL, "arguments", ("task_options",), False),
-    ("arguments: destructive-command warning", TOOL, "semantics", ("warning",), False),
-    (SUBMIT, TOOL, "tasks", ("TaskManager.submit",), False),
-    ("submit: environment", SUBMIT, "tasks", ("TaskManager._task_env",), False),
-    ("submit: OOM counter", SUBMIT, "oom", ("CgroupMemory.oom_kills",), False),
-    ("submit: create .out/.err", SUBMIT, "process", ("_open_output",), False),
-    ("submit: cgroup mkdir", SUBMIT, "cgroups", ("CgroupTree.create",), False),
-    ("submit: vfork + exec (the loop waits for exec)", SUBMIT, "process", ("_popen",), False),
-    ("submit: pidfd, start time", SUBMIT, "process", ("TaskProcess.__init__",), False),
-    ("submit: record saved (running)", SUBMIT, "todo_state", ("TodoStateMachine.started",), False),
-    (WAIT, TOOL, "tasks", ("TaskManager.wait_for_result",), True),
-    ("exit: kill group, reap, rusage", WAIT, "process", ("TaskProcess._on_leader_exit",), False),
-    ("exit: usage, session, end, next", WAIT, "tasks",
+    (TOOL, SERVER, "sdk.server", ("McpServer.call_tool",), True),
+    ("arguments: unknown names, types", TOOL, "mcp.arguments", ("check_call",), False),
+    ("arguments: run's options", TOOL, "mcp.arguments", ("task_options",), False),
+    ("arguments: destructive-command warning", TOOL, "core.semantics", ("warning",), False),
+    (SUBMIT, TOOL, "core.manager", ("TaskManager.submit",), False),
+    ("submit: environment", SUBMIT, "core.manager", ("TaskManager._task_env",), False),
+    ("submit: OOM counter", SUBMIT, "core.oom", ("CgroupMemory.oom_kills",), False),
+    ("submit: create .out/.err", SUBMIT, "core.process", ("_open_output",), False),
+    ("submit: cgroup mkdir", SUBMIT, "core.cgroups", ("CgroupTree.create",), False),
+    ("submit: vfork + exec (the loop waits for exec)", SUBMIT, "core.process", ("_popen",), False),
+    ("submit: pidfd, start time", SUBMIT, "core.process", ("TaskProcess.__init__",), False),
+    ("submit: record saved (running)", SUBMIT, "core.todo_state", ("TodoStateMachine.started",), False),
+    (WAIT, TOOL, "core.manager", ("TaskManager.wait_for_result",), True),
+    ("exit: kill group, reap, rusage", WAIT, "core.process", ("TaskProcess._on_leader_exit",), False),
+    ("exit: usage, session, end, next", WAIT, "core.manager",
      ("TaskManager._note_usage", "TaskManager._collect_session", "TaskManager._ended", "TaskManager._start_pending"),
      False),
-    ("wait over: todo settled (record after the reply)", WAIT, "todo_state", ("TodoStateMachine.wait_over",), False),
-    ("reply: read output, shape", TOOL, "results", ("status_reply",), False),
-    ("retention: prune (watcher tick)", None, "tasks", ("TaskManager.prune",), False),
-    ("record saves (write + rename), all", None, "records", ("RecordStore.save",), False),
+    ("wait over: todo settled (record after the reply)", WAIT, "core.todo_state", ("TodoStateMachine.wait_over",), False),
+    ("reply: read output, shape", TOOL, "mcp.results", ("status_reply",), False),
+    ("retention: prune (watcher tick)", None, "core.manager", ("TaskManager.prune",), False),
+    ("record saves (write + rename), all", None, "core.records", ("RecordStore.save",), False),
 ]
 
 
@@ -123,7 +123,7 @@ def wrap_app(create: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def instrument_daemon() -> None:
-    from hive_bash import cli
+    from hive_bash.daemon import main as daemon_main
 
     for name, _, module_name, attributes, is_async in DAEMON_TIMERS:
         module = importlib.import_module(f"hive_bash.{module_name}")
@@ -131,7 +131,7 @@ def instrument_daemon() -> None:
             *classes, leaf = attribute.split(".")
             owner = functools.reduce(getattr, classes, module)
             patch(owner, leaf, name, is_async)
-    cli.create_app = wrap_app(cli.create_app)
+    daemon_main.create_app = wrap_app(daemon_main.create_app)
 
 
 def dump(path: Path) -> None:
@@ -147,9 +147,9 @@ def main() -> int:
     signal.signal(signal.SIGUSR1, lambda signum, frame: dump(out))
     if which == "daemon":
         instrument_daemon()
-        from hive_bash import cli
+        from hive_bash.daemon import main as daemon_main
 
-        return cli.main(argv)
+        return daemon_main.main(argv)
     sys.path.insert(0, str(BENCH_DIR))
     import reference_server
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import measure
 import scenarios
-from hive_bash.mcp_compat import open_client
+from hive_bash.sdk.client import open_client
 
 
 async def drive(workload: str, url: str, seconds: float) -> None:
@@ -46,7 +46,7 @@ async def profile(workload: str, seconds: float, out: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="hive-bash-profile-") as scratch:
         workdir = Path(scratch)
         port = measure.free_port()
-        argv = [sys.executable, "-m", "hive_bash.cli", "--port", str(port)]
+        argv = [sys.executable, "-m", "hive_bash.daemon.main", "--port", str(port)]
         try:
             async with measure.serve(argv, port, workdir, env=scenarios.daemon_env(workdir), name="hive-bash") as server:
                 recorder = subprocess.Popen(

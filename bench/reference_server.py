@@ -1,7 +1,7 @@
 """The floor for call latency and memory: one bare `echo` tool on the daemon's own stack.
 
-Same SDK line (through hive_bash.mcp_compat), same streamable HTTP app, Starlette
-lifespan and uvicorn settings as hive_bash.cli, but no task manager, no request
+Same SDK line (through hive_bash.sdk), same streamable HTTP app, Starlette
+lifespan and uvicorn settings as hive_bash.daemon.main, but no task manager, no request
 guard and no logging: what any MCP tool costs before hive-bash does anything.
 
     python bench/reference_server.py --port 8765
@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
-from hive_bash.mcp_compat import create_server, mcp_http_app
+from hive_bash.sdk.server import create_server, mcp_http_app
 
 
 def create_app() -> Starlette:

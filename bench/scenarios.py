@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import measure
-from hive_bash.mcp_compat import BashClient, open_client
-from hive_bash.replies import with_state
+from hive_bash.sdk.client import BashClient, open_client
+from hive_bash.mcp.replies import with_state
 from raw_client import RawClient
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -131,7 +131,7 @@ async def latency(workdir: Path, calls: int) -> Latency:
         for index in range(LATENCY_SERVERS):
             ref_port, hive_port = measure.free_port(), measure.free_port()
             ref_argv = [sys.executable, str(BENCH_DIR / "reference_server.py"), "--port", str(ref_port)]
-            hive_argv = [sys.executable, "-m", "hive_bash.cli", "--port", str(hive_port)]
+            hive_argv = [sys.executable, "-m", "hive_bash.daemon.main", "--port", str(hive_port)]
             refs.append(await stack.enter_async_context(
                 measure.serve(ref_argv, ref_port, workdir, name=f"latency-reference-{index}")))
             hives.append(await stack.enter_async_context(measure.serve(
@@ -193,7 +193,7 @@ def daemon_env(workdir: Path) -> dict[str, str]:
 
 async def hive(workdir: Path, plan: Plan, progress: Any) -> Hive:
     port = measure.free_port()
-    argv = [sys.executable, "-m", "hive_bash.cli", "--port", str(port)]
+    argv = [sys.executable, "-m", "hive_bash.daemon.main", "--port", str(port)]
     result = Hive()
     async with measure.serve(argv, port, workdir, env=daemon_env(workdir), name="hive-bash") as server:
         async with open_client(server.url) as client:

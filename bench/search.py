@@ -25,8 +25,8 @@ import measure
 from report import Metric, publish
 from scenarios import daemon_env
 
-from hive_bash.mcp_compat import BashClient, open_client
-from hive_bash.replies import with_state
+from hive_bash.sdk.client import BashClient, open_client
+from hive_bash.mcp.replies import with_state
 
 # (name, pattern): many hits (the listing ends early, the rest only counted); few hits (all listed:
 # every line numbered to the end, as grep -n does); an alternation of literals.
@@ -78,7 +78,7 @@ class Sampler:
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 try:
-                    if b"hive_bash.search" in (entry / "cmdline").read_bytes():
+                    if b"hive_bash.core.search" in (entry / "cmdline").read_bytes():
                         found.append(int(entry.name))
                 except OSError:
                     continue
@@ -135,7 +135,7 @@ def timed_grep(pattern: str, path: Path, scratch: Path) -> tuple[float, int]:
 
 async def measure_search(args: argparse.Namespace, workdir: Path) -> list[Metric]:
     port = measure.free_port()
-    argv = [sys.executable, "-m", "hive_bash.cli", "--port", str(port)]
+    argv = [sys.executable, "-m", "hive_bash.daemon.main", "--port", str(port)]
     metrics: list[Metric] = []
     async with measure.serve(argv, port, workdir, env=daemon_env(workdir), name="hive-bash") as server:
         async with open_client(server.url) as client:

@@ -3,7 +3,7 @@
     python bench/stdio_daemon.py      # settings from HIVE_BASH_* as for the daemon; serves until stdin closes
 
 Bench only (the daemon ships HTTP only): the very same TaskManager and `build_server`
-as hive_bash.app, run by the SDK's stdio transport instead of uvicorn, so an `echo hi`
+as hive_bash.daemon.app, run by the SDK's stdio transport instead of uvicorn, so an `echo hi`
 through it can be compared with mcp-shell-server and DesktopCommander on their own transport.
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from hive_bash.cli import ConfigError, configure_logging, prepare_tasks_dir
+from hive_bash.daemon.main import ConfigError, configure_logging, prepare_tasks_dir
 from hive_bash.settings import Settings
-from hive_bash.tasks import TaskManager
-from hive_bash.tools import build_server
+from hive_bash.core.manager import TaskManager
+from hive_bash.mcp.tools import build_server
 
 
 async def serve(settings: Settings) -> None:

@@ -43,7 +43,7 @@ from report import Metric, publish
 from scenarios import daemon_env
 from search import RARE_EVERY, block
 
-from hive_bash.mcp_compat import BashClient, open_client
+from hive_bash.sdk.client import BashClient, open_client
 
 PATTERN = "fatal"
 BACKTRACKING = "(a+)+$"
@@ -107,7 +107,7 @@ def matcher_of(daemon_pid: int) -> int | None:
             try:
                 status = (entry / "stat").read_bytes()
                 ppid = int(status[status.rindex(b")") + 2 :].split()[1])
-                if ppid == daemon_pid and b"hive_bash.line_match" in (entry / "cmdline").read_bytes():
+                if ppid == daemon_pid and b"hive_bash.core.line_match" in (entry / "cmdline").read_bytes():
                     return int(entry.name)
             except (OSError, ValueError):
                 continue
@@ -268,7 +268,7 @@ async def one_status(client: BashClient, task_id: str) -> float:
 async def measure_wakeups(args: argparse.Namespace, workdir: Path) -> list[Metric]:
     port = measure.free_port()
     socket_path = Path(tempfile.mkdtemp(prefix="hb-bench-", dir="/tmp")) / "todo.sock"
-    argv = [sys.executable, "-m", "hive_bash.cli", "--port", str(port)]
+    argv = [sys.executable, "-m", "hive_bash.daemon.main", "--port", str(port)]
     env = {**daemon_env(workdir), "HIVE_AGENT_SOCKET": str(socket_path)}
     cmd, size = write_command(workdir, args.size_mib)
     tasks_dir = Path(env["HIVE_BASH_TASKS_DIR"])

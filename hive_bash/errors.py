@@ -1,6 +1,6 @@
 """Tiny exception classes, each message written for the agent that made the call.
 
-The tool layer (hive_bash.tools) turns them into MCP tool errors. The task manager
+The tool layer (hive_bash.mcp.tools) turns them into MCP tool errors. The task manager
 catches one itself: SpawnFailed of a pending task ends that task `failed`.
 """
 

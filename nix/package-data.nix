@@ -60,6 +60,6 @@
 
   pythonImportsCheck = [
     "hive_bash"
-    "hive_bash.mcp_config"
+    "hive_bash.client.mcp_config"
   ];
 }

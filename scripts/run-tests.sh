@@ -20,7 +20,7 @@ run_line() {
 }
 
 install_claude_code() {
-    # The real Claude Code CLI for tests/test_claude_code.py, from the npm registry
+    # The real Claude Code CLI for tests/clients/test_claude_code.py, from the npm registry
     # (the test skips with the reason when it cannot be had).
     [ -n "${HIVE_BASH_CLAUDE_BIN:-}" ] && return 0
     command -v npm >/dev/null || return 0
@@ -33,7 +33,7 @@ install_claude_code() {
 }
 
 install_mcp_clients() {
-    # Other real clients for tests/test_clients.py (docs/clients.md): the MCP Inspector CLI and
+    # Other real clients for tests/clients/test_clients.py (docs/clients.md): the MCP Inspector CLI and
     # mcp-remote from npm (16 MB), fastmcp's Client from PyPI in a venv of its own (it pins its
     # own mcp line). Each test skips, with the reason, when its client cannot be had.
     if [ -z "${HIVE_BASH_MCP_CLIENTS:-}" ] && command -v npm >/dev/null; then

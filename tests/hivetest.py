@@ -2,7 +2,7 @@
 
 Test modules import from here (`from hivetest import ...`), never from a conftest:
 tests/ and tests/container/ each have a conftest.py, and both are called `conftest`.
-Tests talk to the daemon with the real MCP client over HTTP (hive_bash.mcp_compat.open_client,
+Tests talk to the daemon with the real MCP client over HTTP (hive_bash.sdk.open_client,
 which is mcp.Client on the 2.x SDK line and ClientSession on 1.x).
 """
 
@@ -23,8 +23,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from hive_bash.mcp_compat import BashClient, ToolReply, open_client
-from hive_bash.replies import with_state
+from hive_bash.sdk.client import BashClient, ToolReply, open_client
+from hive_bash.mcp.replies import with_state
 
 START_TIMEOUT_SECS = 20.0
 
@@ -35,7 +35,7 @@ def reserve_port() -> socket.socket:
     Picking a free port and closing it leaves a window in which another test, the other
     SDK line or another checkout can take it. This socket is bound with SO_REUSEADDR and
     never listens: the daemon can still listen on the port (its listening socket,
-    hive_bash/connections.py, sets SO_REUSEADDR too), while the kernel gives the port to no other bind(0) and no
+    hive_bash/daemon/edge/connections.py, sets SO_REUSEADDR too), while the kernel gives the port to no other bind(0) and no
     outgoing connection as long as it is held, also between a daemon's stop and restart.
     """
     sock = socket.socket()
@@ -145,7 +145,7 @@ class Daemon:
         env.update(self.extra_env)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "hive_bash.cli", *self.extra_args],
+                [sys.executable, "-m", "hive_bash.daemon.main", *self.extra_args],
                 cwd=self.workdir,
                 env=env,
                 stdout=log,
@@ -212,14 +212,14 @@ class Daemon:
 
     def ended_record(self, task_id: str) -> dict[str, Any]:
         """The task's record once it shows the end. A reply reporting the end goes out first;
-        the record follows within hive_bash.tasks.SETTLE_SAVE_SECS."""
+        the record follows within hive_bash.core.manager.SETTLE_SAVE_SECS."""
         return wait_until(lambda: (record := self.record(task_id))["ended_at"] is not None and record,
                           10, what=f"the end of task {task_id} in its record")
 
 
 async def call_ok(client: BashClient, tool: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> ToolReply:
     """A call that must succeed. A run/status reply's structured result gets the status, exit_code
-    and signal its verdict states as keys (hive_bash.replies.with_state), as programs read it;
+    and signal its verdict states as keys (hive_bash.mcp.replies.with_state), as programs read it;
     what the model itself reads is asserted in test_replies and test_claude_code."""
     reply = await client.call(tool, arguments, **kwargs)
     assert not reply.is_error, f"{tool}({arguments!r}) failed: {reply.text}"

@@ -4,7 +4,7 @@
 # OOMPolicy=continue), and the daemon reads the cgroup's oom_kill counter to
 # say so, naming the limit. The one place the suite meets the real OOM killer:
 # elsewhere the diagnosis is tested against a cgroup directory laid out as the
-# kernel does (tests/test_diagnostics.py).
+# kernel does (tests/mcp/test_diagnostics.py).
 { self, lib, ... }:
 
 let

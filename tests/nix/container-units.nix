@@ -1,7 +1,7 @@
 # The agent container of the VM tests (vm-tests/common/agent-container.nix:
 # nixos/agent.nix with its defaults, log_level debug, and the reference harness
 # unit), evaluated with nixpkgs' lib and the stand-ins of ./stubs.nix, for
-# tests/test_unit_equivalence.py, which checks that the container suite's
+# tests/nix/test_unit_equivalence.py, which checks that the container suite's
 # hand-written units (tests/container/*.service) say the same:
 #
 #   nix-instantiate --eval --strict --json tests/nix/container-units.nix \

@@ -5,7 +5,7 @@
 #
 # Each case is an agent config; the result maps case name to a summary of the
 # evaluated system (the hive-bash-daemon unit or null, the server file's text,
-# failed assertion messages, warnings, users). tests/test_nix.py asserts on it.
+# failed assertion messages, warnings, users). tests/nix/test_nix.py asserts on it.
 # The NixOS options the module sets are stand-ins from ./stubs.nix. Cases run
 # nixos/agent.nix through nixos/standalone.nix (as without hyperhive), those
 # under `hyperhive` beside ./hyperhive-standin.nix (as a hyperhive user's

@@ -20,7 +20,7 @@ import anyio
 import pexpect
 import pytest
 
-from hive_bash.mcp_compat import open_client
+from hive_bash.sdk.client import open_client
 from hivetest import Daemon
 
 CLIPBOARD = "\x1b]52;c;cm0gLXJmIH4K\x07"

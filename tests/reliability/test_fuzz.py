@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hivetest import Daemon
-from hive_bash.mcp_compat import BashClient
+from hive_bash.sdk.client import BashClient
 
 PARAMETERS = {
     "run": ["cmd", "timeout_secs", "wait_seconds", "name", "idle_timeout_secs", "cwd", "env", "pty", "stdin"],

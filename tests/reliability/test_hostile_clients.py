@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import pytest
 
 from hivetest import Daemon, call_error, call_ok, wait_until
-from hive_bash.mcp_compat import open_client
+from hive_bash.sdk.client import open_client
 
 pytestmark = pytest.mark.anyio
 

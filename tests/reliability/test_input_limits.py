@@ -8,8 +8,8 @@ import time
 import pytest
 
 from hivetest import call_error, call_ok
-from hive_bash import task_input
-from hive_bash.mcp_compat import BashClient
+from hive_bash.core import task_input
+from hive_bash.sdk.client import BashClient
 
 pytestmark = pytest.mark.anyio
 

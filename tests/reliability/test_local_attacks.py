@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from hivetest import call_ok, pid_alive, wait_until
-from hive_bash.mcp_compat import open_client
+from hive_bash.sdk.client import open_client
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +33,7 @@ NOBODY = 65534
 def start_daemon_process(workdir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run hive-bash-daemon expecting it to refuse to start; returns the finished process."""
     base = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
-    return subprocess.run([sys.executable, "-m", "hive_bash.cli", "--port", "1", *args], cwd=workdir,
+    return subprocess.run([sys.executable, "-m", "hive_bash.daemon.main", "--port", "1", *args], cwd=workdir,
                           env={**base, **(env or {})}, capture_output=True, text=True, timeout=30)
 
 
@@ -183,7 +183,7 @@ def post_mcp(port: int, headers: dict[str, str] | None = None) -> int:
 
 def hive_bash(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     installed = shutil.which("hive-bash")
-    command = [installed] if installed else [sys.executable, "-m", "hive_bash.client_cli"]
+    command = [installed] if installed else [sys.executable, "-m", "hive_bash.client.cli"]
     base = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
     return subprocess.run([*command, *args], env={**base, **env}, capture_output=True, text=True, timeout=60)
 

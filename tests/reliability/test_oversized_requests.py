@@ -22,9 +22,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hive_bash.strict_json import MAX_BODY_BYTES
-from hive_bash.tools import WRITE_MAX_BYTES
-from hive_bash.mcp_compat import BashClient
+from hive_bash.daemon.edge.strict_json import MAX_BODY_BYTES
+from hive_bash.mcp.tools import WRITE_MAX_BYTES
+from hive_bash.sdk.client import BashClient
 from hivetest import Daemon, call_ok
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hivetest import call_error, call_ok, group_members, pid_alive, wait_until
-from hive_bash.records import RecordStore, TaskRecord
+from hive_bash.core.records import RecordStore, TaskRecord
 
 pytestmark = pytest.mark.anyio
 

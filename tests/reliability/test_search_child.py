@@ -15,8 +15,8 @@ import anyio
 import pytest
 
 from hivetest import Daemon, call_ok, children_of, pid_alive, wait_until
-from hive_bash import search
-from hive_bash.mcp_compat import BashClient
+from hive_bash.core import search
+from hive_bash.sdk.client import BashClient
 
 pytestmark = pytest.mark.anyio
 
@@ -27,7 +27,7 @@ CLI_START_SECS = 60  # a client process imports the MCP SDK first: seconds on a 
 
 
 def search_children(daemon: Daemon) -> list[int]:
-    """The daemon's live search children (a child's command line names hive_bash.search)."""
+    """The daemon's live search children (a child's command line names hive_bash.core.search)."""
     assert daemon.proc is not None
     found = []
     for pid, state in children_of(daemon.proc.pid):
@@ -35,7 +35,7 @@ def search_children(daemon: Daemon) -> list[int]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if state not in ("Z", "X") and b"hive_bash.search" in cmdline:
+        if state not in ("Z", "X") and b"hive_bash.core.search" in cmdline:
             found.append(pid)
     return found
 
@@ -60,8 +60,8 @@ async def test_a_task_cannot_plant_code_for_the_search_child(make_daemon, tmp_pa
     marker = tmp_path / "planted-code-ran"
     daemon = make_daemon(workdir=tmp_path / "daemon-cwd")
     plant = (
-        f"mkdir -p hive_bash && echo \"open('{marker}', 'w').close()\" > hive_bash/__init__.py && "
-        "cp hive_bash/__init__.py hive_bash/search.py && echo hit"
+        f"mkdir -p hive_bash/core && echo \"open('{marker}', 'w').close()\" > hive_bash/__init__.py && "
+        "cp hive_bash/__init__.py hive_bash/core/__init__.py && cp hive_bash/__init__.py hive_bash/core/search.py && echo hit"
     )
     async with daemon.client() as client:
         planted = await call_ok(client, "run", {"cmd": plant, "wait_seconds": 10})
@@ -112,7 +112,7 @@ async def test_concurrent_searches_are_bounded_and_the_rest_refused_by_name(make
 def cli_search(daemon: Daemon, task_id: str) -> subprocess.Popen[bytes]:
     """`hive-bash logs ID --grep PATHOLOGICAL` as its own process: the real CLI client."""
     return subprocess.Popen(
-        [sys.executable, "-m", "hive_bash.client_cli", "--url", daemon.url, "logs", task_id, "--grep", PATHOLOGICAL],
+        [sys.executable, "-m", "hive_bash.client.cli", "--url", daemon.url, "logs", task_id, "--grep", PATHOLOGICAL],
         env={key: value for key, value in os.environ.items() if not key.startswith("HIVE_")},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )

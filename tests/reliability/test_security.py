@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hivetest import Daemon, call_error, call_ok, reserve_port
-from hive_bash.mcp_compat import open_client
+from hive_bash.sdk.client import open_client
 
 pytestmark = pytest.mark.anyio
 
@@ -55,7 +55,7 @@ def test_non_loopback_bind_without_token_refuses_to_start(tmp_path: Path) -> Non
     env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_")}
     with reserve_port() as held:
         port = str(held.getsockname()[1])
-        proc = subprocess.run([sys.executable, "-m", "hive_bash.cli", "--host", "0.0.0.0", "--port", port],
+        proc = subprocess.run([sys.executable, "-m", "hive_bash.daemon.main", "--host", "0.0.0.0", "--port", port],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and "HIVE_BASH_TOKEN_FILE" in proc.stderr
 

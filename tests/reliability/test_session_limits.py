@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from hivetest import call_ok
-from hive_bash import sessions
-from hive_bash.mcp_compat import BashClient
+from hive_bash.core import sessions
+from hive_bash.sdk.client import BashClient
 
 pytestmark = pytest.mark.anyio
 

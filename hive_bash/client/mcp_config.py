@@ -1,0 +1,481 @@
+"""Render an agent's Claude Code MCP config from the NixOS module's server list.
+
+The NixOS module (``nixos/agent.nix``) writes every ``extraMcpServers`` entry plus
+the configured tool groups to a JSON file (``/etc/hyperhive/mcp-servers.json``)::
+
+    {"version": 1,
+     "toolGroups": ["messaging", "meta", "inbox", "execution"],
+     "mcpServers": {"bash": {"type": "http", "url": "http://127.0.0.1:7523/mcp",
+                             "allowedTools": ["*"], "requiredPermission": "execution",
+                             "availableToSubagents": false, ...}}}
+
+The harness runs ``hive-bash-mcp-config`` before every turn with the agent's
+*current* tool groups and hands the result to ``claude --mcp-config`` and
+``--allowedTools``. An entry whose ``requiredPermission`` the agent does not hold
+is dropped entirely (no server, no tool names), so removing ``execution`` removes
+every ``mcp__bash__*`` tool at the next turn. ``--subagent`` keeps only entries
+marked ``availableToSubagents``.
+
+Tool groups come from ``--tool-groups a,b``, else ``$HIVE_TOOL_GROUPS``, else the
+file's ``toolGroups``. An empty value means "no groups".
+
+Output: without ``--out-*`` flags one JSON object is printed,
+``{"allowedTools": [...], "mcpConfig": {"mcpServers": {...}}}``. With
+``--out-config PATH`` the ``{"mcpServers": ...}`` object is written to PATH, with
+``--out-allowed-tools PATH`` the tool names are written one per line (``-`` is
+stdout). Files are replaced atomically. Output is deterministic (sorted keys,
+sorted tool names).
+
+An http entry's ``bearerTokenFile`` (the daemon's token, kept out of the world-
+readable store) is read on every run and rendered as ``"Authorization": "Bearer
+<token>"`` in its ``headers``; a config file carrying one is written 0600. A token
+file that does not exist yet (the daemon writes it at its first start) leaves out
+that entry alone, with one warning line on stderr: a render at first boot, or while
+the daemon crash-loops, keeps every other server.
+
+Exit status: 0 on success, 2 on any bad input: unreadable, non-UTF-8, malformed or
+too deeply nested JSON, duplicate keys, an unusable token file, an unwritable
+output (one line on stderr naming the entry and field; never a traceback).
+
+Only the standard library is used: this runs every turn and must stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import stat
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hive_bash import tokens
+
+log = logging.getLogger(__name__)
+
+PROG = "hive-bash-mcp-config"
+DEFAULT_SERVERS_FILE = Path("/etc/hyperhive/mcp-servers.json")
+TOOL_GROUPS_ENV = "HIVE_TOOL_GROUPS"
+SERVERS_FILE_ENV = "HIVE_MCP_SERVERS_FILE"
+FORMAT_VERSION = 1
+EXIT_INPUT_ERROR = 2
+# The module writes a few KiB; anything near this is not its file.
+MAX_SERVERS_FILE_BYTES = 1024 * 1024
+
+SERVER_TYPES = ("stdio", "http")
+# Claude Code names MCP tools mcp__<server>__<tool>; keep both parts to plain identifiers.
+# Checked with fullmatch: "$" would let a trailing newline through into the allowed-tools lines.
+NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
+TOOL_RE = re.compile(r"[A-Za-z0-9_.-]+")
+# RFC 9110 field names; values without control characters (no header injection into Claude's requests).
+HEADER_NAME_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+HEADER_VALUE_RE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+ENTRY_FIELDS = frozenset(
+    {
+        "type",
+        "command",
+        "args",
+        "env",
+        "url",
+        "headers",
+        "allowedTools",
+        "availableToSubagents",
+        "requiredPermission",
+        "bearerTokenFile",
+    }
+)
+
+
+class ConfigError(ValueError):
+    """Malformed servers file; the message names the entry and field."""
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """One validated ``extraMcpServers`` entry."""
+
+    name: str
+    type: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    allowed_tools: tuple[str, ...] = ()
+    available_to_subagents: bool = False
+    required_permission: str | None = None
+    # http entries: a file holding the daemon's token, rendered as "Authorization: Bearer <token>".
+    bearer_token_file: str | None = None
+
+
+@dataclass(frozen=True)
+class ServersFile:
+    """The module's JSON file: entries plus the configured tool groups."""
+
+    servers: Mapping[str, McpServer]
+    tool_groups: frozenset[str] | None
+
+
+# --- parsing ---------------------------------------------------------------
+
+
+def _shown(text: str) -> str:
+    """A name or key as an error line shows it: as it is, or JSON-quoted when it holds a newline,
+    a control or another unprintable character (the message stays one line)."""
+    return text if text.isprintable() else json.dumps(text)
+
+
+def _where(name: str, key: str) -> str:
+    return f"mcpServers.{_shown(name)}.{_shown(key)}"
+
+
+def _opt_str(entry: Mapping[str, Any], name: str, key: str) -> str | None:
+    value = entry.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{_where(name, key)}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _str_list(entry: Mapping[str, Any], name: str, key: str) -> tuple[str, ...]:
+    value = entry.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{_where(name, key)}: expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _str_map(entry: Mapping[str, Any], name: str, key: str) -> dict[str, str]:
+    value = entry.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(f"{_where(name, key)}: expected an object of strings, got {value!r}")
+    return dict(value)
+
+
+def _headers(entry: Mapping[str, Any], name: str) -> dict[str, str]:
+    headers = _str_map(entry, name, "headers")
+    for key, value in headers.items():
+        if not HEADER_NAME_RE.fullmatch(key) or not HEADER_VALUE_RE.fullmatch(value):
+            raise ConfigError(f"{_where(name, 'headers')}: {key!r} is not a valid HTTP header name and value")
+    return headers
+
+
+def _allowed_tools(entry: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    tools = _str_list(entry, name, "allowedTools")
+    for tool in tools:
+        if tool != "*" and not TOOL_RE.fullmatch(tool):
+            raise ConfigError(f'{_where(name, "allowedTools")}: {tool!r} is neither "*" nor a tool name')
+    return tools
+
+
+def parse_server(name: str, entry: Any) -> McpServer:
+    """Validate one entry; raise ConfigError naming the entry and field."""
+    if not NAME_RE.fullmatch(name):
+        raise ConfigError(f"mcpServers.{_shown(name)}: server names may use only letters, digits, '_' and '-'")
+    if not isinstance(entry, dict):
+        raise ConfigError(f"mcpServers.{_shown(name)}: expected an object, got {entry!r}")
+    unknown = sorted(set(entry) - ENTRY_FIELDS)
+    if unknown:
+        raise ConfigError(f"{_where(name, unknown[0])}: unknown field")
+    kind = entry.get("type", "stdio")
+    if kind not in SERVER_TYPES:
+        raise ConfigError(f'{_where(name, "type")}: expected "stdio" or "http", got {kind!r}')
+    subagents = entry.get("availableToSubagents", False)
+    if not isinstance(subagents, bool):
+        raise ConfigError(f"{_where(name, 'availableToSubagents')}: expected true or false, got {subagents!r}")
+    server = McpServer(
+        name=name,
+        type=kind,
+        command=_opt_str(entry, name, "command"),
+        args=_str_list(entry, name, "args"),
+        env=_str_map(entry, name, "env"),
+        url=_opt_str(entry, name, "url"),
+        headers=_headers(entry, name),
+        allowed_tools=_allowed_tools(entry, name),
+        available_to_subagents=subagents,
+        required_permission=_opt_str(entry, name, "requiredPermission"),
+        bearer_token_file=_opt_str(entry, name, "bearerTokenFile"),
+    )
+    if server.type == "http" and server.url is None:
+        raise ConfigError(f"{_where(name, 'url')}: an http entry needs a url")
+    if server.type == "stdio" and server.command is None:
+        raise ConfigError(f"{_where(name, 'command')}: a stdio entry needs a command")
+    if server.type == "stdio" and server.bearer_token_file is not None:
+        raise ConfigError(f"{_where(name, 'bearerTokenFile')}: only an http entry sends a token")
+    return server
+
+
+def parse_tool_groups(value: str) -> frozenset[str]:
+    """``"a, b,,c"`` -> {"a", "b", "c"}; an empty string means no groups."""
+    return frozenset(part.strip() for part in value.split(",") if part.strip())
+
+
+def parse_servers_file(data: Any) -> ServersFile:
+    """Validate the decoded JSON document written by the NixOS module."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"top level: expected an object, got {type(data).__name__}")
+    version = data.get("version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise ConfigError(f"version: expected {FORMAT_VERSION}, got {version!r}")
+    entries = data.get("mcpServers")
+    if not isinstance(entries, dict):
+        raise ConfigError(f"mcpServers: expected an object, got {entries!r}")
+    groups = data.get("toolGroups")
+    if groups is not None and (not isinstance(groups, list) or not all(isinstance(g, str) for g in groups)):
+        raise ConfigError(f"toolGroups: expected a list of strings, got {groups!r}")
+    servers = {name: parse_server(name, entry) for name, entry in sorted(entries.items())}
+    return ServersFile(servers=servers, tool_groups=None if groups is None else frozenset(groups))
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ConfigError(f"duplicate key {key!r}: which one is meant is ambiguous")
+        seen[key] = value
+    return seen
+
+
+def read_servers_bytes(path: Path) -> bytes:
+    """The file's bytes, read only if it is a regular file within MAX_SERVERS_FILE_BYTES.
+
+    Opened without blocking (a FIFO would hang the harness's every turn until a writer came)
+    and checked with fstat before a byte is read (/dev/zero would fill memory)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"cannot read: not a regular file ({_file_kind(info.st_mode)})")
+        if info.st_size > MAX_SERVERS_FILE_BYTES:
+            raise ConfigError(f"cannot read: {info.st_size} bytes, the limit is {MAX_SERVERS_FILE_BYTES}")
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, MAX_SERVERS_FILE_BYTES + 1 - size):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_SERVERS_FILE_BYTES:  # grew while being read
+                raise ConfigError(f"cannot read: over {MAX_SERVERS_FILE_BYTES} bytes, the limit")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a file")
+
+
+def load_servers_file(path: Path) -> ServersFile:
+    """Read and validate the file; every way it can be wrong is a ConfigError (one line, exit 2)."""
+    try:
+        text = read_servers_bytes(path).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8: byte {exc.object[exc.start]:#04x} at offset {exc.start}") from None
+    try:
+        data = json.loads(text, object_pairs_hook=_refuse_duplicates)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    except RecursionError:
+        raise ConfigError("not JSON this program can read: nested too deeply") from None
+    except ConfigError:
+        raise
+    except ValueError as exc:  # e.g. an integer past Python's 4300-digit conversion limit
+        raise ConfigError(f"not JSON this program can read: {str(exc).splitlines()[0]}") from None
+    return parse_servers_file(data)
+
+
+# --- selection and rendering -----------------------------------------------
+
+
+def resolve_tool_groups(
+    flag: str | None, environ: Mapping[str, str], file_groups: frozenset[str] | None
+) -> frozenset[str]:
+    """--tool-groups, else $HIVE_TOOL_GROUPS, else the file's toolGroups, else none."""
+    if flag is not None:
+        return parse_tool_groups(flag)
+    if TOOL_GROUPS_ENV in environ:
+        return parse_tool_groups(environ[TOOL_GROUPS_ENV])
+    return file_groups or frozenset()
+
+
+def select_servers(
+    servers: Mapping[str, McpServer], tool_groups: Iterable[str], *, subagent: bool = False
+) -> dict[str, McpServer]:
+    """Entries the agent may see: permission held, and (for subagents) marked available."""
+    held = frozenset(tool_groups)
+    selected: dict[str, McpServer] = {}
+    for name, server in sorted(servers.items()):
+        if server.required_permission is not None and server.required_permission not in held:
+            log.debug("dropping %s: tool group %s not held", name, server.required_permission)
+            continue
+        if subagent and not server.available_to_subagents:
+            log.debug("dropping %s: not available to subagents", name)
+            continue
+        selected[name] = server
+    return selected
+
+
+def without_unwritten_tokens(servers: Mapping[str, McpServer]) -> dict[str, McpServer]:
+    """Leave out (with one warning line each) the entries whose token file does not exist yet.
+
+    The daemon writes its token at its first start: before it (first boot, a daemon that
+    crash-loops) the entry could only be refused, and failing the whole render would take
+    every other server from the agent. A file that exists but cannot be used is still an
+    error (read_bearer_token): that is a broken setup, not one still coming up.
+    """
+    kept: dict[str, McpServer] = {}
+    for name, server in servers.items():
+        path = server.bearer_token_file
+        if path is not None and not os.path.lexists(path):
+            log.warning("warning: %s: %s does not exist yet (the server writes it when it first starts); "
+                        "left out %r this time", _where(name, "bearerTokenFile"), path, name)
+            continue
+        kept[name] = server
+    return kept
+
+
+def read_bearer_token(server: McpServer) -> str:
+    """The token in the entry's bearerTokenFile; a ConfigError naming the entry when it cannot be used."""
+    assert server.bearer_token_file is not None
+    try:
+        token, _ = tokens.read_token_file(Path(server.bearer_token_file))
+    except tokens.TokenError as exc:
+        raise ConfigError(f"{_where(server.name, 'bearerTokenFile')}: {server.bearer_token_file}: {exc}") from None
+    return token
+
+
+def render_server(server: McpServer) -> dict[str, Any]:
+    """One ``mcpServers`` value in Claude Code's --mcp-config shape."""
+    if server.type == "http":
+        rendered: dict[str, Any] = {"type": "http", "url": server.url}
+        headers = dict(server.headers)
+        if server.bearer_token_file is not None:
+            headers["Authorization"] = f"Bearer {read_bearer_token(server)}"
+        if headers:
+            rendered["headers"] = headers
+        return rendered
+    return {"type": "stdio", "command": server.command, "args": list(server.args), "env": dict(server.env)}
+
+
+def render_mcp_config(servers: Mapping[str, McpServer]) -> dict[str, Any]:
+    return {"mcpServers": {name: render_server(server) for name, server in sorted(servers.items())}}
+
+
+def render_allowed_tools(servers: Mapping[str, McpServer]) -> list[str]:
+    """``mcp__<name>__*`` for allowedTools ["*"], else ``mcp__<name>__<tool>`` per tool."""
+    tools: set[str] = set()
+    for name, server in servers.items():
+        if "*" in server.allowed_tools:
+            tools.add(f"mcp__{name}__*")
+        else:
+            tools.update(f"mcp__{name}__{tool}" for tool in server.allowed_tools)
+    return sorted(tools)
+
+
+def render(servers_file: ServersFile, tool_groups: Iterable[str], *, subagent: bool = False) -> dict[str, Any]:
+    """The combined result: ``{"allowedTools": [...], "mcpConfig": {"mcpServers": {...}}}``."""
+    selected = without_unwritten_tokens(select_servers(servers_file.servers, tool_groups, subagent=subagent))
+    return {"allowedTools": render_allowed_tools(selected), "mcpConfig": render_mcp_config(selected)}
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True) + "\n"
+
+
+# --- command line ----------------------------------------------------------
+
+
+def write_output(target: str, text: str, mode: int = 0o644) -> None:
+    """Write to stdout for "-", else replace the file atomically (created with `mode`)."""
+    if target == "-":
+        sys.stdout.write(text)
+        return
+    path = Path(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), mode)
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Render Claude Code's --mcp-config JSON and allowed-tools list from the "
+        "NixOS module's MCP server file, keeping only entries the agent's tool groups permit.",
+    )
+    parser.add_argument(
+        "--servers-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"the module's JSON file (default ${SERVERS_FILE_ENV} or {DEFAULT_SERVERS_FILE})",
+    )
+    parser.add_argument(
+        "--tool-groups",
+        default=None,
+        metavar="A,B",
+        help=f"comma-separated tool groups the agent holds now (default ${TOOL_GROUPS_ENV}, "
+        "else the file's toolGroups)",
+    )
+    parser.add_argument("--subagent", action="store_true", help="keep only entries available to subagents")
+    parser.add_argument("--out-config", metavar="PATH", help='write {"mcpServers": ...} here ("-" = stdout)')
+    parser.add_argument("--out-allowed-tools", metavar="PATH", help='write tool names here, one a line ("-" = stdout)')
+    parser.add_argument("-v", "--verbose", action="store_true", help="log dropped entries to stderr")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format=f"{PROG}: %(message)s")
+    servers_path = args.servers_file or Path(os.environ.get(SERVERS_FILE_ENV) or DEFAULT_SERVERS_FILE)
+    try:
+        servers_file = load_servers_file(servers_path)
+        groups = resolve_tool_groups(args.tool_groups, os.environ, servers_file.tool_groups)
+        result = render(servers_file, groups, subagent=args.subagent)
+    except ConfigError as exc:
+        print(f"{PROG}: error: {_shown(str(servers_path))}: {exc}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    try:
+        write_results(args, result)
+    except OSError as exc:
+        print(f"{PROG}: error: cannot write {exc.filename or 'the output'}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    return 0
+
+
+def write_results(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    if args.out_config is None and args.out_allowed_tools is None:
+        sys.stdout.write(dumps(result))
+        return
+    if args.out_config is not None:
+        # A rendered bearer token makes the config a secret: only its owner may read it.
+        carries_token = any("Authorization" in server.get("headers", {})
+                            for server in result["mcpConfig"]["mcpServers"].values())
+        write_output(args.out_config, dumps(result["mcpConfig"]), 0o600 if carries_token else 0o644)
+    if args.out_allowed_tools is not None:
+        write_output(args.out_allowed_tools, "".join(f"{tool}\n" for tool in result["allowedTools"]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,388 @@
+"""A cgroup v2 per task, in a subtree the daemon owns: nothing a task starts outlives it.
+
+A process group is left by any child that calls setsid; a cgroup is not (only a write
+to another cgroup's ``cgroup.procs`` moves a process, and a task never has a reason
+to). Where the daemon owns a cgroup v2 subtree (its own cgroup when systemd delegated
+it, ``Delegate=yes``, or ``HIVE_BASH_CGROUP_ROOT``) the tree is::
+
+    <root>/daemon         the daemon itself (v2 lets only leaves hold processes
+                          once controllers are enabled for the children)
+    <root>/task-<id>      one per running task, removed once it is empty
+
+Placement without a window: the task's first process is a bash in POSIX mode (it reads
+no startup file) that writes its own pid into the task's ``cgroup.procs`` and then
+execs the task's bash with the user's command untouched (same pid, session and group),
+so nothing of the task runs outside its cgroup. A move into a cgroup costs the mover a
+grace period of the kernel's cgroup_threadgroup_rwsem, 8-13 ms when moves are seconds
+apart (70 us when they come every 4 ms): paid by the task's first process, it never
+blocks the daemon's loop, as the daemon moving itself around the vfork did (measured:
+that blocked every client for those 8-13 ms). The other ways: a preexec_fn forces fork
+over vfork (~5 ms of the daemon's CPU), clone3's CLONE_INTO_CGROUP (no grace period) is
+out of Python's reach. Limits are written right after the spawn, before bash has
+finished starting.
+
+The end: once the leader has exited, ``cgroup.kill`` ends whatever is left (setsid'd
+or not), the task counts as ended once ``cgroup.events`` says ``populated 0``, and
+its accounting (``cpu.stat``, ``memory.peak``, ``memory.events``) is read before the
+directory is removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from hive_bash.core import summaries
+
+logger = logging.getLogger(__name__)
+
+PROC_SELF_CGROUP = Path("/proc/self/cgroup")
+PROC_SELF_MOUNTS = Path("/proc/self/mounts")
+DAEMON_LEAF = "daemon"
+TASK_PREFIX = "task-"
+# What a task cgroup may get, where the tree has them: accounting and the limits.
+WANTED_CONTROLLERS = ("cpu", "memory", "pids")
+# systemd marks a cgroup it delegated (v251+; user.* for a service with User=).
+DELEGATE_XATTRS = ("trusted.delegate", "user.delegate")
+# After cgroup.kill the cgroup empties within a millisecond or two; a process stuck in
+# uninterruptible sleep takes what it takes, polled no faster than this.
+EMPTY_POLL_FIRST_SECS = 0.0005
+EMPTY_POLL_MAX_SECS = 0.05
+LEFTOVER_WAIT_SECS = 5.0
+
+
+class CgroupError(Exception):
+    """HIVE_BASH_CGROUP_ROOT names nothing the daemon can use."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_max: int | None = None  # bytes
+    pids_max: int | None = None
+
+
+@dataclass(frozen=True)
+class CgroupEnd:
+    """What the kernel counted for a task's cgroup, read just before it is removed."""
+
+    cpu_secs: float | None  # every process that ever ran in it, waited for or not
+    memory_peak_bytes: int | None  # None without the memory controller
+    limit_reason: str | None  # e.g. "memory limit 512 MiB reached"
+
+
+class TaskCgroup:
+    """One task's cgroup directory, held open from its creation to its removal."""
+
+    def __init__(self, tree: CgroupTree, path: Path, limits: Limits) -> None:
+        self.tree = tree
+        self.path = path
+        self.limits = limits
+        self._dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    @property
+    def procs_path(self) -> Path:
+        """Where the task's first process writes its pid before it runs anything of the task."""
+        return self.path / "cgroup.procs"
+
+    def apply_limits(self) -> None:
+        """Write the limits (after the spawn: see the module's docstring). OSError if refused."""
+        if self.limits.memory_max is not None:
+            self._write("memory.max", str(self.limits.memory_max))
+            self._write("memory.swap.max", "0", missing_ok=True)  # a limit that swaps is no limit
+            # At the limit the OOM killer ends the whole task, not one of its processes at random
+            # while the rest carry on without it (systemd's OOMPolicy=kill does the same).
+            self._write("memory.oom.group", "1", missing_ok=True)
+        if self.limits.pids_max is not None:
+            self._write("pids.max", str(self.limits.pids_max))
+
+    def kill(self) -> None:
+        """SIGKILL every process in the cgroup, setsid'd or not: cgroup.kill (kernel 5.14+, which
+        also catches a fork in flight), else each pid cgroup.procs lists (`emptied` repeats it)."""
+        try:
+            self._write("cgroup.kill", "1")
+            return
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            logger.warning("could not kill cgroup %s: %s", self.path, exc)
+        for pid in (self._read("cgroup.procs") or "").split():
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGKILL)
+
+    def populated(self) -> bool:
+        text = self._read("cgroup.events")
+        return text is not None and "populated 1" in text  # unreadable: the directory is gone
+
+    async def emptied(self) -> None:
+        """Return once no process is left in the cgroup (polled: the wait is usually one poll)."""
+        delay = EMPTY_POLL_FIRST_SECS
+        while self.populated():
+            await asyncio.sleep(delay)
+            if delay == EMPTY_POLL_MAX_SECS:
+                self.kill()  # without cgroup.kill, a fork could have slipped past the last round
+            delay = min(delay * 2, EMPTY_POLL_MAX_SECS)
+
+    def finish(self) -> CgroupEnd:
+        """Read what the task cost and whether its own limit ended it, then remove the cgroup."""
+        end = CgroupEnd(self._cpu_secs(), self._int_file("memory.peak"), self._limit_reason())
+        self.remove()
+        return end
+
+    def remove(self) -> None:
+        if self._dir_fd < 0:
+            return
+        os.close(self._dir_fd)
+        self._dir_fd = -1
+        try:
+            os.rmdir(self.path)
+        except OSError as exc:  # still populated (a process in D state): recovery removes it later
+            logger.warning("could not remove cgroup %s: %s", self.path, exc)
+
+    def _cpu_secs(self) -> float | None:
+        usec = _key_value(self._read("cpu.stat"), "usage_usec")
+        return None if usec is None else round(usec / 1_000_000, 3)
+
+    def _limit_reason(self) -> str | None:
+        """Why the task's own limit ended it, if it did: its cgroup hit memory.max and the OOM killer
+        killed in it (`oom` counts this cgroup's own limit only; an ancestor's shows in `oom_kill` alone)."""
+        memory = self._read("memory.events")
+        if self.limits.memory_max is not None and (_key_value(memory, "oom") or 0) > 0:
+            if (_key_value(memory, "oom_kill") or 0) > 0:
+                return f"memory limit {summaries.size(self.limits.memory_max)} reached"
+        if self.limits.pids_max is not None and (_key_value(self._read("pids.events"), "max") or 0) > 0:
+            return f"process limit {self.limits.pids_max} reached (pids_max: a fork was refused)"
+        return None
+
+    def _int_file(self, name: str) -> int | None:
+        text = self._read(name)
+        return int(text) if text is not None and text.strip().isdigit() else None
+
+    def _read(self, name: str) -> str | None:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=self._dir_fd)
+        except OSError:
+            return None
+        try:
+            return os.read(fd, 4096).decode("ascii", "replace")
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def _write(self, name: str, value: str, missing_ok: bool = False) -> None:
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CLOEXEC, dir_fd=self._dir_fd)
+        except FileNotFoundError:
+            if missing_ok:
+                return
+            raise
+        try:
+            os.write(fd, value.encode())
+        finally:
+            os.close(fd)
+
+
+def _key_value(text: str | None, key: str) -> int | None:
+    for line in (text or "").splitlines():
+        name, _, value = line.partition(" ")
+        if name == key and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+class CgroupTree:
+    """The subtree the daemon owns: its own leaf, and a cgroup per task."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        leaf = root / DAEMON_LEAF
+        leaf.mkdir(exist_ok=True)
+        self._home = os.open(leaf / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+        self.return_home()
+        self.controllers = self._enable_controllers()
+
+    def return_home(self) -> None:
+        os.write(self._home, b"0")
+
+    def _enable_controllers(self) -> frozenset[str]:
+        """Hand the wanted controllers the tree has down to the task cgroups; the ones that took."""
+        available = set((_read_text(self.root / "cgroup.controllers") or "").split())
+        enabled = set()
+        for name in WANTED_CONTROLLERS:
+            if name not in available:
+                continue
+            try:
+                (self.root / "cgroup.subtree_control").write_text(f"+{name}")
+                enabled.add(name)
+            except OSError as exc:  # EBUSY: another process still sits in the root
+                logger.warning("cgroup controller %s not enabled under %s: %s", name, self.root, exc)
+        return frozenset(enabled)
+
+    def create(self, task_id: str, limits: Limits) -> TaskCgroup:
+        path = self.root / f"{TASK_PREFIX}{task_id}"
+        try:
+            path.mkdir()
+        except FileExistsError:  # a task of the same name ended but its cgroup could not be removed
+            _end_leftover_now(path)
+            path.mkdir()
+        return TaskCgroup(self, path, limits)
+
+    def leftovers(self) -> list[Path]:
+        return sorted(path for path in self.root.glob(f"{TASK_PREFIX}*") if path.is_dir())
+
+    async def end_leftovers(self) -> None:
+        """At start: every task cgroup is a previous daemon's; end what is in it, then remove it."""
+        for path in self.leftovers():
+            procs = (_read_text(path / "cgroup.procs") or "").split()
+            if procs:
+                logger.warning("cgroup %s outlived the previous daemon with %d processes; ending them", path, len(procs))
+            _write_text(path / "cgroup.kill", "1")
+            try:
+                async with asyncio.timeout(LEFTOVER_WAIT_SECS):
+                    while "populated 1" in (_read_text(path / "cgroup.events") or ""):
+                        await asyncio.sleep(EMPTY_POLL_MAX_SECS / 5)
+            except TimeoutError:
+                logger.warning("cgroup %s is still not empty after %gs", path, LEFTOVER_WAIT_SECS)
+            _remove_quietly(path)
+
+    def describe(self) -> str:
+        controllers = ", ".join(sorted(self.controllers)) or "none"
+        slow = "" if _favours_moves(self.root) else (
+            "; without the cgroup2 mount option favordynmods each task's move into its cgroup waits ~10 ms"
+        )
+        return f"a cgroup per task under {self.root} (controllers: {controllers}){slow}"
+
+
+def _end_leftover_now(path: Path) -> None:
+    _write_text(path / "cgroup.kill", "1")
+    _remove_quietly(path)
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError as exc:
+        logger.warning("could not remove cgroup %s: %s", path, exc)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _write_text(path: Path, value: str) -> bool:
+    try:
+        path.write_text(value)
+    except OSError:
+        return False
+    return True
+
+
+def cgroup2_mounts(mounts: Path = PROC_SELF_MOUNTS) -> list[Path]:
+    try:
+        lines = mounts.read_text().splitlines()
+    except OSError:
+        return []
+    return [Path(fields[1]) for line in lines if len(fields := line.split()) > 2 and fields[2] == "cgroup2"]
+
+
+def _favours_moves(path: Path, mounts: Path = PROC_SELF_MOUNTS) -> bool:
+    """True if the cgroup2 mount holding `path` has favordynmods: moves then skip a grace period."""
+    try:
+        lines = mounts.read_text().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 3 and fields[2] == "cgroup2" and path.is_relative_to(fields[1]):
+            return "favordynmods" in fields[3].split(",")
+    return False
+
+
+def _in_cgroup2(path: Path) -> bool:
+    """True if `path` is a cgroup v2 directory (only v2 has cgroup.controllers)."""
+    return (path / "cgroup.controllers").is_file() and (path / "cgroup.procs").is_file()
+
+
+def _writable(path: Path) -> bool:
+    return all(os.access(path / name, os.W_OK) for name in ("", "cgroup.procs", "cgroup.subtree_control"))
+
+
+def own_delegated_cgroup(proc_cgroup: Path = PROC_SELF_CGROUP) -> tuple[Path | None, str]:
+    """The daemon's own cgroup if systemd delegated it, or None and why not (for the log line)."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError as exc:
+        return None, f"{proc_cgroup} unreadable ({exc.strerror})"
+    relative = next((line[3:].lstrip("/") for line in lines if line.startswith("0::")), None)
+    if relative is None:
+        return None, "no cgroup v2 hierarchy (cgroup v1)"
+    if not relative:
+        return None, "the daemon is in the root cgroup"
+    for mount in cgroup2_mounts():
+        path = mount / relative
+        if _in_cgroup2(path):
+            break
+    else:
+        return None, f"its cgroup /{relative} is in no mounted cgroup2 hierarchy"
+    if not _writable(path):
+        return None, f"{path} is not writable (no Delegate=yes)"
+    if os.geteuid() == 0 and not _delegated(path):
+        return None, f"{path} is not delegated (no Delegate=yes)"
+    return path, ""
+
+
+def _delegated(path: Path) -> bool:
+    for name in DELEGATE_XATTRS:
+        with contextlib.suppress(OSError):
+            if os.getxattr(path, name) == b"1":
+                return True
+    return False
+
+
+def configured_root(path: Path) -> Path:
+    """HIVE_BASH_CGROUP_ROOT checked (created if its parent is a cgroup); CgroupError says what is wrong."""
+    if not path.is_absolute():
+        raise CgroupError(f"HIVE_BASH_CGROUP_ROOT must be an absolute path, not {str(path)!r}")
+    if not path.exists() and _in_cgroup2(path.parent):
+        try:
+            path.mkdir()
+        except OSError as exc:
+            raise CgroupError(f"HIVE_BASH_CGROUP_ROOT {path} could not be created: {exc.strerror}") from None
+    if not _in_cgroup2(path):
+        raise CgroupError(f"HIVE_BASH_CGROUP_ROOT {path} is not a directory in a cgroup v2 hierarchy")
+    if not _writable(path):
+        raise CgroupError(f"HIVE_BASH_CGROUP_ROOT {path} is not writable by the daemon")
+    return path
+
+
+def locate(setting: Path | None) -> CgroupTree | None:
+    """The tree to run tasks in, set up (the daemon moved into its leaf), or None: process groups as before.
+
+    Logged once. An unusable HIVE_BASH_CGROUP_ROOT raises CgroupError (an operator asked for it).
+    """
+    if setting is not None:
+        root: Path | None = configured_root(setting)
+        why = ""
+    else:
+        root, why = own_delegated_cgroup()
+    if root is None:
+        logger.info("no delegated cgroup v2 tree (%s): tasks are ended by process group", why)
+        return None
+    try:
+        tree = CgroupTree(root)
+    except OSError as exc:
+        if setting is not None:
+            raise CgroupError(f"HIVE_BASH_CGROUP_ROOT {root} cannot be used: {exc.strerror or exc}") from None
+        logger.warning("cgroup tree %s cannot be used (%s): tasks are ended by process group", root, exc)
+        return None
+    logger.info("%s", tree.describe())
+    return tree
+

@@ -1,0 +1,523 @@
+"""One task's process: bash in its own session, output straight into files, a pidfd to learn of its end.
+
+The child writes ``.out``/``.err`` itself (its stdout/stderr *are* the files), so
+the daemon copies no bytes and a task printing gigabytes costs it no memory.
+The daemon learns of the exit through a pidfd on the event loop (no thread per
+child), kills whatever the command left in its process group while the leader
+is still an unreaped zombie (so the group id cannot have been recycled), and
+only then reaps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import resource
+import signal
+import struct
+import subprocess
+import termios
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from hive_bash.core.cgroups import CgroupEnd, TaskCgroup
+from hive_bash.private_files import create_private
+
+logger = logging.getLogger(__name__)
+
+BASH_ARGV = ("bash", "--noprofile", "--norc", "-c")
+BASH_SCRIPT_ARGV = ("bash", "--noprofile", "--norc")
+# With a cgroup per task, the task's first process puts itself into its cgroup and only then
+# execs the task's bash (same pid, session and group): nothing of the task runs outside it.
+# POSIX mode reads no startup file, so a session's BASH_ENV runs in the task's bash alone.
+PLACE_ARGV = ("bash", "--posix", "--noprofile", "--norc", "-c", 'echo $$ > "$0" && exec "$@"')
+# The kernel refuses a single exec argument over 128 KiB (MAX_ARG_STRLEN): a longer
+# command is handed to bash as a script file instead of as its -c argument.
+MAX_ARGUMENT_BYTES = 128 * 1024 - 1
+# Variables that would make bash (or a zsh a task starts) run startup files.
+STARTUP_ENV = frozenset({"BASH_ENV", "ENV", "ZDOTDIR"})
+STARTUP_ENV_PREFIXES = ("ZSH_",)
+# The daemon's own configuration is not the task's business (the token file above all).
+DAEMON_ENV_PREFIXES = ("HIVE_BASH_",)
+PTY_ROWS, PTY_COLUMNS = 40, 200
+# Set in every task's environment (and how records written before `boot_id` existed recognise their leaders).
+TASK_ID_ENV = "HIVE_BASH_TASK_ID"
+# How a failed write of terminal output is named in the task's end reason.
+WRITE_ERROR_NAMES = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EIO: "I/O error"}
+
+OutputFailed = Callable[[str], None]
+
+
+def base_environment(environ: Mapping[str, str], hidden: frozenset[str]) -> dict[str, str]:
+    """The daemon's environment minus startup-file hooks, its own settings and hidden names.
+
+    Computed once at start: filtering os.environ per task was a measurable part of `run`.
+    """
+    return {
+        name: value
+        for name, value in environ.items()
+        if name not in STARTUP_ENV
+        and name not in hidden
+        and not name.startswith(STARTUP_ENV_PREFIXES)
+        and not name.startswith(DAEMON_ENV_PREFIXES)
+    }
+
+
+def task_environment(base: Mapping[str, str], extra: Mapping[str, str], task_id: str, pty: bool) -> dict[str, str]:
+    env = dict(base)
+    if pty:
+        env["TERM"] = "dumb"
+    env.update(extra)
+    env[TASK_ID_ENV] = task_id
+    return env
+
+
+CLOCK_TICKS_PER_SEC = os.sysconf("SC_CLK_TCK")
+NS_PER_CLOCK_TICK = 1_000_000_000 // CLOCK_TICKS_PER_SEC
+
+
+def boottime_ns() -> int:
+    return time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+
+
+def start_ticks_between(before_ns: int, after_ns: int) -> int | None:
+    """The start time of a process forked between two CLOCK_BOOTTIME readings, in clock ticks, if they tell.
+
+    The kernel stamps a new process with CLOCK_BOOTTIME in fork and shows it in
+    /proc/<pid>/stat as that time in whole clock ticks (10 ms): when both readings fall in
+    the same tick, so did the fork. Reading /proc instead while the child execs waits on
+    the exec (0.1-0.25 ms of `run` measured here); the readings straddle a tick in about
+    1 spawn of 20, and then the caller reads /proc.
+    """
+    tick = before_ns // NS_PER_CLOCK_TICK
+    return tick if after_ns // NS_PER_CLOCK_TICK == tick else None
+
+
+def read_start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22), or None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after its last ')'.
+    fields = data[data.rindex(b")") + 2 :].split()
+    return int(fields[19])
+
+
+def boot_id() -> str | None:
+    """This boot's id (the kernel's random boot_id): a pid and start time name one process only within a boot."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as boot:
+            return boot.read().strip().decode("ascii", errors="replace") or None
+    except OSError:
+        return None
+
+
+def same_process_alive(pid: int, start_ticks: int | None) -> bool:
+    """True only if `pid` still names the very process we started: same pid and kernel start
+    time (within this boot: the caller checks the boot id), still leading the session and
+    process group it was started with (start_new_session). Whatever the process did to its
+    environment or argv (`exec env -i ...`, `exec -c ...`) changes none of these."""
+    if start_ticks is None:
+        return False
+    fields = _stat_fields(str(pid))
+    # fields: state(0) ppid(1) pgrp(2) session(3) ... starttime(19)
+    if fields is None or fields[0] in (b"Z", b"X"):
+        return False
+    return int(fields[2]) == int(fields[3]) == pid and int(fields[19]) == start_ticks
+
+
+def carries_task_id(pid: int, task_id: str) -> bool:
+    """Whether the process was started with HIVE_BASH_TASK_ID=<task_id> (and kept it)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            return f"{TASK_ID_ENV}={task_id}".encode() in environ.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _stat_fields(pid: str) -> list[bytes] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
+        return None
+    return data[data.rindex(b")") + 2 :].split()
+
+
+def leftover_group_members(pgid: int, leader_start_ticks: int | None) -> list[int]:
+    """Live processes still in a task's group after its leader is gone (seen after a daemon restart).
+
+    Members must be in the session and group the leader created and must have started
+    no earlier than it; a stranger would need to reuse the very pid as a new session id.
+    """
+    if leader_start_ticks is None:
+        return []
+    leader = _stat_fields(str(pgid))
+    if leader is not None and leader[0] not in (b"Z", b"X"):
+        # A live process holds the leader's pid: ours (the caller ended its group) or a
+        # stranger (the pid was reused, or the record forged): leave its group alone.
+        return []
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat_fields(entry)
+        # fields: state(0) ppid(1) pgrp(2) session(3) ... starttime(19)
+        if fields is None or int(fields[2]) != pgid or int(fields[3]) != pgid or fields[0] in (b"Z", b"X"):
+            continue
+        if int(fields[19]) >= leader_start_ticks:
+            members.append(int(entry))
+    return members
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Signal a whole process group; False if it is already gone."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        logger.warning("not allowed to signal process group %d", pgid)
+        return False
+    return True
+
+
+def _open_output(path: Path) -> int:
+    return create_private(path)
+
+
+def _set_window_size(fd: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", PTY_ROWS, PTY_COLUMNS, 0, 0))
+
+
+def _take_controlling_terminal() -> None:  # runs in the child, after setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def write_failure_reason(exc: OSError, path: Path) -> str:
+    """The end reason of a task whose terminal output could not be written, e.g. "disk full: ..."."""
+    name = WRITE_ERROR_NAMES.get(exc.errno or 0, exc.strerror or str(exc))
+    return f"{name}: terminal output could not be written to {path}"
+
+
+def _ignore_output_failure(reason: str) -> None:
+    pass
+
+
+@dataclass
+class SpawnRequest:
+    cmd: str
+    cwd: str
+    env: dict[str, str]
+    stdout_path: Path
+    stderr_path: Path
+    script_path: Path  # where a command too long for argv is written
+    stdin: Literal["null", "pipe"] = "null"
+    pty: bool = False
+    # Called (once) when a PTY task's output cannot be written, with the end reason.
+    on_output_failed: OutputFailed = field(default=_ignore_output_failure)
+    cgroup: TaskCgroup | None = None  # the task's own cgroup, where the daemon owns a tree
+
+    def prepare_argv(self) -> list[str]:
+        """bash's argv for the command; one too long for an exec argument is written to `script_path` first."""
+        if len(self.cmd.encode("utf-8", errors="surrogateescape")) <= MAX_ARGUMENT_BYTES:
+            return [*BASH_ARGV, self.cmd]
+        fd = create_private(self.script_path)
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as script:
+            script.write(self.cmd)
+        return [*BASH_SCRIPT_ARGV, str(self.script_path)]
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    """What the kernel reports to the reaper: the leader plus every descendant that was waited for."""
+
+    cpu_secs: float  # user + system
+    # The largest resident set of any one of those processes; None when it was no larger than
+    # the daemon's own peak: the leader starts as the daemon's (v)fork, and the kernel counts
+    # that image in its peak, so such a figure says nothing about the task (only: it was smaller).
+    max_rss_bytes: int | None
+
+    @classmethod
+    def from_rusage(cls, usage: resource.struct_rusage, daemon_peak_kib: int) -> ResourceUsage:
+        # ru_maxrss is in KiB
+        max_rss = usage.ru_maxrss * 1024 if usage.ru_maxrss > daemon_peak_kib else None
+        return cls(round(usage.ru_utime + usage.ru_stime, 3), max_rss)
+
+    def counted_by(self, end: CgroupEnd, daemon_peak_kib: int) -> ResourceUsage:
+        """The cgroup's figures, where it has them: every process that ran in it, waited for or not.
+        memory.peak is shown by the same rule as ru_maxrss (above the daemon's own peak)."""
+        cpu = end.cpu_secs if end.cpu_secs is not None else self.cpu_secs
+        if end.memory_peak_bytes is None:
+            return ResourceUsage(cpu, self.max_rss_bytes)
+        peak = end.memory_peak_bytes if end.memory_peak_bytes > daemon_peak_kib * 1024 else None
+        return ResourceUsage(cpu, peak)
+
+
+class TaskProcess:
+    """A started task process. `exited` resolves to its wait status once the group is gone and it is reaped.
+
+    For a PTY task the daemon is the terminal: it pumps what the terminal shows into
+    the .out file (the only case where the daemon copies output bytes).
+    """
+
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        input_fd: int | None = None,
+        pty_out: tuple[int, Path] | None = None,
+        on_output_failed: OutputFailed = _ignore_output_failure,
+        forked_between: tuple[int, int] | None = None,  # CLOCK_BOOTTIME around the spawn, from _popen
+        cgroup: TaskCgroup | None = None,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        self._popen = popen
+        self.pid = popen.pid
+        self.pgid = popen.pid  # start_new_session: the leader's pid is the group's id
+        ticks = start_ticks_between(*forked_between) if forked_between is not None else None
+        self.start_ticks = ticks if ticks is not None else read_start_ticks(self.pid)
+        # Where `write` sends bytes: a pipe's write end or the PTY master (None: no input).
+        self.input_fd = input_fd
+        # A PTY task's .out: the daemon copies what the terminal shows into it.
+        self._pty_out_fd: int | None = pty_out[0] if pty_out is not None else None
+        self._pty_out_path: Path | None = pty_out[1] if pty_out is not None else None
+        self._on_output_failed = on_output_failed
+        self.output_error: str | None = None  # why terminal output could not be written
+        self.exited: asyncio.Future[int] = loop.create_future()
+        self.usage: ResourceUsage | None = None  # set when reaped
+        # With a cgroup the task has ended once the cgroup is empty, not when the leader exits.
+        self.cgroup = cgroup
+        self.limit_reason: str | None = None  # its own cgroup limit ended it ("memory limit 512 MiB reached")
+        self._emptying: asyncio.Task[None] | None = None
+        self._pidfd = os.pidfd_open(self.pid)
+        try:
+            loop.add_reader(self._pidfd, self._on_leader_exit)
+            if self._pty_out_fd is not None and input_fd is not None:
+                loop.add_reader(input_fd, self._pump_terminal)
+        except BaseException:
+            loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            raise
+
+    @property
+    def is_pty(self) -> bool:
+        return self._pty_out_fd is not None
+
+    def signal(self, sig: int) -> bool:
+        if self.exited.done() or self._emptying is not None:
+            return False  # reaped: the group id may name a stranger now, and the cgroup is being killed
+        if sig == signal.SIGKILL and self.cgroup is not None:
+            self.cgroup.kill()  # also what left the group with setsid
+        return signal_group(self.pgid, sig)
+
+    def _read_terminal(self) -> bytes | None:
+        """One chunk of what the terminal shows: b"" once every process closed it, None if nothing yet."""
+        assert self.input_fd is not None
+        try:
+            return os.read(self.input_fd, 65536)
+        except BlockingIOError:
+            return None
+        except OSError:  # EIO: every process closed the terminal
+            return b""
+
+    def _pump_terminal(self) -> None:
+        assert self.input_fd is not None
+        data = self._read_terminal()
+        if data:
+            if not self._copy_to_out(data):
+                # Nothing more can be kept: stop reading; the task is being ended.
+                asyncio.get_running_loop().remove_reader(self.input_fd)
+        elif data is not None:
+            asyncio.get_running_loop().remove_reader(self.input_fd)
+
+    def _drain_terminal(self) -> None:
+        """After the group is gone, move what the terminal still buffers into .out."""
+        while data := self._read_terminal():
+            self._copy_to_out(data)
+
+    def _copy_to_out(self, data: bytes) -> bool:
+        """Append terminal output to .out whole; False once a write failed (the rest is discarded).
+
+        A write error (disk full, I/O error) must not escape: raised in a reader callback it
+        would be lost in the event loop, and in `_on_leader_exit` it would stop the task
+        from ever ending. It is reported once, and the task is ended failed with the reason.
+        """
+        assert self._pty_out_fd is not None and self._pty_out_path is not None
+        if self.output_error is not None:
+            return False
+        view = memoryview(data)
+        try:
+            while view:  # a write to a filling disk can be short before it fails
+                view = view[os.write(self._pty_out_fd, view) :]
+        except OSError as exc:
+            self.output_error = write_failure_reason(exc, self._pty_out_path)
+            logger.warning("task process %d: %s (%s)", self.pid, self.output_error, exc)
+            self._on_output_failed(self.output_error)
+            return False
+        return True
+
+    def _on_leader_exit(self) -> None:
+        loop = asyncio.get_running_loop()
+        loop.remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        # The leader is a zombie now, so its pid (= the group id) cannot be reused yet:
+        # whatever the command left running in the group is ended before we reap.
+        signal_group(self.pgid, signal.SIGKILL)
+        if self.cgroup is not None:
+            self.cgroup.kill()  # and what left the group (setsid): the cgroup holds it still
+        _, status, usage = os.wait4(self.pid, 0)
+        self.usage = ResourceUsage.from_rusage(usage, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        self._popen.returncode = os.waitstatus_to_exitcode(status)
+        if self.cgroup is not None and self.cgroup.populated():
+            # SIGKILLed processes are still on their way out: the task ends once the last is gone.
+            self._emptying = loop.create_task(self._end_once_empty(status), name=f"cgroup-{self.pid}")
+            return
+        self._ended(status)
+
+    async def _end_once_empty(self, status: int) -> None:
+        assert self.cgroup is not None
+        await self.cgroup.emptied()
+        self._ended(status)
+
+    def _ended(self, status: int) -> None:
+        """Nothing of the task is left: read its cgroup's accounting, move the terminal's last output, resolve."""
+        loop = asyncio.get_running_loop()
+        if self.cgroup is not None:
+            end = self.cgroup.finish()
+            assert self.usage is not None
+            self.usage = self.usage.counted_by(end, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+            self.limit_reason = end.limit_reason
+        if self.is_pty and self.input_fd is not None:
+            loop.remove_reader(self.input_fd)
+            self._drain_terminal()
+        if not self.exited.done():
+            self.exited.set_result(status)
+
+    def close_input(self) -> None:
+        """Close the input channel's fd (EOF for a pipe). A PTY master stays open until `release`."""
+        if self.input_fd is not None and not self.is_pty:
+            os.close(self.input_fd)
+            self.input_fd = None
+
+    def release(self) -> None:
+        """Close every fd the daemon holds for this process; call once it has exited."""
+        for fd in (self.input_fd, self._pty_out_fd):
+            if fd is not None:
+                os.close(fd)
+        self.input_fd = self._pty_out_fd = None
+
+
+def _popen(
+    request: SpawnRequest, stdin: int, stdout: int, stderr: int, preexec_fn: Callable[[], None] | None = None
+) -> tuple[subprocess.Popen[bytes], tuple[int, int]]:
+    """Start the process; returns it and CLOCK_BOOTTIME just before and after (see start_ticks_between).
+
+    Without preexec_fn, CPython forks with vfork (the daemon's memory is not copied, the
+    loop waits only until bash has exec'd); posix_spawn would be no faster and cannot set cwd.
+    """
+    argv = request.prepare_argv()
+    if request.cgroup is not None:
+        # The move costs the mover a grace period of the kernel's cgroup lock (8-13 ms measured
+        # when tasks start seconds apart): paid by the task's first process, never by the loop.
+        argv = [*PLACE_ARGV, str(request.cgroup.procs_path), *argv]
+    before = boottime_ns()
+    # start_new_session: the task is its own session and process group, so one
+    # killpg reaches everything it starts (unless a child leaves with setsid: the cgroup holds it).
+    popen = subprocess.Popen(
+        argv,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        cwd=request.cwd,
+        env=request.env,
+        start_new_session=True,
+        close_fds=True,
+        preexec_fn=preexec_fn,
+    )
+    return popen, (before, boottime_ns())
+
+
+@contextlib.contextmanager
+def _owned(popen: subprocess.Popen[bytes], cgroup: TaskCgroup | None) -> Iterator[contextlib.ExitStack]:
+    """Guard the steps between Popen and a supervised TaskProcess.
+
+    Should one fail (EMFILE from pidfd_open or dup, ENOSYS from pidfd_open on an old
+    kernel or under a seccomp profile), the child would run on unsupervised and never be
+    reaped: its whole group is killed and it is reaped before the error goes on, and the
+    fds registered on the yielded stack are closed. On success they are kept.
+    """
+    with contextlib.ExitStack() as cleanup:
+        try:
+            yield cleanup
+        except BaseException:
+            _end_and_reap(popen, cgroup)
+            raise
+        cleanup.pop_all()
+
+
+def _end_and_reap(popen: subprocess.Popen[bytes], cgroup: TaskCgroup | None) -> None:
+    logger.warning("ending process group %d: its task could not be supervised", popen.pid)
+    signal_group(popen.pid, signal.SIGKILL)
+    if cgroup is not None:
+        cgroup.kill()
+    # SIGKILL cannot be caught: the wait is short even though it blocks the loop.
+    popen.wait()
+    if popen.stdin is not None:
+        popen.stdin.close()
+
+
+def spawn(request: SpawnRequest) -> TaskProcess:
+    """Start bash for a task. Raises OSError (EMFILE, EAGAIN, ENOENT...) if the kernel refuses."""
+    if request.pty:
+        return _spawn_pty(request)
+    with contextlib.ExitStack() as fds:
+        out_fd = _open_output(request.stdout_path)
+        fds.callback(os.close, out_fd)
+        err_fd = _open_output(request.stderr_path)
+        fds.callback(os.close, err_fd)
+        stdin = subprocess.PIPE if request.stdin == "pipe" else subprocess.DEVNULL
+        popen, forked_between = _popen(request, stdin, out_fd, err_fd)
+    with _owned(popen, request.cgroup) as on_failure:
+        if request.cgroup is not None:
+            request.cgroup.apply_limits()
+        input_fd = None
+        if popen.stdin is not None:
+            input_fd = os.dup(popen.stdin.fileno())
+            on_failure.callback(os.close, input_fd)
+            popen.stdin.close()
+            os.set_blocking(input_fd, False)
+        return TaskProcess(popen, input_fd, forked_between=forked_between, cgroup=request.cgroup)
+
+
+def _spawn_pty(request: SpawnRequest) -> TaskProcess:
+    """The task's stdin, stdout and stderr are one terminal; .err stays empty (a terminal has one stream)."""
+    os.close(_open_output(request.stderr_path))
+    out_fd = _open_output(request.stdout_path)
+    master, slave = os.openpty()
+    try:
+        _set_window_size(slave)
+        popen, forked_between = _popen(request, slave, slave, slave, preexec_fn=_take_controlling_terminal)
+    except BaseException:
+        os.close(master)
+        os.close(out_fd)
+        raise
+    finally:
+        os.close(slave)  # the child has its own copy; ours would keep EIO from ever arriving
+    with _owned(popen, request.cgroup) as on_failure:
+        on_failure.callback(os.close, master)
+        on_failure.callback(os.close, out_fd)
+        if request.cgroup is not None:
+            request.cgroup.apply_limits()
+        os.set_blocking(master, False)
+        return TaskProcess(
+            popen, master, (out_fd, request.stdout_path), request.on_output_failed, forked_between, request.cgroup
+        )

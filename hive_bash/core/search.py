@@ -1,0 +1,647 @@
+"""Regex search over a task's output file: matching lines with line numbers and byte offsets.
+
+The file is read in CHUNK_BYTES pieces cut at line ends, so memory stays bounded
+however large the file is (a line longer than MAX_LINE_BYTES is searched in pieces
+of that size). Each chunk is searched with one `re` call per hit, not per line, so
+sparse hits cost about what reading the file costs.
+
+The search runs in a child process: `re` holds the GIL for a whole call and cannot
+be interrupted, so a pattern that backtracks for minutes would otherwise freeze the
+daemon; a child is killed at its deadline, and whatever it allocates is never the
+daemon's memory. The child is a task's neighbour, not a task, so it is kept apart:
+
+* isolated (`python -I`, cwd `/`, an empty environment): nothing from the daemon's
+  working directory (every task's default cwd, where a task can write a
+  `hive_bash/__init__.py`), the user site or PYTHON* variables is imported; the
+  package is loaded from the daemon's own package directory, named explicitly;
+* bounded: SearchSlots runs at most MAX_RUNNING_SEARCHES children at once, queues
+  MAX_WAITING_SEARCHES callers and refuses the rest with an error naming the limit;
+* never orphaned: it is killed when its caller goes away (the client hung up), gets
+  SIGKILL from the kernel when the daemon dies (PR_SET_PDEATHSIG), and ends itself
+  at its own deadline (SIGALRM) should both fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import json
+import math
+import os
+import re
+import signal
+import sys
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from hive_bash.errors import HiveBashError, InvalidArgument
+
+CHUNK_BYTES = 1024 * 1024
+MAX_LINE_BYTES = 1024 * 1024
+LINE_CHARS = 200  # a listed line is cut to this many characters
+MATCH_LEAD_CHARS = 40  # kept before a hit that lies beyond LINE_CHARS in a long line
+LISTED_CHARS_BUDGET = 4000  # listed text per reply (a reply stays within the model's budget)
+MAX_PATTERN_CHARS = 1000
+DEFAULT_MAX_MATCHES = 50
+MAX_MATCHES_CAP = 200
+MAX_CONTEXT_LINES = 10
+SEARCH_TIMEOUT_SECS = 60.0
+# Each child is one busy core while it runs: a few at once, a few more queued, the rest refused.
+MAX_RUNNING_SEARCHES = 4
+MAX_WAITING_SEARCHES = 16
+CHILD_GRACE_SECS = 5.0  # the child's own deadline comes this long after the daemon's
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# Constructs whose meaning at a line end differs between "the chunk" and "the line alone":
+# patterns with them are searched line by line (slower, exact).
+LINE_SENSITIVE = re.compile(r"\(\?<?[=!]|\\[AZ]")
+
+
+class SearchFailed(HiveBashError):
+    """The search child failed or ran past its deadline."""
+
+
+class SearchBusy(HiveBashError):
+    def __init__(self, running: int, waiting: int) -> None:
+        super().__init__(
+            f"too many searches at once: {running} running and {waiting} waiting (the limit is "
+            f"{MAX_RUNNING_SEARCHES} running and {MAX_WAITING_SEARCHES} waiting); try again when one has ended"
+        )
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    path: str
+    pattern: str
+    offset: int = 0
+    max_matches: int = DEFAULT_MAX_MATCHES
+    context_lines: int = 0
+
+
+@dataclass(frozen=True)
+class Line:
+    number: int  # 1-based
+    offset: int  # byte offset in the file where `text` begins (the line's start unless a piece of a long line)
+    text: str
+    is_match: bool
+
+
+@dataclass
+class SearchResult:
+    lines: list[Line] = field(default_factory=list)
+    listed_matches: int = 0
+    total_matches: int = 0  # matching lines from the start offset to `end_offset`
+    start_offset: int = 0  # the first line searched begins here
+    end_offset: int = 0  # the file's size when the search began: what was searched
+    next_offset: int = 0  # offset of the first match not listed, else end_offset
+
+
+def compile_pattern(pattern: str) -> re.Pattern[str]:
+    """Python `re` syntax, `^`/`$` anchored at line ends. Raises InvalidArgument naming `pattern`."""
+    if not isinstance(pattern, str) or not pattern:
+        raise InvalidArgument("pattern", "must be a non-empty regular expression")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise InvalidArgument("pattern", f"is {len(pattern)} characters; the limit is {MAX_PATTERN_CHARS}")
+    try:
+        return re.compile(pattern, re.MULTILINE)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise InvalidArgument("pattern", f"is not a valid regular expression: {exc}") from None
+
+
+def _display(text: str) -> str:
+    """Undo surrogateescape for display: invalid UTF-8 bytes become U+FFFD."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _cut(line: str, hit: int | None) -> str:
+    if len(line) <= LINE_CHARS:
+        return _display(line)
+    start = 0 if hit is None or hit < LINE_CHARS - MATCH_LEAD_CHARS else hit - MATCH_LEAD_CHARS
+    lead = "…" if start else ""
+    return _display(lead + line[start : start + LINE_CHARS] + "…")
+
+
+class _Chunk:
+    """One decoded chunk: whole lines (or a piece of a long one) and where it lies in the file."""
+
+    def __init__(self, data: bytes, begin: int, end: int, offset: int, first_line: int) -> None:
+        self.text = str(memoryview(data)[begin:end], "utf-8", "surrogateescape")
+        self.ascii = self.text.isascii()
+        self.raw, self.begin = data, begin  # on ASCII, index i of text is byte begin + i of raw
+        self.offset = offset
+        self.first_line = first_line
+        self._cursor = (0, 0)  # (char index, byte index) of the last offset asked for
+
+    def byte_offset(self, index: int) -> int:
+        """File offset of character `index`; asked in increasing order, so the encoding work is linear."""
+        if self.ascii:
+            return self.offset + index
+        char, byte = self._cursor
+        if index < char:
+            char, byte = 0, 0
+        byte += len(self.text[char:index].encode("utf-8", "surrogateescape"))
+        self._cursor = (index, byte)
+        return self.offset + byte
+
+
+class _Searcher:
+    """Walks the chunks: counts every matching line, lists the first ones with their context."""
+
+    def __init__(self, pattern: re.Pattern[str], request: SearchRequest, result: SearchResult) -> None:
+        self.pattern = pattern
+        self.max_matches = request.max_matches
+        self.context = request.context_lines
+        self.result = result
+        self.by_line = bool(LINE_SENSITIVE.search(pattern.pattern))
+        self.twin = _ascii_twin(pattern) if not self.by_line else None
+        self.find = _finder(pattern, self.twin)
+        self.budget = LISTED_CHARS_BUDGET
+        self.listing = request.max_matches > 0
+        self.want_next = not self.listing  # next_offset still to be set to the first unlisted match
+        self.last_listed = 0  # number of the last line listed
+        self.after_left = 0  # after-context lines still owed to the last listed match
+        self.previous: deque[Line] = deque(maxlen=request.context_lines)  # the latest lines of earlier chunks
+
+    def feed(self, data: bytes, begin: int, end: int, offset: int, first_line: int) -> int:
+        """Search the whole lines data[begin:end] (at `offset` in the file); returns how many newlines they hold.
+
+        ASCII without a hit (the bulk of a log) is only counted, never decoded; once the
+        listing is complete, ASCII hits are only counted, and lines no longer (no number
+        is shown past the listing: 0 newlines are reported from then on).
+        """
+        if self.twin is not None and self.find is not None and not self.after_left and data.isascii():
+            if not self.listing and not self.want_next:
+                self.result.total_matches += _count_hits(self.find, self.twin, data, begin, end)
+                return 0
+            if self.find(data, begin, end) is None:
+                newlines = data.count(b"\n", begin, end)
+                if self.context:
+                    tail = _tail_start(data, begin, end, self.context)
+                    before = data.count(b"\n", begin, tail)
+                    tail_chunk = _Chunk(data, tail, end, offset + tail - begin, first_line + before)
+                    self._remember_tail(tail_chunk, newlines - before)
+                return newlines
+        return self.chunk(_Chunk(data, begin, end, offset, first_line))
+
+    def chunk(self, chunk: _Chunk) -> int:
+        """Search one chunk; returns the number of newlines in it."""
+        text, line_no, pos, counted, after_from = chunk.text, chunk.first_line, 0, 0, 0
+        while (found := self._next_hit(chunk, pos)) is not None:
+            start, end, hit = found
+            line_no += text.count("\n", counted, start)
+            counted = start
+            self.result.total_matches += 1
+            self._owe_after(chunk, after_from, start)
+            self.after_left = 0
+            if self.listing:
+                self._list_match(chunk, start, end, hit, line_no)
+            elif self.want_next:
+                self.want_next = False
+                self.result.next_offset = chunk.byte_offset(start)
+            pos = after_from = end + 1
+        self._owe_after(chunk, after_from, len(text))
+        newlines = line_no - chunk.first_line + text.count("\n", counted)
+        self._remember_tail(chunk, newlines)
+        return newlines
+
+    def _next_hit(self, chunk: _Chunk, pos: int) -> tuple[int, int, int] | None:
+        """(line start, line end, hit index) of the next matching line at or after `pos` (a line start)."""
+        text = chunk.text
+        while pos < len(text):
+            if self.by_line:
+                end = _line_end(text, pos)
+                hit = self._alone(text, pos, end)
+                if hit is not None:
+                    return pos, end, hit
+                pos = end + 1
+                continue
+            span = self._search(chunk, pos)
+            if span is None or (span[0] == len(text) and text.endswith("\n")):
+                return None  # (an empty match after the last line end is no line)
+            start = text.rfind("\n", pos, span[0]) + 1 or pos
+            end = _line_end(text, span[0])
+            if span[1] <= end:
+                return start, end, span[0]
+            # The hit ran across a line end: the line counts only if it matches on its own.
+            hit = self._alone(text, start, end)
+            if hit is not None:
+                return start, end, hit
+            pos = end + 1
+        return None
+
+    def _search(self, chunk: _Chunk, pos: int) -> tuple[int, int] | None:
+        """The next hit's span in the chunk's text: on ASCII found in its bytes (bytes.find for literals)."""
+        if chunk.ascii and self.find is not None:
+            span = self.find(chunk.raw, chunk.begin + pos, chunk.begin + len(chunk.text))
+            return None if span is None else (span[0] - chunk.begin, span[1] - chunk.begin)
+        match = self.pattern.search(chunk.text, pos)
+        return None if match is None else match.span()
+
+    def _alone(self, text: str, start: int, end: int) -> int | None:
+        """Where the pattern matches the line on its own (sliced: \\A and lookbehinds see no neighbours)."""
+        match = self.pattern.search(text[start:end])
+        return None if match is None else start + match.start()
+
+    def _spend(self, text: str) -> bool:
+        """Take a listed line's cost from the reply budget; False (nothing taken) if it does not fit."""
+        cost = len(text) + 12  # its line number and separators in the rendering
+        if cost > self.budget:
+            return False
+        self.budget -= cost
+        return True
+
+    def _emit(self, line: Line) -> None:
+        self.result.lines.append(line)
+        self.last_listed = line.number
+
+    def _list_match(self, chunk: _Chunk, start: int, end: int, hit: int, line_no: int) -> None:
+        text = _cut(chunk.text[start:end], hit - start)
+        if not self._spend(text):
+            self.listing = False
+            self.result.next_offset = chunk.byte_offset(start)
+            return
+        older, spans = self._before(chunk, start, line_no)
+        for line in older:
+            if self._spend(line.text):
+                self._emit(line)
+        for number, line_start, line_end in spans:
+            before = _cut(chunk.text[line_start:line_end], None)
+            if self._spend(before):
+                self._emit(Line(number, chunk.byte_offset(line_start), before, False))
+        self._emit(Line(line_no, chunk.byte_offset(start), text, True))
+        self.result.listed_matches += 1
+        self.after_left = self.context
+        if self.result.listed_matches >= self.max_matches:
+            self.listing = False
+            self.want_next = True
+
+    def _before(self, chunk: _Chunk, start: int, line_no: int) -> tuple[list[Line], list[tuple[int, int, int]]]:
+        """The unlisted lines before a match (they never match): from earlier chunks, and (number, start, end) here."""
+        spans: list[tuple[int, int, int]] = []
+        cursor, number = start, line_no
+        while len(spans) < self.context and cursor > 0 and number - 1 > self.last_listed:
+            line_start = chunk.text.rfind("\n", 0, cursor - 1) + 1
+            number -= 1
+            spans.append((number, line_start, cursor - 1))
+            cursor = line_start
+        spans.reverse()
+        missing = self.context - len(spans)
+        older: list[Line] = []
+        if missing and cursor == 0:
+            older = [line for line in self.previous if self.last_listed < line.number < number][-missing:]
+        return older, spans
+
+    def _owe_after(self, chunk: _Chunk, start: int, stop: int) -> None:
+        """List the after-context lines owed to the last listed match, from `start` up to `stop` (never a match)."""
+        number = self.last_listed + 1
+        while self.after_left > 0 and start < stop:
+            end = _line_end(chunk.text, start)
+            text = _cut(chunk.text[start:end], None)
+            if not self._spend(text):
+                self.after_left = 0
+                return
+            self._emit(Line(number, chunk.byte_offset(start), text, False))
+            self.after_left -= 1
+            number += 1
+            start = end + 1
+
+    def _remember_tail(self, chunk: _Chunk, newlines: int) -> None:
+        """Keep the chunk's last lines for the before-context of a match early in the next chunk."""
+        text = chunk.text
+        if not self.context or not text:
+            return
+        whole = text.endswith("\n")
+        end = len(text) - 1 if whole else len(text)
+        number = chunk.first_line + newlines - (1 if whole else 0)
+        spans: list[tuple[int, int, int]] = []
+        while len(spans) < self.context:
+            line_start = text.rfind("\n", 0, end) + 1
+            spans.append((number, line_start, end))
+            if line_start == 0:
+                break
+            number, end = number - 1, line_start - 1
+        for number, line_start, line_end in reversed(spans):
+            line = Line(number, chunk.byte_offset(line_start), _cut(text[line_start:line_end], None), False)
+            self.previous.append(line)
+
+
+def _ascii_twin(pattern: re.Pattern[str]) -> re.Pattern[bytes] | None:
+    """The pattern over bytes, a quick test of ASCII chunks for any hit at all; None where it could differ.
+
+    On ASCII text a str and a bytes pattern agree, but for \\s (Unicode's also takes \\x1c-\\x1f).
+    """
+    source = pattern.pattern
+    if not source.isascii() or "\\s" in source.lower():
+        return None
+    try:
+        return re.compile(source.encode(), pattern.flags & ~re.UNICODE)
+    except re.error:
+        return None
+
+
+Finder = Callable[[bytes, int, int], "tuple[int, int] | None"]
+# Literals joined by |: `re` tries every alternative at every position, so each literal
+# is searched for on its own (a literal search skips ahead fast), the leftmost kept.
+LITERALS = re.compile(r"[^\\.^$*+?{}\[\]()|\n]+(?:\|[^\\.^$*+?{}\[\]()|\n]+)*")
+
+
+def _finder(pattern: re.Pattern[str], twin: re.Pattern[bytes] | None) -> Finder | None:
+    """The quickest way to the next hit in ASCII bytes: one literal search per alternative, else the bytes twin."""
+    if twin is None:
+        return None
+    if "|" in pattern.pattern and LITERALS.fullmatch(pattern.pattern) and not pattern.flags & re.IGNORECASE:
+        return _Literals(pattern.pattern.encode().split(b"|"))
+    return lambda data, pos, end: None if (match := twin.search(data, pos, end)) is None else match.span()
+
+
+class _Literals:
+    """Leftmost of several literals: each one's next position is kept until passed, so each is scanned once."""
+
+    def __init__(self, literals: list[bytes]) -> None:
+        self.literals = [re.compile(re.escape(literal)) for literal in literals]
+        self._data: bytes | None = None  # the data (held: its id cannot be reused) and end the cache is for
+        self._end = -1
+        self._pos = 0
+        self._next: list[tuple[int, int] | None] = []  # each literal's next span; None: no more
+
+    def __call__(self, data: bytes, pos: int, end: int) -> tuple[int, int] | None:
+        if data is not self._data or end != self._end or pos < self._pos:
+            self._data, self._end = data, end
+            self._next = [(-1, -1)] * len(self.literals)  # (-1, -1): not looked for yet
+        self._pos = pos
+        best: tuple[int, int] | None = None
+        for index, literal in enumerate(self.literals):
+            span = self._next[index]
+            if span is not None and span[0] < pos:
+                match = literal.search(data, pos, end)
+                span = self._next[index] = None if match is None else match.span()
+            if span is not None and (best is None or span[0] < best[0]):
+                best = span
+        return best
+
+
+def _count_hits(find: Finder, verify: re.Pattern[bytes], data: bytes, begin: int, end: int) -> int:
+    """Matching lines in data[begin:end], as _Searcher._next_hit finds them, without decoding or numbering."""
+    count, pos = 0, begin
+    while pos < end:
+        found = find(data, pos, end)
+        if found is None or (found[0] == end and data[end - 1 : end] == b"\n"):
+            break
+        hit, hit_end = found
+        start = data.rfind(b"\n", pos, hit) + 1 or pos
+        line_end = data.find(b"\n", hit, end)
+        line_end = end if line_end < 0 else line_end
+        if hit_end <= line_end or verify.search(data[start:line_end]) is not None:
+            count += 1
+        pos = line_end + 1
+    return count
+
+
+def _tail_start(data: bytes, begin: int, end: int, lines: int) -> int:
+    """Where the last `lines` lines of data[begin:end] (which ends at a line end or the file's) begin."""
+    cursor = end - 1 if end > begin and data[end - 1] == 0x0A else end
+    for _ in range(lines):
+        cursor = data.rfind(b"\n", begin, cursor)
+        if cursor < 0:
+            return begin
+    return cursor + 1
+
+
+def _pieces(handle: BinaryIO, start: int, size: int) -> Iterator[tuple[bytes, int, int, int]]:
+    """(data, begin, end, file offset of data[begin]): whole lines data[begin:end], in file order.
+
+    The body of each read is handed over without a copy; only the line it splits is joined.
+    """
+    handle.seek(start)
+    carry, offset, position = b"", start, start
+    while position < size:
+        data = handle.read(min(CHUNK_BYTES, size - position))
+        if not data:
+            break  # the file was cut meanwhile
+        position += len(data)
+        last = len(data) if position >= size else data.rfind(b"\n") + 1
+        if last == 0:  # no line end in this read
+            carry += data
+            if len(carry) >= MAX_LINE_BYTES:  # a very long line: searched in pieces
+                yield carry, 0, len(carry), offset
+                offset, carry = offset + len(carry), b""
+            continue
+        head = 0
+        if carry:
+            head = data.find(b"\n", 0, last) + 1 or last
+            joined = carry + data[:head]
+            yield joined, 0, len(joined), offset
+            offset, carry = offset + len(joined), b""
+        if head < last:
+            yield data, head, last, offset
+            offset += last - head
+        carry = data[last:]
+    if carry:
+        yield carry, 0, len(carry), offset
+
+
+def _line_end(text: str, start: int) -> int:
+    end = text.find("\n", start)
+    return len(text) if end < 0 else end
+
+
+def _aligned_start(handle: BinaryIO, offset: int, size: int) -> int:
+    """The first line start at or after `offset`."""
+    if offset <= 0:
+        return 0
+    position = offset - 1
+    handle.seek(position)
+    while position < size:
+        data = handle.read(CHUNK_BYTES)
+        if not data:
+            break
+        newline = data.find(b"\n")
+        if newline >= 0:
+            return position + newline + 1
+        position += len(data)
+    return size
+
+
+def _count_newlines(handle: BinaryIO, end: int) -> int:
+    handle.seek(0)
+    count, left = 0, end
+    while left > 0:
+        data = handle.read(min(CHUNK_BYTES, left))
+        if not data:
+            break
+        count += data.count(b"\n")
+        left -= len(data)
+    return count
+
+
+def search_file(pattern: re.Pattern[str], request: SearchRequest) -> SearchResult:
+    """Search `request.path` from the first line start at or after `request.offset` up to its current size."""
+    result = SearchResult()
+    try:
+        handle = open(request.path, "rb")
+    except FileNotFoundError:
+        return result
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        start = _aligned_start(handle, request.offset, size)
+        result.start_offset = start
+        result.end_offset = result.next_offset = size
+        line_no = 1 + _count_newlines(handle, start)
+        searcher = _Searcher(pattern, request, result)
+        for data, begin, end, offset in _pieces(handle, start, size):
+            line_no += searcher.feed(data, begin, end, offset, line_no)
+    return result
+
+
+# ---- the child process --------------------------------------------------
+
+# What a child runs (`python -I -c CHILD_CODE PACKAGE_DIR MODULE ARGS...`): the hive_bash
+# package loaded from PACKAGE_DIR by location, so nothing on sys.path (and -I leaves neither
+# the working directory nor the user site on it) can stand in for it; then MODULE's main(argv).
+CHILD_CODE = (
+    "import importlib, importlib.util, sys\n"
+    "package = sys.argv.pop(1)\n"
+    "module_name = sys.argv.pop(1)\n"
+    "spec = importlib.util.spec_from_file_location("
+    "'hive_bash', package + '/__init__.py', submodule_search_locations=[package])\n"
+    "module = sys.modules['hive_bash'] = importlib.util.module_from_spec(spec)\n"
+    "spec.loader.exec_module(module)\n"
+    "sys.exit(importlib.import_module(module_name).main(sys.argv))\n"
+)
+
+
+def isolated_child_argv(module: str, *args: str) -> list[str]:
+    """argv of a child running `module`'s main(argv) from the package this daemon runs.
+
+    Searches and the line matcher (hive_bash.core.line_match) start this way: a task can write
+    into the daemon's working directory, so the child must not import from there."""
+    package_dir = str(Path(__file__).resolve().parent)
+    return [sys.executable, "-I", "-c", CHILD_CODE, package_dir, module, *args]
+
+
+def main(argv: list[str]) -> int:
+    request_json, parent_pid, deadline_secs = argv[1], int(argv[2]), float(argv[3])
+    _end_with_parent(parent_pid)
+    # SIGALRM's default action ends the process even inside one long `re` call.
+    signal.alarm(max(1, math.ceil(deadline_secs)))
+    request = SearchRequest(**json.loads(request_json))
+    result = search_file(compile_pattern(request.pattern), request)
+    sys.stdout.write(json.dumps(asdict(result)))
+    return 0
+
+
+def _end_with_parent(parent_pid: int) -> None:
+    """Have the kernel SIGKILL this process when the daemon dies; exit now if it already has."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # no prctl (not Linux): the deadline of its own still ends it
+    if os.getppid() != parent_pid:  # the daemon died before prctl took effect: reparented
+        os._exit(1)
+
+
+def _child_argv(request: SearchRequest, timeout: float) -> list[str]:
+    deadline = f"{timeout + CHILD_GRACE_SECS:.3f}"
+    return isolated_child_argv("hive_bash.core.search", json.dumps(asdict(request)), str(os.getpid()), deadline)
+
+
+async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -> SearchResult:
+    """Run the search in a child process; SearchFailed if it fails or outlives `timeout`.
+
+    Cancelled (the caller went away), it kills the child before it returns."""
+    compile_pattern(request.pattern)  # a bad pattern is the caller's error, reported before any child starts
+    spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
+        *_child_argv(request, timeout),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={}, cwd="/", start_new_session=True,
+    ))
+    try:
+        child = await asyncio.shield(spawn)
+    except asyncio.CancelledError:  # cancelled while it started: kill it once it has
+        spawn.add_done_callback(_kill_started)
+        raise
+    try:
+        async with asyncio.timeout(timeout):
+            out, err = await child.communicate()
+    except TimeoutError:
+        raise SearchFailed(
+            f"the search of pattern {request.pattern!r} ran past {timeout:g}s and was stopped; "
+            "narrow the pattern or search from a later offset"
+        ) from None
+    finally:
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+    if child.returncode != 0:
+        raise SearchFailed(f"the search failed: {err.decode(errors='replace').strip()[-300:]}")
+    data = json.loads(out)
+    data["lines"] = [Line(**line) for line in data["lines"]]
+    return SearchResult(**data)
+
+
+def _kill_started(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    if not spawn.cancelled() and spawn.exception() is None:
+        spawn.result().kill()  # asyncio's child watcher reaps it
+
+
+class SearchSlots:
+    """At most `running` search children at once; up to `waiting` more callers queue in order, the rest are refused.
+
+    A caller's `timeout` covers its wait for a slot and its search. A caller that goes
+    away (`abandon` set: its client hung up) has its child killed, or starts none."""
+
+    def __init__(self, running: int = MAX_RUNNING_SEARCHES, waiting: int = MAX_WAITING_SEARCHES) -> None:
+        self.max_running = running
+        self.max_waiting = waiting
+        self.running = 0
+        self.waiting = 0
+        self._free = asyncio.Semaphore(running)
+
+    async def search(
+        self, request: SearchRequest, abandon: asyncio.Event | None = None, timeout: float = SEARCH_TIMEOUT_SECS
+    ) -> SearchResult:
+        compile_pattern(request.pattern)
+        # No await between this check and the count below: no other caller slips in between.
+        if self._free.locked() and self.waiting >= self.max_waiting:
+            raise SearchBusy(self.running, self.waiting)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        self.waiting += 1
+        try:
+            async with asyncio.timeout(timeout):
+                await self._free.acquire()
+        except TimeoutError:
+            raise SearchFailed(
+                f"no search could start within {timeout:g}s: {self.max_running} others ran meanwhile; try again"
+            ) from None
+        finally:
+            self.waiting -= 1
+        self.running += 1
+        try:
+            if abandon is not None and abandon.is_set():
+                raise SearchFailed("the search was not started: its caller went away")
+            return await _unless_abandoned(search(request, max(deadline - loop.time(), 0.001)), abandon)
+        finally:
+            self.running -= 1
+            self._free.release()
+
+
+async def _unless_abandoned(work: Coroutine[Any, Any, SearchResult], abandon: asyncio.Event | None) -> SearchResult:
+    """Await `work`; cancel it (its child is killed) when `abandon` is set first, or when this call is cancelled."""
+    if abandon is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(abandon.wait())
+    try:
+        await asyncio.wait([task, gone], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        raise SearchFailed("the search was stopped: its caller went away")
+    return task.result()

@@ -1,0 +1,216 @@
+"""What an ending means (semantic status) and what a command may destroy (warnings).
+
+Both read the command with shlex, the way bash would split it, and stay
+conservative: anything they cannot read with confidence is read plainly
+(semantic status) or not warned about unless a table row matches.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from hive_bash.core.records import Status, TaskRecord
+
+SemanticStatus = Literal["ok", "error", "signal", "timeout"]
+CONTROL_OPERATORS = frozenset({";", "&&", "||", "&", "\n", "(", ")", ";;", "|&"})
+COMPOUND_WORDS = frozenset({"if", "then", "else", "fi", "for", "while", "until", "do", "done", "case", "esac", "{", "}"})
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
+
+# Commands whose exit status 1 is an answer, not a failure.
+EXIT_ONE_MEANS = {
+    "grep": "no match",
+    "egrep": "no match",
+    "fgrep": "no match",
+    "zgrep": "no match",
+    "rg": "no match",
+    "diff": "differs",
+    "cmp": "differs",
+    "test": "false",
+    "[": "false",
+    "[[": "false",
+}
+
+
+def _tokens(cmd: str) -> list[str] | None:
+    lexer = shlex.shlex(cmd.replace("\n", " ; "), posix=True, punctuation_chars=";&|()<>")
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        return list(lexer)
+    except ValueError:  # unbalanced quotes: bash will complain, we do not guess
+        return None
+
+
+def _program(words: list[str]) -> str | None:
+    """The program a simple command runs, past leading VAR=value assignments."""
+    for word in words:
+        if not ASSIGNMENT.fullmatch(word):
+            return word.rsplit("/", 1)[-1]
+    return None
+
+
+def status_command(cmd: str) -> str | None:
+    """The program whose exit status the task returns: the last of a plain pipeline, else None."""
+    tokens = _tokens(cmd)
+    if not tokens:
+        return None
+    if any(token in CONTROL_OPERATORS or token in COMPOUND_WORDS for token in tokens):
+        return None
+    segments: list[list[str]] = [[]]
+    for token in tokens:
+        if token == "|":
+            segments.append([])
+        else:
+            segments[-1].append(token)
+    return _program(segments[-1])
+
+
+def semantic(record: TaskRecord) -> tuple[SemanticStatus | None, str | None]:
+    if not record.status.is_terminal:
+        return None, None
+    if record.status is Status.TIMED_OUT:
+        return "timeout", record.end_reason or "timed out"
+    if record.signal is not None:
+        return "signal", f"{record.signal}, {record.diagnosis}" if record.diagnosis else record.signal
+    if record.exit_code == 0:
+        return "ok", None
+    if record.exit_code == 1 and record.status is Status.DONE:
+        meaning = EXIT_ONE_MEANS.get(status_command(record.cmd) or "")
+        if meaning is not None:
+            return "ok", meaning
+    if record.exit_code is None:
+        return "error", record.end_reason or record.status.value
+    if record.diagnosis:
+        return "error", f"exit {record.exit_code}, {record.diagnosis}"
+    return "error", record.end_reason or f"exit {record.exit_code}"
+
+
+# ---- destructive command warnings ---------------------------------------
+
+SimpleCheck = Callable[[list[str]], bool]
+
+
+@dataclass(frozen=True)
+class WarningRule:
+    program: str | None  # checked against each simple command's program; None: regex over the raw text
+    message: str
+    check: SimpleCheck | None = None
+    pattern: re.Pattern[str] | None = None
+
+
+def _flags(words: list[str]) -> set[str]:
+    letters: set[str] = set()
+    for word in words:
+        if word.startswith("--"):
+            letters.add(word)
+        elif word.startswith("-") and len(word) > 1:
+            letters.update(f"-{letter}" for letter in word[1:])
+    return letters
+
+
+def _risky_target(word: str) -> bool:
+    """A target rm -rf should not be pointed at casually: outside the working tree, everything, or unknown."""
+    return (
+        word.startswith(("/", "~", "$", "..", "`"))
+        or word in {".", "*", "./*", "./"}
+        or "$(" in word
+    )
+
+
+def _rm_recursive_force(words: list[str]) -> bool:
+    flags = _flags(words[1:])
+    recursive = bool(flags & {"-r", "-R", "--recursive"})
+    force = bool(flags & {"-f", "--force"})
+    targets = [word for word in words[1:] if not word.startswith("-")]
+    return recursive and force and (not targets or any(_risky_target(target) for target in targets))
+
+
+def _git(subcommand: str, *needles: str) -> SimpleCheck:
+    def check(words: list[str]) -> bool:
+        return subcommand in words[1:3] and any(needle in words for needle in needles)
+
+    return check
+
+
+def _git_push_force(words: list[str]) -> bool:
+    return "push" in words[1:3] and ("--force" in words or "-f" in words or any(w.startswith("+") for w in words[2:]))
+
+
+def _dd_to_device(words: list[str]) -> bool:
+    return any(word.startswith("of=/dev/") and not word.startswith("of=/dev/null") for word in words)
+
+
+def _chmod_recursive_root(words: list[str]) -> bool:
+    return bool(_flags(words[1:]) & {"-R", "--recursive"}) and any(word in {"/", "/*", "~"} for word in words)
+
+
+WARNING_RULES: tuple[WarningRule, ...] = (
+    WarningRule("rm", "may force-remove files outside the working tree (rm -rf)", _rm_recursive_force),
+    WarningRule("git", "rewrites the remote branch (git push --force)", _git_push_force),
+    WarningRule("git", "discards uncommitted changes (git reset --hard)", _git("reset", "--hard")),
+    WarningRule("git", "deletes untracked files (git clean -f)", _git("clean", "-f", "-fd", "-fdx", "-xdf", "-df")),
+    WarningRule("git", "discards local changes (git checkout -- / git restore)", _git("checkout", "--", ".")),
+    WarningRule("mkfs", "formats a filesystem (mkfs)", lambda words: True),
+    WarningRule("dd", "writes straight to a device (dd of=/dev/...)", _dd_to_device),
+    WarningRule("chmod", "changes permissions recursively from / (chmod -R)", _chmod_recursive_root),
+    WarningRule("chown", "changes owners recursively from / (chown -R)", _chmod_recursive_root),
+    WarningRule("kubectl", "deletes cluster resources (kubectl delete)", lambda words: "delete" in words[1:3]),
+    WarningRule("terraform", "destroys infrastructure (terraform destroy)", lambda words: "destroy" in words[1:3]),
+    WarningRule(None, "drops or empties a database table (DROP/TRUNCATE)",
+                pattern=re.compile(r"\b(DROP\s+(TABLE|DATABASE|SCHEMA)|TRUNCATE\s+TABLE)\b", re.I)),
+    WarningRule(None, "overwrites a disk device (> /dev/sd*)", pattern=re.compile(r">\s*/dev/(sd|nvme|vd|hd|mmcblk)")),
+)
+
+
+RULE_PROGRAMS = frozenset(rule.program for rule in WARNING_RULES if rule.program is not None)
+
+
+def _simple_commands(cmd: str) -> list[list[str]]:
+    tokens = _tokens(cmd) or cmd.split()
+    commands: list[list[str]] = [[]]
+    for token in tokens:
+        if token in CONTROL_OPERATORS or token == "|":
+            commands.append([])
+        elif token not in COMPOUND_WORDS or commands[-1]:
+            commands[-1].append(token)
+    return [words for words in commands if words]
+
+
+def _strip_prefix(words: list[str]) -> list[str]:
+    """Drop assignments and wrappers (sudo, env, time, nohup) so the real program comes first."""
+    index = 0
+    while index < len(words) and (
+        ASSIGNMENT.fullmatch(words[index]) or words[index] in {"sudo", "env", "time", "nohup", "command", "exec"}
+    ):
+        index += 1
+    return words[index:]
+
+
+def _runs(word: str, program: str | None) -> bool:
+    """Whether `word` invokes `program`, by path or by variant name (mkfs -> mkfs.ext4)."""
+    name = word.rsplit("/", 1)[-1]
+    return program is not None and (name == program or name.startswith(f"{program}."))
+
+
+def warning(cmd: str) -> str | None:
+    """The first matching rule's message, joined with any others; None for a command we see no danger in."""
+    found: list[str] = []
+    # A rule's program can only run if its name is in the text: most commands name none, and
+    # skip the tokenizer (shlex cost 40-50 us of every `run`).
+    named = any(program in cmd for program in RULE_PROGRAMS)
+    commands = [_strip_prefix(words) for words in _simple_commands(cmd)] if named else []
+    for rule in WARNING_RULES:
+        if rule.pattern is not None:
+            hit = bool(rule.pattern.search(cmd))
+        else:
+            hit = any(
+                words and _runs(words[0], rule.program) and rule.check is not None and rule.check(words)
+                for words in commands
+            )
+        if hit and rule.message not in found:
+            found.append(rule.message)
+    return "; ".join(found) if found else None

@@ -1,0 +1,112 @@
+"""Words for people and models: status lines, durations, signal names, todo bodies."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from hive_bash.core import output, semantics
+from hive_bash.core.line_match import Match
+from hive_bash.core.records import Status, TaskRecord
+
+CMD_PREVIEW_CHARS = 120
+FAILED_TODO_LINES = 3
+FAILED_TODO_LINE_CHARS = 200
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def seconds(value: float) -> str:
+    if value < 10:
+        return f"{value:.3g}s" if value < 1 else f"{value:.1f}s"
+    if value < 120:
+        return f"{value:.0f}s"
+    minutes, secs = divmod(int(value), 60)
+    if minutes < 120:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def shorten(cmd: str, limit: int = CMD_PREVIEW_CHARS) -> str:
+    flat = " ".join(cmd.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def ending_words(status: Status, exit_code: int | None, signal: str | None) -> str:
+    """`done, exit 3` / `killed, SIGINT` / `running`: status first, then how the process ended."""
+    if exit_code is not None:
+        return f"{status.value}, exit {exit_code}"
+    if signal is not None:
+        return f"{status.value}, {signal}"
+    return status.value
+
+
+def status_words(record: TaskRecord) -> str:
+    return ending_words(record.status, record.exit_code, record.signal)
+
+
+def running_todo(record: TaskRecord) -> str:
+    return f"bash task {record.id} running: {shorten(record.cmd)}"
+
+
+def waiting_todo(record: TaskRecord, prompt: str | None) -> str:
+    said = f": {prompt}" if prompt else ""
+    return f"bash task {record.id} waits for input{said}\ncmd: {shorten(record.cmd)}"
+
+
+def match_todo(record: TaskRecord, pattern: str, match: Match | None, unseen: int, gave_up: str | None) -> str:
+    """A notify_on notice: `bash task web: stderr line 40 matched 'ERROR': <line>`, and how many since."""
+    lines = []
+    if match is not None:
+        lines.append(f"bash task {record.id}: {match.stream} line {match.line} matched {pattern!r}: {match.text}")
+        if unseen > 1:
+            stream = ", stream='stderr'" if match.stream == "stderr" else ""
+            lines.append(f"{unseen} lines matched since you last looked: logs(id='{record.id}'{stream}, pattern={pattern!r})")
+    if gave_up is not None:
+        lines.append(f"bash task {record.id}: notify_on {pattern!r} stopped: {gave_up}")
+    return "\n".join(lines)
+
+
+def final_todo(record: TaskRecord, out_path: Path, err_path: Path) -> str:
+    lines = [f"bash task {record.id} {status_words(record)}"]
+    if record.duration_secs is not None:
+        lines[0] += f" after {seconds(record.duration_secs)}"
+    if record.end_reason:
+        lines.append(record.end_reason)
+    if record.diagnosis:
+        lines.append(record.diagnosis)
+    lines.append(f"cmd: {shorten(record.cmd)}")
+    lines.append(f"Read({out_path})")
+    stderr_written = _non_empty(err_path)
+    if stderr_written:
+        lines.append(f"Read({err_path})")
+    if semantics.semantic(record)[0] not in (None, "ok"):
+        lines.extend(_last_lines(err_path if stderr_written else out_path, "stderr" if stderr_written else "stdout"))
+    return "\n".join(lines)
+
+
+def _last_lines(path: Path, stream: str) -> list[str]:
+    """A failed task's last words, so the agent can triage from its todo list without a Read."""
+    last = output.last_lines(path, FAILED_TODO_LINES, FAILED_TODO_LINE_CHARS)
+    return [f"last {stream} lines:", *(f"  {line}" for line in last)] if last else []
+
+
+def size(value: int) -> str:
+    """Bytes as a short human size: 512 B, 3.2 KiB, 41 MiB, 1.5 GiB."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= scale:
+            return f"{value / scale:.2g} {unit}" if value < 10 * scale else f"{value / scale:.0f} {unit}"
+    return f"{value} B"
+
+
+def _non_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False

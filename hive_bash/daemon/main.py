@@ -1,0 +1,220 @@
+"""`hive-bash-daemon`: parse flags over the environment, check the setup, serve until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import stat
+import sys
+from pathlib import Path
+
+import uvicorn
+from pydantic import ValidationError
+
+from hive_bash import __version__, tokens
+from hive_bash.core import cgroups
+from hive_bash.daemon.app import create_app
+from hive_bash.daemon.edge.connections import ConnectionGuard, ListenError, connection_budget, listening_socket, raise_open_files_limit
+from hive_bash.settings import Settings
+
+logger = logging.getLogger("hive_bash")
+
+# Claude Code keeps a GET stream open at all times: shutdown must not wait on it for long.
+GRACEFUL_SHUTDOWN_SECS = 2
+
+
+class ConfigError(Exception):
+    """Bad configuration: reported as one line, exit status 2."""
+
+
+def _setting_help(name: str, text: str) -> str:
+    """Help for a flag: its variable and the daemon's default, read from Settings (stated once, there)."""
+    default = Settings.model_fields[name].default
+    shown = f", default {default}" if default is not None else ""
+    return f"{text} (HIVE_BASH_{name.upper()}{shown})"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="hive-bash-daemon",
+        description="Serve the `bash` MCP server (run/status/kill/list/logs/write) over streamable HTTP.",
+        epilog="Every flag has an environment variable HIVE_BASH_<FLAG>; the flag wins. See the README.",
+    )
+    parser.add_argument("--host", help=_setting_help("host", "address to bind"))
+    parser.add_argument("--port", help=_setting_help("port", "TCP port"))
+    parser.add_argument("--tasks-dir", help=_setting_help("tasks_dir", "task output and records"))
+    parser.add_argument("--max-running", help=_setting_help("max_running", "tasks running at once"))
+    parser.add_argument("--token-file", help=_setting_help("token_file", "bearer token file"))
+    parser.add_argument(
+        "--generate-token",
+        action="store_const",
+        const="true",
+        help=_setting_help(
+            "generate_token",
+            "require a bearer token, generated into the token file (default harness/bash-token) "
+            "unless it already holds one",
+        ),
+    )
+    parser.add_argument("--log-level", help=_setting_help("log_level", "debug, info, warning, error"))
+    parser.add_argument("--version", action="version", version=f"hive-bash-daemon {__version__}")
+    return parser.parse_args(argv)
+
+
+def load_settings(args: argparse.Namespace) -> Settings:
+    overrides = {key: value for key, value in vars(args).items() if value is not None}
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "settings"
+        raise ConfigError(f"{field}: {first['msg']} (got {first.get('input')!r})") from None
+
+
+def prepare_tasks_dir(path: Path) -> Path:
+    """Create the tasks dir 0700, or accept an existing one only if it is private to this user.
+
+    Another user who can write there could plant symlinks or records the daemon would follow
+    or act on, so a symlinked, foreign or group/other-writable dir is refused, not repaired.
+    """
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = path.lstat()
+    except OSError as exc:
+        raise ConfigError(f"tasks dir {path}: cannot create it: {exc.strerror}") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise ConfigError(f"tasks dir {path}: is a symlink; point HIVE_BASH_TASKS_DIR at the real directory")
+    if not stat.S_ISDIR(info.st_mode):
+        raise ConfigError(f"tasks dir {path}: exists and is not a directory")
+    if info.st_uid != os.geteuid():
+        raise ConfigError(f"tasks dir {path}: owned by uid {info.st_uid}, not by this user (uid {os.geteuid()})")
+    if info.st_mode & 0o022:
+        raise ConfigError(f"tasks dir {path}: writable by group or others (mode {info.st_mode & 0o777:04o}); chmod 700 it")
+    if info.st_mode & 0o077:
+        logger.warning("tasks dir %s had mode %04o; making it 0700", path, info.st_mode & 0o777)
+        os.chmod(path, 0o700)
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"tasks dir {path}: not writable by this user")
+    return path.resolve()
+
+
+def read_token(settings: Settings) -> str | None:
+    path = settings.token_path
+    if path is None:
+        if not settings.is_loopback:
+            raise ConfigError(
+                f"host {settings.host} is not loopback: set HIVE_BASH_TOKEN_FILE so requests need a bearer token"
+            )
+        return None
+    try:
+        if settings.generate_token:
+            token, generated = tokens.ensure_token_file(path)
+            logger.info("%s the bearer token in %s", "generated" if generated else "kept", path)
+            return token
+        token, warning = tokens.read_token_file(path)
+    except tokens.TokenError as exc:
+        raise ConfigError(f"token file {path}: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"token file {path}: {exc.strerror or exc}") from None
+    if warning is not None:
+        logger.warning("token file %s: %s", path, warning)
+    return token
+
+
+def drop_hidden_environment(hidden: frozenset[str]) -> None:
+    """Re-execute the daemon without the HIVE_BASH_HIDE_ENV variables, if any are set.
+
+    Filtering them out of a task's environment is not enough: a task runs as the daemon's
+    user and can read the daemon's own environment (`/proc/$PPID/environ`, its memory).
+    After execve the process (same pid, so systemd still tracks it) holds no copy at all;
+    the daemon never needs the values itself.
+    """
+    present = sorted(hidden & os.environ.keys())
+    if not present:
+        return
+    logger.info("re-executing without the hidden variable(s) %s", ", ".join(present))
+    env = {name: value for name, value in os.environ.items() if name not in hidden}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(sys.executable, sys.orig_argv, env)
+    except OSError as exc:
+        raise ConfigError(f"cannot re-execute {sys.executable} without HIVE_BASH_HIDE_ENV: {exc.strerror}") from None
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    # sse_starlette logs every event it sends at debug: whole tool replies, output tails included.
+    logging.getLogger("sse_starlette").setLevel(max(logging.INFO, logging.getLogger().level))
+
+
+def connection_guard(settings: Settings) -> tuple[ConnectionGuard, int]:
+    """The guard for HTTP connections, and the accept backlog, sized to the open files limit."""
+    open_files = raise_open_files_limit()
+    allowed, backlog = connection_budget(settings.max_connections, open_files)
+    if allowed < settings.max_connections:
+        logger.warning(
+            "max_connections %d lowered to %d: the open files limit is %d", settings.max_connections, allowed, open_files
+        )
+    return ConnectionGuard(allowed, settings.request_timeout_secs), backlog
+
+
+def check_cgroup_root(path: Path | None) -> None:
+    """A HIVE_BASH_CGROUP_ROOT the daemon cannot use stops it: the operator asked for a cgroup per task."""
+    if path is not None:
+        try:
+            cgroups.configured_root(path)
+        except cgroups.CgroupError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        settings = load_settings(args)
+        configure_logging(settings.log_level)
+        drop_hidden_environment(settings.hidden_env_names)
+        settings.tasks_dir = prepare_tasks_dir(settings.tasks_dir)
+        token = read_token(settings)
+        check_cgroup_root(settings.cgroup_root)
+    except ConfigError as exc:
+        print(f"hive-bash-daemon: {exc}", file=sys.stderr)
+        return 2
+    app = create_app(settings, token)
+    guard, backlog = connection_guard(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        http=guard.protocol_class(),
+        ws="none",  # no websocket routes; an upgraded connection would leave the guard's sight
+        backlog=backlog,
+        log_config=None,
+        log_level=settings.log_level,
+        access_log=settings.log_level == "debug",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECS,
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    try:
+        listener = listening_socket(settings.host, settings.port, settings.request_timeout_secs)
+    except ListenError as exc:
+        print(f"hive-bash-daemon: {exc}", file=sys.stderr)
+        return 1
+    # uvicorn re-raises a captured SIGTERM/SIGINT once it has shut down, through the
+    # handler that was installed before it; a no-op one lets us exit 0 as a clean stop.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stopped_cleanly)
+    server.run(sockets=[listener])
+    return 0 if server.started else 1
+
+
+def _stopped_cleanly(signum: int, frame: object) -> None:
+    logger.debug("signal %d handled after shutdown", signum)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,377 @@
+"""The rules for tool arguments, each checked here and nowhere else.
+
+Each check raises InvalidArgument naming the argument and the rule. `task_options`
+turns what `run` was given into the `TaskOptions` the task manager takes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from hive_bash.core import line_match
+from hive_bash.errors import InvalidArgument
+from hive_bash.settings import Settings, memory_bytes
+
+NAME_PATTERN = re.compile(r"[a-z0-9-]{1,63}")
+ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+WAIT_CAP_SECS = 30.0
+DEFAULT_RUN_WAIT_SECS = 3.0
+PATH_MAX = 4096  # Linux: the longest path a system call takes, NUL included
+SHOWN_CHARS = 200
+
+StdinMode = Literal["null", "pipe"]
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """What `run` asked for, every rule checked (build it with `task_options`)."""
+
+    cmd: str
+    name: str | None = None
+    timeout_secs: float | None = None
+    idle_timeout_secs: float | None = None
+    cwd: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    pty: bool = False
+    stdin: StdinMode = "null"
+    session: str | None = None  # the shell session it starts from and leaves its state to
+    memory_max: int | None = None  # bytes; needs the daemon's cgroup tree (checked by the task manager)
+    pids_max: int | None = None
+    notify_on: str | None = None  # a regex (checked): a matching output line updates the task's todo
+
+
+def task_options(
+    settings: Settings,
+    cmd: str,
+    name: str | None = None,
+    timeout_secs: float | None = None,
+    idle_timeout_secs: float | None = None,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    pty: bool = False,
+    stdin: StdinMode = "null",
+    session: str | None = None,
+    memory_max: int | str | None = None,
+    pids_max: int | None = None,
+    notify_on: str | None = None,
+) -> TaskOptions:
+    """`run`'s arguments checked against the rules and the daemon's limits."""
+    if stdin not in ("null", "pipe"):
+        raise InvalidArgument("stdin", "must be 'null' or 'pipe'")
+    if pty and stdin == "pipe":
+        raise InvalidArgument("stdin", "must be 'null' with pty=true (a PTY task's input is its terminal)")
+    return TaskOptions(
+        cmd=command(cmd, settings.max_cmd_bytes),
+        name=None if name is None else task_id("name", name),
+        timeout_secs=positive_seconds("timeout_secs", timeout_secs, settings.max_timeout_secs),
+        idle_timeout_secs=positive_seconds("idle_timeout_secs", idle_timeout_secs, settings.max_timeout_secs),
+        cwd=directory(cwd),
+        env=environment(env),
+        pty=bool(pty),
+        stdin=stdin,
+        session=None if session is None else session_name(session, env),
+        memory_max=memory_limit(memory_max),
+        pids_max=process_limit(pids_max),
+        notify_on=notify_pattern(notify_on, settings),
+    )
+
+
+PIDS_MAX_LIMIT = 4_194_304  # the kernel's pid_max ceiling
+
+
+def memory_limit(value: int | str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return memory_bytes(value)
+    except ValueError as exc:
+        raise InvalidArgument("memory_max", str(exc)) from None
+
+
+def process_limit(value: int | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument("pids_max", "must be a whole number")
+    if not 1 <= value <= PIDS_MAX_LIMIT:
+        raise InvalidArgument("pids_max", f"must be from 1 to {PIDS_MAX_LIMIT} (processes and threads at once)")
+    return value
+
+
+def finite(argument: str, value: float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(argument, "must be a number")
+    if not math.isfinite(value):
+        raise InvalidArgument(argument, "must be a finite number (not NaN or infinity)")
+    return float(value)
+
+
+def command(value: str, max_bytes: int) -> str:
+    if not value or not value.strip():
+        raise InvalidArgument("cmd", "must be a non-empty command")
+    if "\x00" in value:
+        raise InvalidArgument("cmd", "must not contain NUL bytes")
+    size = len(value.encode("utf-8", errors="surrogatepass"))
+    if size > max_bytes:
+        raise InvalidArgument("cmd", f"is {size} bytes; the limit is {max_bytes} (put long scripts in a file)")
+    return value
+
+
+def task_id(argument: str, value: str) -> str:
+    """Names and ids share one rule, which also keeps them from ever naming a path outside the tasks dir."""
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
+        raise InvalidArgument(argument, "must be 1 to 63 characters of a-z, 0-9 and '-'")
+    return value
+
+
+def session_name(value: str, env: Mapping[str, str] | None) -> str:
+    """A session name (the task-name rule); its run must leave BASH_ENV to the session."""
+    name = task_id("session", value)
+    if env and "BASH_ENV" in env:
+        raise InvalidArgument("env", "must not set BASH_ENV in a session run (the session uses it)")
+    return name
+
+
+def positive_seconds(argument: str, value: float | None, maximum: float) -> float | None:
+    seconds = finite(argument, value)
+    if seconds is None:
+        return None
+    if seconds <= 0:
+        raise InvalidArgument(argument, "must be greater than 0 (omit it for no limit)")
+    if seconds > maximum:
+        raise InvalidArgument(argument, f"must be at most {maximum:g} seconds")
+    return seconds
+
+
+def line_pattern(argument: str, value: str | None) -> str | None:
+    """wait_for and notify_on: a regex by logs(pattern)'s rules."""
+    if value is None:
+        return None
+    line_match.compile_for(argument, value)
+    return value
+
+
+def notify_pattern(value: str | None, settings: Settings) -> str | None:
+    pattern = line_pattern("notify_on", value)
+    if pattern is not None and settings.agent_socket is None:
+        raise InvalidArgument("notify_on", "needs todos, and this daemon has no harness socket (HIVE_AGENT_SOCKET)")
+    return pattern
+
+
+def wait_seconds(value: float | None, default: float) -> float:
+    """Inline waits: omitted means the default, negative is refused, more than 30 is clamped to 30."""
+    seconds = finite("wait_seconds", value)
+    if seconds is None:
+        return default
+    if seconds < 0:
+        raise InvalidArgument("wait_seconds", "must be 0 or more (0 returns at once)")
+    return min(seconds, WAIT_CAP_SECS)
+
+
+def directory(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if "\x00" in value or not value:
+        raise InvalidArgument("cwd", "must be a non-empty path without NUL bytes")
+    if len(value.encode("utf-8", "surrogatepass")) >= PATH_MAX:
+        raise InvalidArgument("cwd", f"must be a path shorter than {PATH_MAX} bytes (got {len(value)} characters)")
+    path = Path(value)
+    try:
+        if path.is_dir():
+            return str(path.resolve())
+    except OSError as exc:  # a component too long, a loop of links: is_dir() raises for some
+        raise InvalidArgument("cwd", f"{_shown(value)} cannot be used: {exc.strerror}") from None
+    raise InvalidArgument("cwd", f"{_shown(value)} is not an existing directory")
+
+
+def _shown(value: str) -> str:
+    """The value as quoted in an error: whole when short, else its start."""
+    return repr(value) if len(value) <= SHOWN_CHARS else f"{value[:SHOWN_CHARS]!r}..."
+
+
+def environment(value: dict[str, str] | None) -> dict[str, str]:
+    if value is None:
+        return {}
+    for name, text in value.items():
+        if not ENV_NAME_PATTERN.fullmatch(name):
+            raise InvalidArgument("env", f"variable name {name!r} must match [A-Za-z_][A-Za-z0-9_]*")
+        if not isinstance(text, str) or "\x00" in text:
+            raise InvalidArgument("env", f"value of {name!r} must be a string without NUL bytes")
+    return dict(value)
+
+
+def non_negative_int(argument: str, value: int | None, default: int, maximum: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(argument, "must be a whole number")
+    if value < 0:
+        raise InvalidArgument(argument, "must be 0 or more")
+    return min(value, maximum)
+
+
+MAX_FILE_OFFSET = 2**63 - 1  # off_t: a larger offset cannot even be asked of the kernel
+
+
+def byte_offset(argument: str, value: int | None) -> int:
+    """A byte offset into a task's output: 0 or more, and one a file can have."""
+    offset = non_negative_int(argument, value, 0, MAX_FILE_OFFSET + 1)
+    if offset > MAX_FILE_OFFSET:
+        raise InvalidArgument(argument, f"must be at most {MAX_FILE_OFFSET} (2**63 - 1): no file offset is larger")
+    return offset
+
+
+def input_data(value: str, max_bytes: int) -> bytes:
+    if not isinstance(value, str):
+        raise InvalidArgument("data", "must be a string")
+    encoded = value.encode("utf-8", errors="surrogateescape")
+    if len(encoded) > max_bytes:
+        raise InvalidArgument("data", f"is {len(encoded)} bytes; the limit per write is {max_bytes}")
+    return encoded
+
+
+# ---- a call's arguments against its tool's input schema -----------------
+# Checked before the SDK's own (pydantic) validation, which ignores unknown names and
+# words its errors for programmers: a misspelt `timeout_seconds` silently meant "no limit".
+
+_JSON_TYPES: dict[str, str] = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "a whole number",
+    "boolean": "true or false",
+    "object": "an object",
+    "array": "a list",
+}
+
+
+# The names models actually try, mapped to ours: Claude Code's own Bash (command, timeout,
+# description, run_in_background), TaskOutput/BashOutput (task_id, bash_id, block, filter),
+# KillShell (shell_id), and the usual synonyms. Per tool, since `timeout` means timeout_secs to
+# run and wait_seconds to status. A value that is not one of the tool's names is said as it is.
+_SAME_FOR_EVERY_TASK_TOOL = {name: "id" for name in ("task_id", "taskId", "bash_id", "shell_id", "shellId",
+                                                     "job_id", "process_id", "task", "name")}
+_ALWAYS_IN_BACKGROUND = "leave it out (every run is a background task; wait_seconds=0 returns at once)"
+KNOWN_NAMES: dict[str, dict[str, str]] = {
+    "run": {
+        "command": "cmd", "cmdline": "cmd", "script": "cmd", "bash": "cmd", "shell": "cmd",
+        "timeout": "timeout_secs (in seconds)", "timeout_ms": "timeout_secs (in seconds)", "timeout_sec": "timeout_secs",
+        "max_seconds": "timeout_secs", "time_limit": "timeout_secs",
+        "wait": "wait_seconds", "block": "wait_seconds", "wait_secs": "wait_seconds",
+        "run_in_background": _ALWAYS_IN_BACKGROUND, "background": _ALWAYS_IN_BACKGROUND,
+        "description": "leave it out (run takes no description; name sets a task id)",
+        "id": "name", "task_id": "name", "label": "name",
+        "dir": "cwd", "directory": "cwd", "workdir": "cwd", "working_dir": "cwd", "working_directory": "cwd",
+        "path": "cwd", "environment": "env", "env_vars": "env", "envs": "env",
+        "tty": "pty", "terminal": "pty", "interactive": "pty",
+        "input": "stdin='pipe' (then send it with write)", "data": "stdin='pipe' (then send it with write)",
+        "idle_timeout": "idle_timeout_secs", "shell_session": "session",
+    },
+    "status": {**_SAME_FOR_EVERY_TASK_TOOL, "timeout": "wait_seconds", "block": "wait_seconds",
+               "wait": "wait_seconds", "wait_secs": "wait_seconds"},
+    "logs": {**_SAME_FOR_EVERY_TASK_TOOL, "timeout": "wait_seconds", "block": "wait_seconds",
+             "wait": "wait_seconds", "filter": "pattern", "regex": "pattern", "grep": "pattern",
+             "search": "pattern", "query": "pattern", "tail": "offset (status shows the tail)",
+             "lines": "max_bytes (pages are in bytes)", "limit": "max_bytes", "fd": "stream", "start": "offset",
+             "context": "context_lines"},
+    "write": {**_SAME_FOR_EVERY_TASK_TOOL, "input": "data", "text": "data", "keys": "data", "chars": "data",
+              "content": "data", "stdin": "data", "message": "data", "close": "eof", "close_stdin": "eof",
+              "end": "eof"},
+    "kill": {**_SAME_FOR_EVERY_TASK_TOOL, "signal": "force (SIGINT, or SIGKILL with force=true)",
+             "sig": "force (SIGINT, or SIGKILL with force=true)", "forced": "force", "hard": "force"},
+    "list": {"state": "status", "filter": "status", "max": "limit", "count": "limit", "n": "limit"},
+}
+# A fuzzy guess only when it is close: below this, `description` read as `session`.
+CLOSE_MATCH_CUTOFF = 0.75
+
+
+def closest(name: str, valid: list[str], tool: str = "") -> str | None:
+    """The valid name a misspelt or borrowed one most likely meant (`timeout_seconds` -> `timeout_secs`)."""
+    known = KNOWN_NAMES.get(tool, {}).get(name)
+    if known is not None:
+        return known
+    matches = difflib.get_close_matches(name, valid, n=1, cutoff=CLOSE_MATCH_CUTOFF)
+    if matches:
+        return matches[0]
+    # `wait` -> wait_seconds; never from a stub as short as `id`, a prefix of idle_timeout_secs too
+    prefixed = [candidate for candidate in valid if len(name) >= 4 and (candidate.startswith(name) or name.startswith(candidate))]
+    return prefixed[0] if len(prefixed) == 1 else None
+
+
+def unknown_argument(tool: str, name: str, valid: list[str]) -> InvalidArgument:
+    guess = closest(name, valid, tool)
+    hint = ""
+    if guess is not None:  # a name of ours (maybe with a word on its use), else advice said as it is
+        hint = f"did you mean {guess}? " if guess.split(" ")[0].split("=")[0] in valid else f"{guess}; "
+    return InvalidArgument(name, f"{tool} has no such argument; {hint}valid: {', '.join(valid)}")
+
+
+def _accepts(schema: dict[str, Any], value: Any) -> bool:
+    if "anyOf" in schema:
+        return any(_accepts(option, value) for option in schema["anyOf"])
+    kind = schema.get("type")
+    if "enum" in schema:
+        return value in schema["enum"]
+    if kind == "null":
+        return value is None
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "object":
+        values = schema.get("additionalProperties")
+        return isinstance(value, dict) and (
+            not isinstance(values, dict) or all(_accepts(values, item) for item in value.values())
+        )
+    if kind == "array":
+        return isinstance(value, list)
+    return True
+
+
+def _expected(schema: dict[str, Any]) -> str:
+    options = [option for option in schema.get("anyOf", [schema]) if option.get("type") != "null"]
+    words = []
+    for option in options:
+        if "enum" in option:
+            words.append("one of " + ", ".join(json.dumps(item) for item in option["enum"]))
+        elif option.get("type") == "object" and isinstance(option.get("additionalProperties"), dict):
+            words.append("an object of " + _JSON_TYPES.get(option["additionalProperties"].get("type", ""), "values").split(" ", 1)[1] + "s")
+        else:
+            words.append(_JSON_TYPES.get(str(option.get("type")), "a value"))
+    return " or ".join(words) or "a value"
+
+
+def check_call(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> None:
+    """Refuse unknown names (with the closest valid one), missing required ones and wrong JSON types."""
+    properties: dict[str, Any] = schema.get("properties", {})
+    valid = list(properties)
+    for name in arguments:
+        if name not in properties:
+            raise unknown_argument(tool, name, valid)
+    for name in schema.get("required", []):
+        if arguments.get(name) is None:
+            raise InvalidArgument(name, f"is required ({tool} needs {_expected(properties.get(name, {}))})")
+    for name, value in arguments.items():
+        if value is not None and not _accepts(_resolved(properties[name], schema), value):
+            raise InvalidArgument(name, f"must be {_expected(_resolved(properties[name], schema))}")
+
+
+def _resolved(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """Follow local `$ref`s (pydantic puts enums under `$defs`)."""
+    if "$ref" in schema:
+        return _resolved(root.get("$defs", {}).get(schema["$ref"].rsplit("/", 1)[-1], {}), root)
+    if "anyOf" in schema:
+        return {**schema, "anyOf": [_resolved(option, root) for option in schema["anyOf"]]}
+    return schema

@@ -1,0 +1,303 @@
+"""The MCP tools: one method of `BashTools` per tool, registered by `build_server`.
+
+Each tool checks its arguments (hive_bash.mcp.arguments), asks the task manager, and
+returns the reply hive_bash.mcp.results builds. What the model is told about the tools is in
+hive_bash.mcp.descriptions (true for this configuration: todos only with a harness socket).
+Domain errors (hive_bash.errors) become MCP tool errors here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal, ParamSpec
+
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from hive_bash import __version__
+from hive_bash.mcp import arguments, descriptions, replies, results
+from hive_bash.core import line_match, output, search, semantics
+from hive_bash.mcp.disconnects import client_gone
+from hive_bash.errors import HiveBashError, InvalidArgument
+from hive_bash.sdk.server import Context, McpServer, ToolError, add_tool, create_server, hide_argument
+from hive_bash.core.records import Status, Stream
+from hive_bash.settings import Settings
+from hive_bash.core.manager import Task, TaskManager
+
+TOOL_NAMES = ("run", "status", "kill", "list", "logs", "write")
+LOGS_MAX_BYTES = 1024 * 1024
+# A default logs page stays within one reply's budget (6,000 characters as the model reads it).
+LOGS_DEFAULT_BYTES = 4096
+LIST_DEFAULT = 50
+LIST_MAX = 500
+LOGS_POLL_SECS = 0.05
+# A search counts the other stream's matches too when that stream is at most this big (one child, < 50 ms).
+OTHER_SEARCH_MAX_BYTES = 1024 * 1024
+WRITE_MAX_BYTES = 1024 * 1024
+
+P = ParamSpec("P")
+
+
+def tool_errors(fn: Callable[P, Awaitable[CallToolResult]]) -> Callable[P, Awaitable[CallToolResult]]:
+    """Turn our exceptions into tool errors the model can read; anything else is the SDK's to report."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
+        try:
+            return await fn(*args, **kwargs)
+        except HiveBashError as exc:
+            raise ToolError(str(exc)) from None
+
+    return wrapper
+
+
+def check_arguments(tool: str, schema: dict[str, Any], given: dict[str, Any]) -> None:
+    """Unknown names and wrong types get our own one-line error before the SDK's validation sees them."""
+    try:
+        arguments.check_call(tool, schema, given)
+    except HiveBashError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def build_server(manager: TaskManager, settings: Settings) -> McpServer:
+    todos = settings.agent_socket is not None
+    server = create_server("bash", descriptions.instructions(todos), __version__, check_arguments)
+    tools = BashTools(manager, settings)
+    texts = descriptions.tool_descriptions(todos)
+    for name in TOOL_NAMES:
+        add_tool(server, getattr(tools, name), name, texts[name])
+    if not todos:
+        hide_argument(server, "run", "notify_on")  # it updates a todo: without a harness there is none
+    return server
+
+
+class BashTools:
+    """The six tools of the `bash` MCP server, over one task manager."""
+
+    def __init__(self, manager: TaskManager, settings: Settings) -> None:
+        self.manager = manager
+        self.settings = settings
+        self.searches = search.SearchSlots()
+
+    @tool_errors
+    async def run(
+        self,
+        cmd: Annotated[str, Field(description="The bash command line")],
+        timeout_secs: Annotated[
+            float | None, Field(description="End its whole process group after this long (timed_out)")
+        ] = None,
+        wait_seconds: Annotated[
+            float | None, Field(description="Wait inline for the end (default 3, max 30, 0: return at once)")
+        ] = None,
+        name: Annotated[
+            str | None, Field(description="Your task id: [a-z0-9-], 1-63 chars")
+        ] = None,
+        idle_timeout_secs: Annotated[
+            float | None, Field(description="End it after this long without output (timed_out)")
+        ] = None,
+        cwd: Annotated[str | None, Field(description="Working directory (must exist)")] = None,
+        env: Annotated[dict[str, str] | None, Field(description="Extra environment variables")] = None,
+        pty: Annotated[bool, Field(description="Under a pseudo-terminal (40x200, TERM=dumb)")] = False,
+        stdin: Annotated[
+            arguments.StdinMode, Field(description="'pipe': input via write; 'null': reading gets EOF")
+        ] = "null",
+        session: Annotated[
+            str | None, Field(description="Shell session: cwd and exported variables carry between its runs")
+        ] = None,
+        memory_max: Annotated[int | str | None, Field(description="Memory limit, e.g. 512M (cgroup)")] = None,
+        pids_max: Annotated[int | None, Field(description="Limit on processes at once (cgroup)")] = None,
+        wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR)] = None,
+        notify_on: Annotated[str | None, Field(description=descriptions.NOTIFY_ON)] = None,
+        ctx: Context | None = None,
+    ) -> Annotated[CallToolResult, results.TaskStatus]:
+        options = arguments.task_options(
+            self.settings, cmd, name, timeout_secs, idle_timeout_secs, cwd, env, pty, stdin, session,
+            memory_max, pids_max, notify_on,
+        )
+        wait = arguments.wait_seconds(wait_seconds, arguments.DEFAULT_RUN_WAIT_SECS)
+        pattern = arguments.line_pattern("wait_for", wait_for)
+        task = self.manager.submit(options)
+        return await self._status_reply(ctx, task, wait, semantics.warning(options.cmd), from_run=True, wait_for=pattern)
+
+    @tool_errors
+    async def status(
+        self,
+        id: Annotated[str, Field(description="Task id")],
+        wait_seconds: Annotated[
+            float | None, Field(description="Wait up to this long (max 30) for the end")
+        ] = None,
+        offset: Annotated[
+            int | None, Field(description="Stdout bytes already read: only newer ones are shown")
+        ] = None,
+        wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR_NEW)] = None,
+        ctx: Context | None = None,
+    ) -> Annotated[CallToolResult, results.TaskStatus]:
+        pattern = arguments.line_pattern("wait_for", wait_for)
+        task = self.manager.get(arguments.task_id("id", id))
+        start = arguments.byte_offset("offset", offset)
+        wait = arguments.wait_seconds(wait_seconds, 0.0)
+        return await self._status_reply(ctx, task, wait, offset=start, wait_for=pattern)
+
+    async def _status_reply(
+        self,
+        ctx: Context | None,
+        task: Task,
+        wait: float,
+        warning: str | None = None,
+        from_run: bool = False,
+        offset: int = 0,
+        wait_for: str | None = None,
+    ) -> CallToolResult:
+        paths = self.manager.output_path(task, "stdout"), self.manager.output_path(task, "stderr")
+        waited: line_match.FirstMatch | None = None
+        if wait_for is None or wait <= 0 or task.ended.is_set():
+            await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx))
+        else:
+            # New lines only: a run's task is new; a status follows on from what the files hold now.
+            starts = [line_match.StreamStart(stream, str(path), 0 if from_run else output.file_size(path))
+                      for stream, path in zip(("stdout", "stderr"), paths)]
+            async with line_match.first_match(wait_for, starts) as waited:
+                await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx), until=waited.found)
+        self.manager.shown(task)
+        todos = self.settings.agent_socket is not None
+        session = self.manager.session_state(task.record.session) if task.record.session is not None else None
+        return results.status_reply(task, paths, warning, from_run, offset, todos, session, waited, wait)
+
+    @tool_errors
+    async def kill(
+        self,
+        id: Annotated[str, Field(description="Task id")],
+        force: Annotated[bool, Field(description="SIGKILL instead of SIGINT")] = False,
+    ) -> Annotated[CallToolResult, results.KillResult]:
+        task, action = self.manager.kill(arguments.task_id("id", id), bool(force))
+        return results.kill_reply(task, action)
+
+    @tool_errors
+    async def list(
+        self,
+        status: Annotated[Status | None, Field(description="Only tasks with this status")] = None,
+        limit: Annotated[int | None, Field(description="At most this many (default 50, max 500)")] = None,
+        session: Annotated[str | None, Field(description="Only this session's")] = None,
+    ) -> Annotated[CallToolResult, results.TaskList]:
+        count = arguments.non_negative_int("limit", limit, LIST_DEFAULT, LIST_MAX)
+        name = None if session is None else arguments.task_id("session", session)
+        tasks = self.manager.newest_first(status, name)
+        known = self.manager.task_count
+        return results.list_reply(tasks[:count], len(tasks), known, status, self.manager.sessions(name))
+
+    @tool_errors
+    async def logs(
+        self,
+        id: Annotated[str, Field(description="Task id")],
+        stream: Annotated[
+            Literal["stdout", "stderr"] | None, Field(description="Which output (default stdout; its wait ends on either)")
+        ] = None,
+        offset: Annotated[int, Field(description="Byte offset to start at")] = 0,
+        max_bytes: Annotated[
+            int | None, Field(description="Page size (default 4096, max 1 MiB)")
+        ] = None,
+        wait_seconds: Annotated[
+            float | None, Field(description="Wait up to this long (max 30) for new output or the end")
+        ] = None,
+        pattern: Annotated[str | None, Field(description="Regex per line: matching lines instead of a page")] = None,
+        context_lines: Annotated[int | None, Field(description="Lines around each match (max 10)")] = None,
+        max_matches: Annotated[int | None, Field(description="Matches listed (default 50, max 200)")] = None,
+        ctx: Context | None = None,
+    ) -> Annotated[CallToolResult, results.LogPage]:
+        task = self.manager.get(arguments.task_id("id", id))
+        start = arguments.byte_offset("offset", offset)
+        page_size = arguments.non_negative_int("max_bytes", max_bytes, LOGS_DEFAULT_BYTES, LOGS_MAX_BYTES)
+        if page_size == 0:
+            raise InvalidArgument("max_bytes", "must be at least 1")
+        read: Stream = stream or "stdout"
+        path = self.manager.output_path(task, read)
+        # the stream not read: with none named a wait also ends when it grows, and replies say so
+        other_name: Stream = "stderr" if read == "stdout" else "stdout"
+        other_path = self.manager.output_path(task, other_name)
+        other_before = output.file_size(other_path)
+        also = (other_path, other_before) if stream is None else None
+        wait = arguments.wait_seconds(wait_seconds, 0.0)
+        if pattern is not None:
+            request = search_request(path, pattern, start, context_lines, max_matches)
+            await wait_for_growth(task, path, start, wait, also)
+            gone = client_gone(ctx)
+            found = await self.searches.search(request, abandon=gone)
+            other = await other_search(other_name, other_path, other_before, request, self.searches, gone)
+            return results.search_reply(task, read, pattern, found, other)
+        await wait_for_growth(task, path, start, wait, also)
+        ended = task.ended.is_set()
+        budget = replies.LOGS_DEFAULT_BUDGET if max_bytes is None else None
+        page = output.read_page(path, start, page_size, budget)
+        other_now = replies.OtherStream(other_name, other_before, output.file_size(other_path))
+        return results.log_reply(task, read, page, ended, other_now if stream is None else None)
+
+    @tool_errors
+    async def write(
+        self,
+        id: Annotated[str, Field(description="Task id")],
+        data: Annotated[str, Field(description="Text; control characters allowed (\\u0003 is ^C)")] = "",
+        eof: Annotated[bool, Field(description="Then close input (^D under pty)")] = False,
+    ) -> Annotated[CallToolResult, results.WriteResult]:
+        payload = arguments.input_data(data, WRITE_MAX_BYTES)
+        task, out_offset = self.manager.write_input(arguments.task_id("id", id), payload, bool(eof))
+        return results.write_reply(task, len(payload), out_offset, bool(eof))
+
+
+def search_request(
+    path: Path, pattern: str, offset: int, context_lines: int | None, max_matches: int | None
+) -> search.SearchRequest:
+    """logs(pattern=...) arguments, checked: a bad pattern is refused before any wait."""
+    search.compile_pattern(pattern)
+    return search.SearchRequest(
+        path=str(path),
+        pattern=pattern,
+        offset=offset,
+        max_matches=arguments.non_negative_int("max_matches", max_matches, search.DEFAULT_MAX_MATCHES, search.MAX_MATCHES_CAP),
+        context_lines=arguments.non_negative_int("context_lines", context_lines, 0, search.MAX_CONTEXT_LINES),
+    )
+
+
+async def other_search(
+    name: Stream,
+    path: Path,
+    size_before: int,
+    request: search.SearchRequest,
+    searches: search.SearchSlots,
+    abandon: asyncio.Event,
+) -> replies.OtherStream:
+    """The stream a search did not cover: its size, and its matching lines when counting them is cheap."""
+    size = output.file_size(path)
+    matches = None
+    if 0 < size <= OTHER_SEARCH_MAX_BYTES:
+        counting = dataclasses.replace(request, path=str(path), offset=0, max_matches=0, context_lines=0)
+        try:
+            matches = (await searches.search(counting, abandon=abandon)).total_matches
+        except HiveBashError:  # the count is a courtesy: the search that was asked for stands
+            matches = None
+    return replies.OtherStream(name, size_before, size, matches)
+
+
+async def wait_for_growth(
+    task: Task, path: Path, offset: int, seconds: float, also: tuple[Path, int] | None = None
+) -> None:
+    """Poll the file's size (cheap: one stat) until it passes `offset`, the task ends, or time runs out;
+    `also` (path, size): or that file grows past its size."""
+    if seconds <= 0:
+        return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while output.file_size(path) <= offset and not task.ended.is_set() and (
+        also is None or output.file_size(also[0]) <= also[1]
+    ):
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return
+        try:
+            async with asyncio.timeout(min(LOGS_POLL_SECS, remaining)):
+                await task.ended.wait()
+        except TimeoutError:
+            pass

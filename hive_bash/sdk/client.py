@@ -1,0 +1,89 @@
+"""The client half of the SDK surface: a connected session reduced to what callers need."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hive_bash.sdk.server import SDK_LINE
+
+__all__ = ["BashClient", "ToolReply", "open_client"]
+
+
+@dataclass(frozen=True)
+class ToolReply:
+    """A tool call's outcome, the same shape whatever the SDK line."""
+
+    text: str
+    structured: dict[str, Any] | None
+    is_error: bool
+
+
+def _reply(result: Any) -> ToolReply:
+    text = "\n".join(block.text for block in result.content if getattr(block, "type", None) == "text")
+    structured = getattr(result, "structured_content", None)
+    if structured is None:
+        structured = getattr(result, "structuredContent", None)
+    is_error = bool(getattr(result, "is_error", getattr(result, "isError", False)))
+    return ToolReply(text=text, structured=structured, is_error=is_error)
+
+
+class BashClient:
+    """A connected MCP client session, reduced to what hive-bash's callers need."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    async def call(self, tool: str, arguments: Mapping[str, Any] | None = None, timeout: float = 120) -> ToolReply:
+        result = await self._session.call_tool(tool, dict(arguments or {}), read_timeout_seconds=_timeout(timeout))
+        return _reply(result)
+
+    async def tool_names(self) -> list[str]:
+        listed = await self._session.list_tools()
+        return [tool.name for tool in listed.tools]
+
+    async def tools(self) -> list[Any]:
+        return list((await self._session.list_tools()).tools)
+
+
+def _timeout(seconds: float) -> Any:
+    if SDK_LINE == 2:
+        return seconds
+    import datetime
+
+    return datetime.timedelta(seconds=seconds)
+
+
+@contextlib.asynccontextmanager
+async def open_client(url: str, headers: Mapping[str, str] | None = None) -> AsyncIterator[BashClient]:
+    """Connect to a streamable HTTP MCP endpoint with the installed SDK's real client."""
+    if SDK_LINE == 2:
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with httpx2.AsyncClient(headers=dict(headers or {}), timeout=httpx2.Timeout(60, read=300)) as http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                yield BashClient(client)
+        return
+
+    from mcp import ClientSession
+    from mcp.client import streamable_http
+
+    if hasattr(streamable_http, "streamable_http_client"):  # 1.2x and later; the old name is deprecated there
+        import httpx
+
+        # The SDK's own defaults: 30 s to connect/write, 300 s to read (a reply may stream).
+        async with httpx.AsyncClient(headers=dict(headers or {}), timeout=httpx.Timeout(30, read=300)) as http:
+            # 1.x yields (read, write, get_session_id); the 2.x signature differs (typed against 2.x).
+            async with streamable_http.streamable_http_client(url, http_client=http) as (read, write, _):  # type: ignore[misc,arg-type]
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    yield BashClient(session)
+        return
+    async with streamable_http.streamablehttp_client(url, headers=dict(headers or {})) as (read, write, _):  # type: ignore[attr-defined]
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield BashClient(session)

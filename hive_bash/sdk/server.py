@@ -1,0 +1,149 @@
+"""The server half of the SDK surface: the MCP server, its tools, its HTTP app.
+
+nixpkgs ships mcp 1.x (``mcp.server.fastmcp.FastMCP``, ``streamablehttp_client``);
+PyPI's newest is 2.x (``mcp.server.mcpserver.MCPServer``, ``mcp.Client`` over
+httpx2). Everything else in hive_bash talks to the small surface below, so a
+third line means touching this file only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import mcp.types as mcp_types
+
+try:  # mcp 2.x
+    from mcp.server.mcpserver import Context
+    from mcp.server.mcpserver import MCPServer as _ServerClass
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    SDK_LINE = 2
+except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import Context  # type: ignore[no-redef,attr-defined]
+    from mcp.server.fastmcp import FastMCP as _ServerClass  # type: ignore[no-redef,attr-defined]
+    from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
+
+    SDK_LINE = 1
+
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+
+__all__ = [
+    "SDK_LINE", "Context", "ToolError", "McpServer", "create_server", "add_tool", "mcp_http_app", "tool_result",
+]
+
+# (tool name, its input schema, the call's arguments); raises ToolError to refuse the call.
+ArgumentCheck = Callable[[str, dict[str, Any], dict[str, Any]], None]
+
+
+class McpServer(_ServerClass):  # type: ignore[misc,valid-type]
+    """The SDK's server, with the call's raw arguments checked before the SDK validates them.
+
+    Both lines route every tools/call through `call_tool` (1.x binds it at init, 2.x calls it
+    from its handler), and both ignore unknown argument names: the check refuses them."""
+
+    check_arguments: ArgumentCheck | None = None
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None and self.check_arguments is not None:
+            self.check_arguments(name, tool.parameters, dict(arguments or {}))
+        try:
+            return await super().call_tool(name, arguments, *args, **kwargs)
+        except ToolError as exc:
+            # Both lines prefix a tool's own error with "Error executing tool NAME: "; the model
+            # gets our one line as it is (unexpected errors, a subclass on 2.x, stay as they are).
+            prefix = f"Error executing tool {name}: "
+            if type(exc) is not ToolError or not str(exc).startswith(prefix):
+                raise
+            raise ToolError(str(exc).removeprefix(prefix)) from exc.__cause__
+
+# The daemon enforces Host/Origin itself (hive_bash.daemon.edge.security) for every route,
+# so the SDK's own check, whose defaults differ between lines, is switched off.
+_SDK_SECURITY_OFF = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
+def create_server(name: str, instructions: str, version: str, check_arguments: ArgumentCheck | None = None) -> McpServer:
+    if SDK_LINE == 2:
+        server = McpServer(name=name, instructions=instructions, version=version)
+    else:
+        server = McpServer(name=name, instructions=instructions, transport_security=_SDK_SECURITY_OFF)  # type: ignore[call-arg]
+    server.check_arguments = check_arguments
+    _serve_tools_only(server)
+    return server
+
+
+# Requests the SDK answers by default with empty lists. While a handler is registered the
+# server advertises the capability, and Claude Code then adds its three resource tools
+# (about 2,000 characters) to every request it sends its model: hive-bash has only tools.
+_UNUSED_METHODS = ("prompts/list", "prompts/get", "resources/list", "resources/templates/list", "resources/read")
+
+
+def _serve_tools_only(server: McpServer) -> None:
+    if SDK_LINE == 2:
+        handlers = server._lowlevel_server._request_handlers
+        for method in _UNUSED_METHODS:
+            handlers.pop(method, None)
+        return
+    unused = {mcp_types.ListPromptsRequest, mcp_types.GetPromptRequest, mcp_types.ListResourcesRequest,
+              mcp_types.ListResourceTemplatesRequest, mcp_types.ReadResourceRequest}
+    for request in unused:
+        server._mcp_server.request_handlers.pop(request, None)
+
+
+def add_tool(server: McpServer, fn: Callable[..., Any], name: str, description: str) -> None:
+    """Register `fn` as tool `name`, its input schema cut to what a model needs to call it.
+
+    A client sends every tool's schema to its model on every turn: pydantic's `title` per
+    property and `anyOf [X, null]` for each optional argument cost characters and say nothing
+    (an omitted argument means its default, and the daemon still takes an explicit null)."""
+    server.add_tool(fn, name=name, description=description, structured_output=True)
+    tool = server._tool_manager.get_tool(name)
+    assert tool is not None  # just added
+    tool.parameters = slim_schema(tool.parameters)
+
+
+def hide_argument(server: McpServer, tool_name: str, argument: str) -> None:
+    """Leave an argument out of a tool's input schema: one that does nothing in this configuration."""
+    tool = server._tool_manager.get_tool(tool_name)
+    assert tool is not None
+    tool.parameters.get("properties", {}).pop(argument, None)
+
+
+def slim_schema(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [slim_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    slim = {key: slim_schema(value) for key, value in schema.items() if key != "title"}
+    options = slim.get("anyOf")
+    if isinstance(options, list):
+        kept = [option for option in options if option != {"type": "null"}]
+        if len(kept) == 1 and len(kept) < len(options):
+            del slim["anyOf"]
+            slim = {**kept[0], **slim}
+    if slim.get("default", ...) is None:
+        del slim["default"]
+    return slim
+
+
+def mcp_http_app(server: McpServer, path: str = "/mcp") -> Starlette:
+    """The SDK's streamable HTTP app. Its session manager must be run by the caller's lifespan."""
+    if SDK_LINE == 2:
+        return server.streamable_http_app(streamable_http_path=path, transport_security=_SDK_SECURITY_OFF)
+    server.settings.streamable_http_path = path  # type: ignore[attr-defined]
+    return server.streamable_http_app()
+
+
+def tool_result(text: str, structured: Mapping[str, Any]) -> mcp_types.CallToolResult:
+    """A result carrying the structured content and the same reading as a text block."""
+    # model_validate with the wire (camelCase) names works on both lines, whose
+    # Python attribute names differ (structuredContent vs structured_content).
+    return mcp_types.CallToolResult.model_validate(
+        {
+            "content": [{"type": "text", "text": text}],
+            "structuredContent": dict(structured),
+            "isError": False,
+        }
+    )

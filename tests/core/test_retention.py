@@ -1,0 +1,37 @@
+"""Retention on its own: which finished records go, by count and by age, oldest first."""
+
+from __future__ import annotations
+
+from hive_bash.core.records import Status, TaskRecord
+from hive_bash.core.retention import Retention
+
+
+def finished(task_id: str, ended_at: float) -> TaskRecord:
+    return TaskRecord(id=task_id, cmd="x", created_at=ended_at - 1, ended_at=ended_at, cwd="/", status=Status.DONE)
+
+
+def test_beyond_the_count_the_oldest_go_first() -> None:
+    retention = Retention(retain_count=2, retain_secs=1000)
+    records = [finished(f"t{index}", 100 + index) for index in range(5)]
+    for record in records:
+        retention.ended(record)
+    assert retention.expired(lambda record: True, now=110) == records[:3]
+    assert len(retention) == 2
+    assert retention.expired(lambda record: True, now=110) == []
+
+
+def test_past_the_age_they_go_whatever_the_count() -> None:
+    retention = Retention(retain_count=100, retain_secs=10)
+    old, young = finished("old", 100), finished("young", 195)
+    retention.ended(old)
+    retention.ended(young)
+    assert retention.expired(lambda record: True, now=200) == [old]
+
+
+def test_a_replaced_record_is_dropped_without_being_returned() -> None:
+    retention = Retention(retain_count=1, retain_secs=1000)
+    replaced, kept = finished("name", 100), finished("other", 101)
+    retention.ended(replaced)
+    retention.ended(kept)
+    assert retention.expired(lambda record: record is not replaced, now=110) == []
+    assert len(retention) == 1

@@ -1,0 +1,58 @@
+"""hive_bash.daemon.main: flags over the environment, one clear line for bad settings, a clean stop on SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hive_bash.daemon import main
+from hive_bash.settings import Settings
+from hivetest import call_ok
+
+pytestmark = pytest.mark.anyio
+
+
+def test_flag_help_shows_the_daemons_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main.parse_args(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for name in ("host", "port", "tasks_dir", "max_running", "log_level"):
+        assert f"HIVE_BASH_{name.upper()}, default {Settings.model_fields[name].default})" in help_text
+
+
+async def test_healthz_and_sigterm_with_an_open_stream(make_daemon) -> None:
+    daemon = make_daemon()
+    assert daemon.health()["ok"] is True
+    async with daemon.client() as client:
+        await call_ok(client, "run", {"cmd": "sleep 1000", "wait_seconds": 0})
+        # The client session (with its long-lived stream) is still open while we stop the daemon.
+        code = daemon.stop(signal.SIGTERM, timeout=10)
+    assert code == 0
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--port", "70000"], "port"),
+        (["--tasks-dir", "/proc/no/such/place"], "tasks dir"),
+        (["--host", "0.0.0.0"], "HIVE_BASH_TOKEN_FILE"),
+        (["--log-level", "loud"], "log_level"),
+    ],
+)
+def test_bad_configuration_exits_with_one_clear_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "hive_bash.daemon.main", *args], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=30, env={k: v for k, v in os.environ.items() if not k.startswith("HIVE_")})
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_sigint_also_stops_the_daemon(make_daemon) -> None:
+    daemon = make_daemon()
+    assert daemon.stop(signal.SIGINT, timeout=10) == 0
