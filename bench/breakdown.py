@@ -123,7 +123,11 @@ async def measure_server(
         cpu = measure.cpu_seconds(server.pid) - cpu_before
         totals = await read_totals(server.pid, totals_path)
     return Breakdown(
-        name, calls, measure.percentile(walls, 50) * 1e6, sum(walls) / len(walls) * 1e6, cpu / (calls + INITIALIZE_POSTS) * 1e6,
+        name,
+        calls,
+        measure.percentile(walls, 50) * 1e6,
+        sum(walls) / len(walls) * 1e6,
+        cpu / (calls + INITIALIZE_POSTS) * 1e6,
         with_rests(per_call(totals, before, calls)),
     )
 
@@ -153,7 +157,10 @@ def workloads(workdir: Path, cgroups: Path | None) -> Iterator[tuple[str, str, d
     yield ("echo", "reference", {}, "echo", {"text": "hi"})
     variants = [("", {})] + ([(", cgroup", {"HIVE_BASH_CGROUP_ROOT": str(cgroups)})] if cgroups is not None else [])
     for suffix, extra in variants:
-        for name, arguments in (("run true, wait 5", {"cmd": "true", "wait_seconds": 5}), ("run sleep 5, wait 0", START_ARGUMENTS)):
+        for name, arguments in (
+            ("run true, wait 5", {"cmd": "true", "wait_seconds": 5}),
+            ("run sleep 5, wait 0", START_ARGUMENTS),
+        ):
             directory = workdir / (name.split(",")[0] + suffix).replace(" ", "-").replace(",", "")
             yield (name + suffix, "daemon", {**scenarios.daemon_env(directory), **extra}, "run", arguments)
 

@@ -85,8 +85,13 @@ class InstallError(Exception):
 def _run_installer(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
     try:
         done = subprocess.run(
-            argv, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
-            timeout=INSTALL_TIMEOUT_SECS, check=False,
+            argv,
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT_SECS,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InstallError(f"{argv[0]}: {exc}") from exc
@@ -163,7 +168,9 @@ class Persistproc:
                 yield BashClient(client)
 
     async def _start(self, client: BashClient, command: str, workdir: str) -> int:
-        reply = await client.call("ctrl", {"action": "start", "command_or_label": command, "working_directory": workdir})
+        reply = await client.call(
+            "ctrl", {"action": "start", "command_or_label": command, "working_directory": workdir}
+        )
         return int(json.loads(_text(reply))["pid"])
 
     async def echo(self, client: BashClient, index: int) -> None:
@@ -251,7 +258,8 @@ class DesktopCommander:
             home.mkdir(parents=True, exist_ok=True)
             (home / "package.json").write_text('{"private": true}\n')
             _run_installer(
-                ["npm", "install", "--no-audit", "--no-fund", DC_PACKAGE], home,
+                ["npm", "install", "--no-audit", "--no-fund", DC_PACKAGE],
+                home,
                 env={"PUPPETEER_SKIP_DOWNLOAD": "1", "PUPPETEER_SKIP_CHROMIUM_DOWNLOAD": "1"},
             )
         self.entry = entry
@@ -276,8 +284,11 @@ class DesktopCommander:
 
     async def _start(self, client: BashClient, command: str, timeout_ms: int) -> tuple[int, str]:
         # start_process should return by timeout_ms; the client gives it 5 s more before giving up.
-        reply = await client.call("start_process", {"command": command, "timeout_ms": timeout_ms},
-                                  timeout=timeout_ms / 1000 + START_PROCESS_GRACE_SECS)
+        reply = await client.call(
+            "start_process",
+            {"command": command, "timeout_ms": timeout_ms},
+            timeout=timeout_ms / 1000 + START_PROCESS_GRACE_SECS,
+        )
         text = _text(reply)
         marker = "PID "
         if marker not in text:
@@ -333,8 +344,10 @@ class HiveBashStdio:
 
     def connect(self, workdir: Path) -> contextlib.AbstractAsyncContextManager[BashClient]:
         params = StdioServerParameters(
-            command=sys.executable, args=[str(BENCH_DIR / "stdio_daemon.py")],
-            env={"HIVE_BASH_TASKS_DIR": str(workdir / "tasks")}, cwd=workdir,
+            command=sys.executable,
+            args=[str(BENCH_DIR / "stdio_daemon.py")],
+            env={"HIVE_BASH_TASKS_DIR": str(workdir / "tasks")},
+            cwd=workdir,
         )
         return _stdio(params, workdir / "stdio-daemon.log")
 

@@ -47,10 +47,20 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
     ("submit: record saved (running)", SUBMIT, "core.todo_state", ("TodoStateMachine.started",), False),
     (WAIT, TOOL, "core.manager", ("TaskManager.wait_for_result",), True),
     ("exit: kill group, reap, rusage", WAIT, "core.process", ("TaskProcess._on_leader_exit",), False),
-    ("exit: usage, session, end, next", WAIT, "core.manager",
-     ("TaskManager._note_usage", "TaskManager._collect_session", "TaskManager._ended", "TaskManager._start_pending"),
-     False),
-    ("wait over: todo settled (record after the reply)", WAIT, "core.todo_state", ("TodoStateMachine.wait_over",), False),
+    (
+        "exit: usage, session, end, next",
+        WAIT,
+        "core.manager",
+        ("TaskManager._note_usage", "TaskManager._collect_session", "TaskManager._ended", "TaskManager._start_pending"),
+        False,
+    ),
+    (
+        "wait over: todo settled (record after the reply)",
+        WAIT,
+        "core.todo_state",
+        ("TodoStateMachine.wait_over",),
+        False,
+    ),
     ("reply: read output, shape", TOOL, "mcp.results", ("status_reply",), False),
     ("retention: prune (watcher tick)", None, "core.manager", ("TaskManager.prune",), False),
     ("record saves (write + rename), all", None, "core.records", ("RecordStore.save",), False),
@@ -137,7 +147,9 @@ def instrument_daemon() -> None:
 def dump(path: Path) -> None:
     """Write the totals whole: the reader waits for the file to appear and must never see half of it."""
     temp = path.with_name(f".{path.name}.tmp")
-    temp.write_text(json.dumps({name: {"calls": calls, "seconds": seconds} for name, (calls, seconds) in TOTALS.items()}))
+    temp.write_text(
+        json.dumps({name: {"calls": calls, "seconds": seconds} for name, (calls, seconds) in TOTALS.items()})
+    )
     os.replace(temp, path)
 
 

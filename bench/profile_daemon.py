@@ -29,11 +29,15 @@ async def drive(workload: str, url: str, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         if workload == "start":
             while time.monotonic() < deadline:
-                await measure.gather_limited(40, scenarios.CONCURRENCY, lambda _: client.call("run", {"cmd": "sleep 5", "wait_seconds": 0}))
+                await measure.gather_limited(
+                    40, scenarios.CONCURRENCY, lambda _: client.call("run", {"cmd": "sleep 5", "wait_seconds": 0})
+                )
             return
         if workload == "status":
             target = (await client.call("run", {"cmd": "true", "wait_seconds": 5})).structured["id"]
-            await measure.gather_limited(500, scenarios.CONCURRENCY, lambda _: client.call("run", {"cmd": "sleep 600", "wait_seconds": 0}))
+            await measure.gather_limited(
+                500, scenarios.CONCURRENCY, lambda _: client.call("run", {"cmd": "sleep 600", "wait_seconds": 0})
+            )
             while time.monotonic() < deadline:
                 await client.call("status", {"id": target})
             return
@@ -48,11 +52,26 @@ async def profile(workload: str, seconds: float, out: Path) -> None:
         port = measure.free_port()
         argv = [sys.executable, "-m", "hive_bash.daemon.main", "--port", str(port)]
         try:
-            async with measure.serve(argv, port, workdir, env=scenarios.daemon_env(workdir), name="hive-bash") as server:
+            async with measure.serve(
+                argv, port, workdir, env=scenarios.daemon_env(workdir), name="hive-bash"
+            ) as server:
                 recorder = subprocess.Popen(
-                    [py_spy, "record", "--pid", str(server.pid), "--rate", "250", "--format", "raw",
-                     "--output", str(out / f"{workload}.txt"), "--duration", str(int(seconds) + 5)],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    [
+                        py_spy,
+                        "record",
+                        "--pid",
+                        str(server.pid),
+                        "--rate",
+                        "250",
+                        "--format",
+                        "raw",
+                        "--output",
+                        str(out / f"{workload}.txt"),
+                        "--duration",
+                        str(int(seconds) + 5),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
                 )
                 try:
                     await drive(workload, server.url, seconds)

@@ -35,8 +35,18 @@ class RawClient:
         return _json_rpc_reply(data, response.getheader("content-type") or "")
 
     def initialize(self) -> None:
-        reply = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}})
+        reply = self.post(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "0"},
+                },
+            }
+        )
         if reply is None or "result" not in reply:
             raise RuntimeError(f"initialize failed: {reply}")
         self._headers["mcp-protocol-version"] = reply["result"]["protocolVersion"]
@@ -45,8 +55,14 @@ class RawClient:
     def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The tool's result; raises on a JSON-RPC error or a tool error."""
         self._next_id += 1
-        reply = self.post({"jsonrpc": "2.0", "id": self._next_id, "method": "tools/call",
-                           "params": {"name": tool, "arguments": arguments}})
+        reply = self.post(
+            {
+                "jsonrpc": "2.0",
+                "id": self._next_id,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments},
+            }
+        )
         if reply is None or "result" not in reply or reply["result"].get("isError"):
             raise RuntimeError(f"{tool} failed: {reply}")
         return dict(reply["result"])

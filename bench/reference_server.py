@@ -48,7 +48,12 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
     config = uvicorn.Config(
-        create_app(), host=args.host, port=args.port, log_config=None, log_level="warning", access_log=False,
+        create_app(),
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        log_level="warning",
+        access_log=False,
         lifespan="on",
     )
     uvicorn.Server(config).run()

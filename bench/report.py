@@ -68,8 +68,15 @@ def _bounded(sign: str, value: float | None) -> str:
 
 def _cells(m: Metric) -> tuple[str, ...]:
     floor_sign, ratio_sign = m.bounds
-    return (m.name, _number(m.value), _bounded(floor_sign, m.floor), m.unit, _bounded(ratio_sign, m.ratio),
-            m.target or "-", m.verdict)
+    return (
+        m.name,
+        _number(m.value),
+        _bounded(floor_sign, m.floor),
+        m.unit,
+        _bounded(ratio_sign, m.ratio),
+        m.target or "-",
+        m.verdict,
+    )
 
 
 def table(metrics: list[Metric]) -> str:

@@ -36,8 +36,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="write the metrics to this JSON file")
     parser.add_argument("--no-peers", action="store_true", help="skip installing and measuring the peers")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="where peers are installed")
-    parser.add_argument("--scratch", type=Path, help="where the daemons' tasks dirs go (default: the system's "
-                        "temp dir); put it on the filesystem your tasks dir lives on")
+    parser.add_argument(
+        "--scratch",
+        type=Path,
+        help="where the daemons' tasks dirs go (default: the system's "
+        "temp dir); put it on the filesystem your tasks dir lives on",
+    )
     return parser.parse_args()
 
 
@@ -86,40 +90,110 @@ async def measure_all(plan: scenarios.Plan, workdir: Path, cache: Path, with_pee
     loaded_per_task = (hive.loaded_rss - hive.idle_rss) / plan.load_tasks
     size = f"{mib(plan.output_bytes):.0f} MiB"
     metrics = [
-        Metric("run_latency_p50", ms(p50(latency.run)), ms(p50(latency.echo) + p50(latency.spawn)), "<= 1.2", "ms",
-               "run(true, wait_seconds=5); floor: echo tool p50 + asyncio `bash -c true` p50; raw JSON-RPC "
-               f"client (bench/raw_client.py), floor and value interleaved round by round, each on "
-               f"{scenarios.LATENCY_SERVERS} servers in turn"),
+        Metric(
+            "run_latency_p50",
+            ms(p50(latency.run)),
+            ms(p50(latency.echo) + p50(latency.spawn)),
+            "<= 1.2",
+            "ms",
+            "run(true, wait_seconds=5); floor: echo tool p50 + asyncio `bash -c true` p50; raw JSON-RPC "
+            f"client (bench/raw_client.py), floor and value interleaved round by round, each on "
+            f"{scenarios.LATENCY_SERVERS} servers in turn",
+        ),
         Metric("run_latency_p99", ms(p99(latency.run)), ms(p99(latency.echo) + p99(latency.spawn)), None, "ms"),
-        Metric("run_latency_p50_sdk_client", ms(p50(latency.run_mcp)), ms(p50(latency.echo_mcp) + p50(latency.spawn)),
-               None, "ms", "the same through the SDK's own Python client, whose work is in both"),
-        Metric("status_load_p50", ms(measure.percentile(hive.status_loaded, 50)),
-               ms(measure.percentile(hive.status_idle, 50)), None, "ms"),
-        Metric("status_load_p99", ms(measure.percentile(hive.status_loaded, 99)),
-               ms(measure.percentile(hive.status_idle, 99)), "<= 1.5", "ms",
-               f"floor: the same status call with 0 running tasks; value with {plan.load_tasks} running"),
-        Metric("start_rate", hive.start_rate, ref.echo_rate, ">= 0.7", "tasks/s",
-               f"{plan.start_tasks} run(sleep 5, wait_seconds=0), {scenarios.CONCURRENCY} calls in flight; "
-               f"floor: bare echo calls/s on the reference server, {scenarios.CONCURRENCY} in flight"),
-        Metric("start_rate_vs_spawn", hive.start_rate, raw_rate, None, "tasks/s",
-               "floor: asyncio spawns one after another, no server"),
-        Metric("start_rate_vs_cpu_ceiling", hive.start_rate, cpu_ceiling(ref, task_cpu), None, "tasks/s",
-               f"floor: {os.cpu_count()} cores / (echo call's CPU, server + client, {ms(ref.echo_cpu):.2f} ms "
-               f"+ one task's own process, {ms(task_cpu):.2f} ms): the most tasks/s if run cost what echo costs"),
-        Metric("start_server_cpu", ms(hive.start_cpu), ms(ref.echo_server_cpu), None, "ms",
-               "the daemon's CPU per task started (all threads) against the echo server's per call, both "
-               f"{scenarios.CONCURRENCY} in flight: with cores to spare for bash and the client, start_rate "
-               "could reach at most 1/ratio of the echo rate"),
-        Metric("output_2g_wall", measure.median(hive.output_walls), measure.median(hive.direct_walls), "<= 1.05", "s",
-               f"{size} to stdout, median of {plan.output_repeats}; floor: the command redirected to a file"),
-        Metric("output_2g_daemon_cpu", sum(hive.output_cpu), sum(hive.output_walls), "<= 0.01", "s",
-               "daemon CPU seconds (all threads) over the tasks' wall seconds, run and status calls included"),
+        Metric(
+            "run_latency_p50_sdk_client",
+            ms(p50(latency.run_mcp)),
+            ms(p50(latency.echo_mcp) + p50(latency.spawn)),
+            None,
+            "ms",
+            "the same through the SDK's own Python client, whose work is in both",
+        ),
+        Metric(
+            "status_load_p50",
+            ms(measure.percentile(hive.status_loaded, 50)),
+            ms(measure.percentile(hive.status_idle, 50)),
+            None,
+            "ms",
+        ),
+        Metric(
+            "status_load_p99",
+            ms(measure.percentile(hive.status_loaded, 99)),
+            ms(measure.percentile(hive.status_idle, 99)),
+            "<= 1.5",
+            "ms",
+            f"floor: the same status call with 0 running tasks; value with {plan.load_tasks} running",
+        ),
+        Metric(
+            "start_rate",
+            hive.start_rate,
+            ref.echo_rate,
+            ">= 0.7",
+            "tasks/s",
+            f"{plan.start_tasks} run(sleep 5, wait_seconds=0), {scenarios.CONCURRENCY} calls in flight; "
+            f"floor: bare echo calls/s on the reference server, {scenarios.CONCURRENCY} in flight",
+        ),
+        Metric(
+            "start_rate_vs_spawn",
+            hive.start_rate,
+            raw_rate,
+            None,
+            "tasks/s",
+            "floor: asyncio spawns one after another, no server",
+        ),
+        Metric(
+            "start_rate_vs_cpu_ceiling",
+            hive.start_rate,
+            cpu_ceiling(ref, task_cpu),
+            None,
+            "tasks/s",
+            f"floor: {os.cpu_count()} cores / (echo call's CPU, server + client, {ms(ref.echo_cpu):.2f} ms "
+            f"+ one task's own process, {ms(task_cpu):.2f} ms): the most tasks/s if run cost what echo costs",
+        ),
+        Metric(
+            "start_server_cpu",
+            ms(hive.start_cpu),
+            ms(ref.echo_server_cpu),
+            None,
+            "ms",
+            "the daemon's CPU per task started (all threads) against the echo server's per call, both "
+            f"{scenarios.CONCURRENCY} in flight: with cores to spare for bash and the client, start_rate "
+            "could reach at most 1/ratio of the echo rate",
+        ),
+        Metric(
+            "output_2g_wall",
+            measure.median(hive.output_walls),
+            measure.median(hive.direct_walls),
+            "<= 1.05",
+            "s",
+            f"{size} to stdout, median of {plan.output_repeats}; floor: the command redirected to a file",
+        ),
+        Metric(
+            "output_2g_daemon_cpu",
+            sum(hive.output_cpu),
+            sum(hive.output_walls),
+            "<= 0.01",
+            "s",
+            "daemon CPU seconds (all threads) over the tasks' wall seconds, run and status calls included",
+        ),
         Metric("rss_idle", mib(hive.idle_rss), mib(ref.idle_rss), "<= 1.15", "MiB", "floor: the reference server"),
-        Metric("rss_per_running_task", loaded_per_task / measure.KIB, RSS_BUDGET_PER_TASK / measure.KIB, "<= 1.0",
-               "KiB", f"(RSS with {plan.load_tasks} running - idle) / {plan.load_tasks}; floor: the 50 KiB budget"),
-        Metric("rss_after_finished", mib(hive.retained_rss_end), mib(hive.retained_rss_warm), "<= 1.05", "MiB",
-               f"after {plan.finished_tasks} finished tasks (retain_count {scenarios.RETAIN_COUNT}); "
-               f"floor: after the first {plan.finished_tasks // 5}"),
+        Metric(
+            "rss_per_running_task",
+            loaded_per_task / measure.KIB,
+            RSS_BUDGET_PER_TASK / measure.KIB,
+            "<= 1.0",
+            "KiB",
+            f"(RSS with {plan.load_tasks} running - idle) / {plan.load_tasks}; floor: the 50 KiB budget",
+        ),
+        Metric(
+            "rss_after_finished",
+            mib(hive.retained_rss_end),
+            mib(hive.retained_rss_warm),
+            "<= 1.05",
+            "MiB",
+            f"after {plan.finished_tasks} finished tasks (retain_count {scenarios.RETAIN_COUNT}); "
+            f"floor: after the first {plan.finished_tasks // 5}",
+        ),
     ]
     if with_peers:
         metrics += await measure_peers(plan, workdir, cache, hive)
@@ -148,15 +222,27 @@ def latency_metrics(result: peers.PeerResult, hive_echo: dict[str, float]) -> li
     why = f"; {result.note}" if result.note else ""
     same = "the same transport" if result.transport == "HTTP" else "transports differ"
     metrics = [
-        Metric(f"peer_{result.name}_latency", ms(hive_echo["HTTP"]), peer_ms, "<= 1.0", "ms",
-               f"echo hi spawn-to-result p50; value hive-bash over HTTP, floor the peer over {result.transport} "
-               f"({same}){why}"),
+        Metric(
+            f"peer_{result.name}_latency",
+            ms(hive_echo["HTTP"]),
+            peer_ms,
+            "<= 1.0",
+            "ms",
+            f"echo hi spawn-to-result p50; value hive-bash over HTTP, floor the peer over {result.transport} "
+            f"({same}){why}",
+        ),
     ]
     if result.transport != "HTTP":
         metrics.append(
-            Metric(f"peer_{result.name}_latency_same_transport", ms(hive_echo[result.transport]), peer_ms, "<= 1.0",
-                   "ms", f"echo hi spawn-to-result p50; value hive-bash over {result.transport} "
-                   f"(bench/stdio_daemon.py), floor the peer over {result.transport}{why}")
+            Metric(
+                f"peer_{result.name}_latency_same_transport",
+                ms(hive_echo[result.transport]),
+                peer_ms,
+                "<= 1.0",
+                "ms",
+                f"echo hi spawn-to-result p50; value hive-bash over {result.transport} "
+                f"(bench/stdio_daemon.py), floor the peer over {result.transport}{why}",
+            )
         )
     return metrics
 
@@ -168,8 +254,15 @@ def throughput_metric(result: peers.PeerResult, hive: scenarios.Hive, plan: scen
         note += f"; the peer did not report the end within the {plan.peer_output_timeout_secs:.0f}s limit"
     details = result.output_note or (result.note if result.output_wall is None else "")
     floor = plan.peer_output_timeout_secs if result.output_timed_out else result.output_wall
-    return Metric(f"peer_{result.name}_throughput", hive.peer_output_wall, floor, "<= 1.0", "s",
-                  note + (f"; {details}" if details else ""), floor_is_lower_bound=result.output_timed_out)
+    return Metric(
+        f"peer_{result.name}_throughput",
+        hive.peer_output_wall,
+        floor,
+        "<= 1.0",
+        "s",
+        note + (f"; {details}" if details else ""),
+        floor_is_lower_bound=result.output_timed_out,
+    )
 
 
 def main() -> int:

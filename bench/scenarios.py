@@ -110,7 +110,11 @@ async def reference(workdir: Path, calls: int) -> Reference:
     async with measure.serve(argv, port, workdir, name="reference") as server:
         async with open_client(server.url) as client:
             idle = await _idle_rss(server.pid, client, "echo", {"text": "hi"})
-            start, server_before, client_before = time.perf_counter(), measure.cpu_seconds(server.pid), time.process_time()
+            start, server_before, client_before = (
+                time.perf_counter(),
+                measure.cpu_seconds(server.pid),
+                time.process_time(),
+            )
             await measure.gather_limited(calls, CONCURRENCY, lambda _: client.call("echo", {"text": "hi"}))
             rate = calls / (time.perf_counter() - start)
             server_cpu = measure.cpu_seconds(server.pid) - server_before
@@ -132,25 +136,46 @@ async def latency(workdir: Path, calls: int) -> Latency:
             ref_port, hive_port = measure.free_port(), measure.free_port()
             ref_argv = [sys.executable, str(BENCH_DIR / "reference_server.py"), "--port", str(ref_port)]
             hive_argv = [sys.executable, "-m", "hive_bash.daemon.main", "--port", str(hive_port)]
-            refs.append(await stack.enter_async_context(
-                measure.serve(ref_argv, ref_port, workdir, name=f"latency-reference-{index}")))
-            hives.append(await stack.enter_async_context(measure.serve(
-                hive_argv, hive_port, workdir, env=daemon_env(workdir / f"latency-{index}"), name=f"latency-hive-{index}")))
+            refs.append(
+                await stack.enter_async_context(
+                    measure.serve(ref_argv, ref_port, workdir, name=f"latency-reference-{index}")
+                )
+            )
+            hives.append(
+                await stack.enter_async_context(
+                    measure.serve(
+                        hive_argv,
+                        hive_port,
+                        workdir,
+                        env=daemon_env(workdir / f"latency-{index}"),
+                        name=f"latency-hive-{index}",
+                    )
+                )
+            )
         echo_raw, run_raw = [RawClient(ref.url) for ref in refs], [RawClient(hive.url) for hive in hives]
         for client in echo_raw + run_raw:
             client.initialize()
         spawn = [lambda: measure.spawn_and_wait(["bash", "-c", "true"])]
-        await _rounds([
-            (result.echo, [_blocking(functools.partial(client.call, "echo", ECHO_ARGUMENTS)) for client in echo_raw]),
-            (result.spawn, spawn),
-            (result.run, [_blocking(functools.partial(client.call, "run", RUN_ARGUMENTS)) for client in run_raw]),
-        ], calls)
+        await _rounds(
+            [
+                (
+                    result.echo,
+                    [_blocking(functools.partial(client.call, "echo", ECHO_ARGUMENTS)) for client in echo_raw],
+                ),
+                (result.spawn, spawn),
+                (result.run, [_blocking(functools.partial(client.call, "run", RUN_ARGUMENTS)) for client in run_raw]),
+            ],
+            calls,
+        )
         echo_mcp = [await stack.enter_async_context(open_client(ref.url)) for ref in refs]
         run_mcp = [await stack.enter_async_context(open_client(hive.url)) for hive in hives]
-        await _rounds([
-            (result.echo_mcp, [functools.partial(client.call, "echo", ECHO_ARGUMENTS) for client in echo_mcp]),
-            (result.run_mcp, [functools.partial(client.call, "run", RUN_ARGUMENTS) for client in run_mcp]),
-        ], calls)
+        await _rounds(
+            [
+                (result.echo_mcp, [functools.partial(client.call, "echo", ECHO_ARGUMENTS) for client in echo_mcp]),
+                (result.run_mcp, [functools.partial(client.call, "run", RUN_ARGUMENTS) for client in run_mcp]),
+            ],
+            calls,
+        )
     return result
 
 

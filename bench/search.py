@@ -99,7 +99,9 @@ async def write_output(client: BashClient, workdir: Path, size_mib: int) -> tupl
     common, rare = workdir / "block.txt", workdir / "rare.txt"
     common.write_bytes(block("src/module_7/file_42.c:311:9: error: 'frobnicate' undeclared (first use here)"))
     rare.write_bytes(block("ld: fatal: cannot allocate 4294967296 bytes"))
-    cmd = f"for i in $(seq {size_mib}); do if [ $((i % {RARE_EVERY})) = 0 ]; then cat {rare}; else cat {common}; fi; done"
+    cmd = (
+        f"for i in $(seq {size_mib}); do if [ $((i % {RARE_EVERY})) = 0 ]; then cat {rare}; else cat {common}; fi; done"
+    )
     reply = await client.call("run", {"cmd": cmd, "wait_seconds": 30, "name": "big-log"})
     task = with_state(reply.structured or {})  # status and exit_code are in the verdict
     while task.get("status") in ("pending", "running"):
@@ -158,18 +160,42 @@ async def measure_search(args: argparse.Namespace, workdir: Path) -> list[Metric
 
 
 def pattern_metrics(
-    name: str, pattern: str, size_mib: int, ours: list[float], grep: list[float], sampler: Sampler, idle_rss: int,
+    name: str,
+    pattern: str,
+    size_mib: int,
+    ours: list[float],
+    grep: list[float],
+    sampler: Sampler,
+    idle_rss: int,
     count: int,
 ) -> list[Metric]:
     listed = min(count, 50)
     return [
-        Metric(f"grep_{name}_{size_mib}m_wall", measure.median(ours), measure.median(grep), "<= 2.0", "s",
-               f"logs(pattern={pattern!r}) through MCP, {count} matches counted, {listed} listed; "
-               "floor: grep -nE, same file, output to a file"),
-        Metric(f"grep_{name}_daemon_rss", sampler.daemon_peak / measure.MIB, idle_rss / measure.MIB, "<= 1.05", "MiB",
-               "daemon peak RSS while searching; floor: its RSS before the searches"),
-        Metric(f"grep_{name}_child_hwm", sampler.child_peak / measure.MIB, size_mib, "<= 0.05", "MiB",
-               "peak RSS (VmHWM) of the search child process; floor: the file size (bounded memory: a small ratio)"),
+        Metric(
+            f"grep_{name}_{size_mib}m_wall",
+            measure.median(ours),
+            measure.median(grep),
+            "<= 2.0",
+            "s",
+            f"logs(pattern={pattern!r}) through MCP, {count} matches counted, {listed} listed; "
+            "floor: grep -nE, same file, output to a file",
+        ),
+        Metric(
+            f"grep_{name}_daemon_rss",
+            sampler.daemon_peak / measure.MIB,
+            idle_rss / measure.MIB,
+            "<= 1.05",
+            "MiB",
+            "daemon peak RSS while searching; floor: its RSS before the searches",
+        ),
+        Metric(
+            f"grep_{name}_child_hwm",
+            sampler.child_peak / measure.MIB,
+            size_mib,
+            "<= 0.05",
+            "MiB",
+            "peak RSS (VmHWM) of the search child process; floor: the file size (bounded memory: a small ratio)",
+        ),
     ]
 
 

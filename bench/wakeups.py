@@ -121,8 +121,11 @@ def read_positions(pid: int, paths: dict[Path, int]) -> bool:
         try:
             target = Path(os.readlink(fd))
             if target in paths:
-                pos = next(int(line.split()[1]) for line in (Path(f"/proc/{pid}/fdinfo") / fd.name).read_text()
-                           .splitlines() if line.startswith("pos:"))
+                pos = next(
+                    int(line.split()[1])
+                    for line in (Path(f"/proc/{pid}/fdinfo") / fd.name).read_text().splitlines()
+                    if line.startswith("pos:")
+                )
                 if pos >= paths[target]:
                     reached.add(target)
         except (OSError, StopIteration, ValueError):
@@ -158,7 +161,9 @@ def write_command(workdir: Path, size_mib: int) -> tuple[str, int]:
     rare.write_bytes(block("ld: fatal: cannot allocate 4294967296 bytes"))
     rares = size_mib // RARE_EVERY
     size = rares * rare.stat().st_size + (size_mib - rares) * common.stat().st_size
-    cmd = f"for i in $(seq {size_mib}); do if [ $((i % {RARE_EVERY})) = 0 ]; then cat {rare}; else cat {common}; fi; done"
+    cmd = (
+        f"for i in $(seq {size_mib}); do if [ $((i % {RARE_EVERY})) = 0 ]; then cat {rare}; else cat {common}; fi; done"
+    )
     return cmd, size
 
 
@@ -244,8 +249,13 @@ async def while_backtracking(client: BashClient, pid: int) -> tuple[list[float],
     line = "a" * 40 + "b"
     await call(client, "run", {"cmd": "sleep 600", "name": "idle", "wait_seconds": 0})
     before = await status_latencies(client, "idle")
-    stuck = asyncio.create_task(call(client, "run", {"cmd": f"echo {line}; sleep 600", "name": "backtrack",
-                                                     "wait_for": BACKTRACKING, "wait_seconds": 30}))
+    stuck = asyncio.create_task(
+        call(
+            client,
+            "run",
+            {"cmd": f"echo {line}; sleep 600", "name": "backtrack", "wait_for": BACKTRACKING, "wait_seconds": 30},
+        )
+    )
     while (matcher := matcher_of(pid)) is None or measure.cpu_seconds(matcher) < 0.1:
         await asyncio.sleep(SAMPLE_SECS)
     during = []
@@ -272,7 +282,10 @@ async def measure_wakeups(args: argparse.Namespace, workdir: Path) -> list[Metri
     env = {**daemon_env(workdir), "HIVE_AGENT_SOCKET": str(socket_path)}
     cmd, size = write_command(workdir, args.size_mib)
     tasks_dir = Path(env["HIVE_BASH_TASKS_DIR"])
-    async with harness_at(socket_path) as harness, measure.serve(argv, port, workdir, env=env, name="hive-bash") as server:
+    async with (
+        harness_at(socket_path) as harness,
+        measure.serve(argv, port, workdir, env=env, name="hive-bash") as server,
+    ):
         async with open_client(server.url) as client:
             idle_rss = measure.rss_bytes(server.pid)
             print(f"printing {args.size_mib} MiB without a pattern", file=sys.stderr)
@@ -280,36 +293,96 @@ async def measure_wakeups(args: argparse.Namespace, workdir: Path) -> list[Metri
             print("logs(pattern) over it", file=sys.stderr)
             floor = await search_floor(client, server.pid, args.repeats)
             print("printing it with notify_on", file=sys.stderr)
-            notify = await with_pattern(client, server.pid, tasks_dir, cmd, size, plain,
-                                        {"notify_on": PATTERN, "wait_seconds": 0, "name": "notify"})
+            notify = await with_pattern(
+                client,
+                server.pid,
+                tasks_dir,
+                cmd,
+                size,
+                plain,
+                {"notify_on": PATTERN, "wait_seconds": 0, "name": "notify"},
+            )
             print("printing it with wait_for", file=sys.stderr)
-            waited = await with_pattern(client, server.pid, tasks_dir, cmd, size, plain,
-                                        {"wait_for": NEVER, "wait_seconds": 30, "name": "waited"})
+            waited = await with_pattern(
+                client,
+                server.pid,
+                tasks_dir,
+                cmd,
+                size,
+                plain,
+                {"wait_for": NEVER, "wait_seconds": 30, "name": "waited"},
+            )
             print("status while a wait_for pattern backtracks", file=sys.stderr)
             before, during = await while_backtracking(client, server.pid)
     expected = args.size_mib // RARE_EVERY
     if expected and (harness.notices == 0 or PATTERN not in harness.latest):
         raise RuntimeError(f"no notify_on notice reached the harness ({harness.upserts} upserts)")
-    metrics = [Metric("wakeups_logs_pattern_cpu", floor.cpu, None, None, "s",
-                      f"logs(pattern={PATTERN!r}) over {args.size_mib} MiB: daemon + search child CPU (the floor)")]
+    metrics = [
+        Metric(
+            "wakeups_logs_pattern_cpu",
+            floor.cpu,
+            None,
+            None,
+            "s",
+            f"logs(pattern={PATTERN!r}) over {args.size_mib} MiB: daemon + search child CPU (the floor)",
+        )
+    ]
     for label, cost in (("notify_on", notify), ("wait_for", waited)):
         metrics += [
-            Metric(f"wakeups_{label}_{args.size_mib}m_cpu", cost.cpu, floor.cpu, "<= 2.0", "s",
-                   f"{label} over a task printing {args.size_mib} MiB: matcher CPU + daemon CPU beyond the plain "
-                   f"task's; floor: logs(pattern) over the same file; matched all in {cost.seconds:.1f}s"),
-            Metric(f"wakeups_{label}_daemon_rss", cost.daemon_rss_peak / measure.MIB, idle_rss / measure.MIB,
-                   "<= 1.05", "MiB", "daemon peak RSS while the task printed; floor: its RSS before"),
-            Metric(f"wakeups_{label}_matcher_hwm", cost.matcher_hwm / measure.MIB, args.size_mib, "<= 0.05", "MiB",
-                   "peak RSS (VmHWM) of the matcher child; floor: the output size (bounded memory: a small ratio)"),
+            Metric(
+                f"wakeups_{label}_{args.size_mib}m_cpu",
+                cost.cpu,
+                floor.cpu,
+                "<= 2.0",
+                "s",
+                f"{label} over a task printing {args.size_mib} MiB: matcher CPU + daemon CPU beyond the plain "
+                f"task's; floor: logs(pattern) over the same file; matched all in {cost.seconds:.1f}s",
+            ),
+            Metric(
+                f"wakeups_{label}_daemon_rss",
+                cost.daemon_rss_peak / measure.MIB,
+                idle_rss / measure.MIB,
+                "<= 1.05",
+                "MiB",
+                "daemon peak RSS while the task printed; floor: its RSS before",
+            ),
+            Metric(
+                f"wakeups_{label}_matcher_hwm",
+                cost.matcher_hwm / measure.MIB,
+                args.size_mib,
+                "<= 0.05",
+                "MiB",
+                "peak RSS (VmHWM) of the matcher child; floor: the output size (bounded memory: a small ratio)",
+            ),
         ]
     metrics += [
-        Metric("wakeups_status_while_backtracking_max", max(during), 1.0, "<= 1.0", "s",
-               f"the slowest of {len(during)} status calls while the matcher backtracked; floor: the issue's bound"),
-        Metric("wakeups_status_while_backtracking_p50", measure.median(during), measure.median(before), None, "s",
-               "median status latency while the matcher backtracked (it takes a core); floor: the same before"),
+        Metric(
+            "wakeups_status_while_backtracking_max",
+            max(during),
+            1.0,
+            "<= 1.0",
+            "s",
+            f"the slowest of {len(during)} status calls while the matcher backtracked; floor: the issue's bound",
+        ),
+        Metric(
+            "wakeups_status_while_backtracking_p50",
+            measure.median(during),
+            measure.median(before),
+            None,
+            "s",
+            "median status latency while the matcher backtracked (it takes a core); floor: the same before",
+        ),
     ]
-    metrics.append(Metric("wakeups_notify_on_notices", harness.notices, expected, None, "",
-                          f"line-match todos the harness got; floor: the {PATTERN!r} lines printed (coalesced: fewer)"))
+    metrics.append(
+        Metric(
+            "wakeups_notify_on_notices",
+            harness.notices,
+            expected,
+            None,
+            "",
+            f"line-match todos the harness got; floor: the {PATTERN!r} lines printed (coalesced: fewer)",
+        )
+    )
     return metrics
 
 

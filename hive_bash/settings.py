@@ -94,9 +94,7 @@ class Settings(BaseSettings):
     task_memory_max: str | None = Field(
         None, description="Default memory limit per task (bytes or 512M, 2G), where a cgroup tree is."
     )
-    task_pids_max: int | None = Field(
-        None, ge=1, description="Default process limit per task, where a cgroup tree is."
-    )
+    task_pids_max: int | None = Field(None, ge=1, description="Default process limit per task, where a cgroup tree is.")
 
     @field_validator("log_level")
     @classmethod

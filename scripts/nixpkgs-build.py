@@ -63,8 +63,22 @@ REQUIRED = os.environ.get("HIVE_BASH_NIXBUILD_REQUIRED", "") not in ("", "0")
 BUILD_UID = 65534  # nobody/nogroup inside the sandbox, as in Nix's /etc/passwd
 STORE = "/nix/store"
 # The derivation's default PATH: stdenv's initialPath (pkgs/stdenv/generic/common-path.nix).
-STDENV_TOOLS = ("coreutils", "findutils", "diffutils", "gnused", "gnugrep", "gawk", "gnutar",
-                "gzip", "bzip2", "xz", "gnumake", "bash", "patch", "file")
+STDENV_TOOLS = (
+    "coreutils",
+    "findutils",
+    "diffutils",
+    "gnused",
+    "gnugrep",
+    "gawk",
+    "gnutar",
+    "gzip",
+    "bzip2",
+    "xz",
+    "gnumake",
+    "bash",
+    "patch",
+    "file",
+)
 # The Debian packages that stand in for a nixpkgs package (its programs are theirs).
 DEBIAN_PACKAGES = {
     "bash": ["bash"],
@@ -112,8 +126,11 @@ def checked(what: str, argv: list[str], **kwargs: Any) -> str:
 def cannot_run_reason() -> str | None:
     if os.geteuid() != 0:
         return "needs root (mount and network namespaces, a build user, debootstrap)"
-    missing = [tool for tool in ("unshare", "mount", "chroot", "ip", "nix-instantiate", "git", "debootstrap")
-               if not shutil.which(tool)]
+    missing = [
+        tool
+        for tool in ("unshare", "mount", "chroot", "ip", "nix-instantiate", "git", "debootstrap")
+        if not shutil.which(tool)
+    ]
     if missing:
         return f"missing tools: {', '.join(missing)}"
     return None
@@ -169,8 +186,10 @@ def debian_root(tools: list[str]) -> Path:
         shutil.rmtree(building, ignore_errors=True)
         started = time.monotonic()
         log(f"debootstrapping {SUITE} ({', '.join(packages)}) into {dest} (once, ~2 min)")
-        checked("debootstrap", ["debootstrap", "--variant=minbase", f"--include={','.join(packages)}",
-                                SUITE, str(building), MIRROR])
+        checked(
+            "debootstrap",
+            ["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", SUITE, str(building), MIRROR],
+        )
         (building / "var/cache/apt/archives").mkdir(parents=True, exist_ok=True)
         shutil.rmtree(building / "var/cache/apt/archives")
         (building / ".complete").write_text(f"built in {time.monotonic() - started:.0f}s\n")
@@ -200,26 +219,58 @@ def python_environment(debian: Path, versions: dict[str, str]) -> Path:
         # own python, so nothing of the host's Python ends up in the environment.
         host_venv = building / "host-pip"
         checked("host venv", [sys.executable, "-m", "venv", str(host_venv)])
-        checked("pip download", [str(host_venv / "bin" / "python"), *PIP, "download", "--only-binary=:all:", "--python-version",
-                                 PYTHON_VERSION, "--implementation", "cp", "--abi", f"cp{PYTHON_VERSION.replace('.', '')}",
-                                 "--abi", "abi3", "--abi", "none", *(f"--platform={tag}" for tag in platform_tags()),
-                                 "--dest", str(wheels), *pins])
+        checked(
+            "pip download",
+            [
+                str(host_venv / "bin" / "python"),
+                *PIP,
+                "download",
+                "--only-binary=:all:",
+                "--python-version",
+                PYTHON_VERSION,
+                "--implementation",
+                "cp",
+                "--abi",
+                f"cp{PYTHON_VERSION.replace('.', '')}",
+                "--abi",
+                "abi3",
+                "--abi",
+                "none",
+                *(f"--platform={tag}" for tag in platform_tags()),
+                "--dest",
+                str(wheels),
+                *pins,
+            ],
+        )
         inside = "/hive-bash-environment"
         mountpoint = debian / inside.lstrip("/")
         mountpoint.mkdir(exist_ok=True)
         script = (
             "set -eu\n"
             "venv=$(mktemp -d)\n"
-            "python3 -m venv \"$venv\"\n"
-            f"\"$venv/bin/python\" {shlex.join(PIP)} install --no-index --find-links {inside}/wheels --no-compile "
+            'python3 -m venv "$venv"\n'
+            f'"$venv/bin/python" {shlex.join(PIP)} install --no-index --find-links {inside}/wheels --no-compile '
             f"--target {inside}/site-packages {' '.join(shlex.quote(pin) for pin in pins)}\n"
-            "rm -rf \"$venv\"\n"
+            'rm -rf "$venv"\n'
         )
         try:
-            checked("pip install", ["unshare", "--mount", "--net", "--", "sh", "-c",
-                                    'mount --bind "$1" "$2" && exec chroot "$3" /usr/bin/env -i PATH=/usr/bin '
-                                    'HOME=/root sh -c "$4"', "sh", str(building), str(mountpoint), str(debian),
-                                    script])
+            checked(
+                "pip install",
+                [
+                    "unshare",
+                    "--mount",
+                    "--net",
+                    "--",
+                    "sh",
+                    "-c",
+                    'mount --bind "$1" "$2" && exec chroot "$3" /usr/bin/env -i PATH=/usr/bin HOME=/root sh -c "$4"',
+                    "sh",
+                    str(building),
+                    str(mountpoint),
+                    str(debian),
+                    script,
+                ],
+            )
         finally:
             mountpoint.rmdir()
         shutil.rmtree(wheels)
@@ -232,14 +283,17 @@ def python_environment(debian: Path, versions: dict[str, str]) -> Path:
 def platform_tags() -> list[str]:
     """Wheel platform tags the root's glibc (2.41 in trixie) takes, newest first."""
     machine = os.uname().machine
-    return [f"manylinux_2_{minor}_{machine}" for minor in range(41, 4, -1)] + [f"manylinux2014_{machine}", "linux_" + machine]
+    return [f"manylinux_2_{minor}_{machine}" for minor in range(41, 4, -1)] + [
+        f"manylinux2014_{machine}",
+        "linux_" + machine,
+    ]
 
 
 def debian_programs(debian: Path, nixpkgs_name: str) -> list[str]:
     """The programs (in /usr/bin and /usr/sbin) of the Debian packages standing in for one nixpkgs package."""
     programs: list[str] = []
     for package in DEBIAN_PACKAGES[nixpkgs_name]:
-        listing = (debian / "var/lib/dpkg/info" / f"{package}.list")
+        listing = debian / "var/lib/dpkg/info" / f"{package}.list"
         if not listing.exists():
             listing = next((debian / "var/lib/dpkg/info").glob(f"{package}:*.list"))
         for line in listing.read_text().splitlines():
@@ -285,8 +339,7 @@ class Sandbox:
     @property
     def path(self) -> str:
         """$out/bin + each declared package's bin + the interpreter's bin, as Nix builds PATH."""
-        bins = [f"{self.out}/bin", *(f"{self.tool_dir(tool)}/bin" for tool in self.tools),
-                f"{self.python_dir}/bin"]
+        bins = [f"{self.out}/bin", *(f"{self.tool_dir(tool)}/bin" for tool in self.tools), f"{self.python_dir}/bin"]
         return ":".join(bins)
 
     def populate_store(self) -> None:
@@ -327,8 +380,11 @@ class Sandbox:
             '"$R/etc" "$R/tmp" "$R/build" "$R/nix/store"',
             'chmod 1777 "$R/tmp"',
             # the libraries and data of the Debian programs (the store binaries' closure)
-            *(f'mkdir -p "$R/usr/{d}" && mount --rbind -o ro {shlex.quote(str(debian / "usr" / d))} "$R/usr/{d}"'
-              for d in ("lib", "lib64", "share", "libexec") if (debian / "usr" / d).is_dir()),
+            *(
+                f'mkdir -p "$R/usr/{d}" && mount --rbind -o ro {shlex.quote(str(debian / "usr" / d))} "$R/usr/{d}"'
+                for d in ("lib", "lib64", "share", "libexec")
+                if (debian / "usr" / d).is_dir()
+            ),
             'ln -s usr/lib "$R/lib"',
             *(['ln -s usr/lib64 "$R/lib64"'] if (debian / "usr/lib64").is_dir() else []),
             f'mount --bind {shlex.quote(str(store))} "$R/nix/store"',
@@ -344,13 +400,15 @@ class Sandbox:
             'touch "$R/etc/ld.so.cache"',
             f'mount --bind -o ro {shlex.quote(str(debian / "etc/ld.so.cache"))} "$R/etc/ld.so.cache"',
             "printf 'root:x:0:0:Nix build user:/build:/noshell\\n"
-            "nobody:x:65534:65534:Nobody:/:/noshell\\n' > \"$R/etc/passwd\"",
+            'nobody:x:65534:65534:Nobody:/:/noshell\\n\' > "$R/etc/passwd"',
             "printf 'root:x:0:\\nnogroup:x:65534:\\n' > \"$R/etc/group\"",
             "printf '127.0.0.1 localhost\\n::1 localhost\\n' > \"$R/etc/hosts\"",
             # /dev as Nix's sandbox has it: a few devices, a private devpts, shm
             'mount -t tmpfs -o mode=0755 sandbox-dev "$R/dev"',
-            *(f'touch "$R/dev/{d}" && mount --bind /dev/{d} "$R/dev/{d}"'
-              for d in ("null", "zero", "full", "random", "urandom", "tty")),
+            *(
+                f'touch "$R/dev/{d}" && mount --bind /dev/{d} "$R/dev/{d}"'
+                for d in ("null", "zero", "full", "random", "urandom", "tty")
+            ),
             'mkdir "$R/dev/pts" "$R/dev/shm"',
             'mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$R/dev/pts"',
             'ln -s pts/ptmx "$R/dev/ptmx"',
@@ -389,14 +447,28 @@ class Sandbox:
 
     def run(self, phase: str, *args: str, capture: bool = False) -> subprocess.CompletedProcess[str]:
         """Run bash `phase` (with args) in a fresh sandbox."""
-        argv = ["unshare", "--mount", "--net", "--pid", "--fork", "--kill-child", "--", "/bin/sh", "-c", self.setup_script(), f"set -eu -o pipefail\n{phase}", *args]
+        argv = [
+            "unshare",
+            "--mount",
+            "--net",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--",
+            "/bin/sh",
+            "-c",
+            self.setup_script(),
+            f"set -eu -o pipefail\n{phase}",
+            *args,
+        ]
         return run(argv, capture_output=capture, stdin=subprocess.DEVNULL, preexec_fn=default_signals)
 
     def checked(self, what: str, phase: str, *args: str) -> str:
         proc = self.run(phase, *args, capture=True)
         if proc.returncode != 0:
-            raise BuildFailed(f"{what} failed in the sandbox (exit {proc.returncode}):\n"
-                              f"{proc.stdout[-6000:]}{proc.stderr[-4000:]}")
+            raise BuildFailed(
+                f"{what} failed in the sandbox (exit {proc.returncode}):\n{proc.stdout[-6000:]}{proc.stderr[-4000:]}"
+            )
         return proc.stdout
 
 
@@ -452,28 +524,32 @@ sys.exit('\\n'.join(problems) or None)
 def build_phases(data: dict[str, Any], versions: dict[str, str]) -> str:
     """pypaBuildHook, pypaInstallHook, pythonRuntimeDepsCheckHook, pythonImportsCheck."""
     imports = "; ".join(f"import {module}" for module in data["pythonImportsCheck"])
-    return "\n".join([
-        'python --version',
-        f'python {shlex.join(PIP)} wheel --no-deps --no-build-isolation --no-index --wheel-dir /build/dist .',
-        # Into $out/lib/python3.13/site-packages and $out/bin, nixpkgs' layout; not --prefix,
-        # which Debian's python turns into $out/local/lib/python3.13/dist-packages.
-        f'site="$out/{SITE_PACKAGES}"',
-        f'python {shlex.join(PIP)} install --no-deps --no-index --no-compile --target "$site" /build/dist/*.whl',
-        'mv "$site/bin" "$out/bin"',
-        f'python -c {shlex.quote(RUNTIME_DEPS_CHECK)} /build/dist/*.whl {shlex.quote(json.dumps(versions))}',
-        f'(cd /build && PYTHONPATH="$site:$PYTHONPATH" python -c {shlex.quote(imports)})',
-        'echo "pythonImportsCheck ok"',
-    ])
+    return "\n".join(
+        [
+            "python --version",
+            f"python {shlex.join(PIP)} wheel --no-deps --no-build-isolation --no-index --wheel-dir /build/dist .",
+            # Into $out/lib/python3.13/site-packages and $out/bin, nixpkgs' layout; not --prefix,
+            # which Debian's python turns into $out/local/lib/python3.13/dist-packages.
+            f'site="$out/{SITE_PACKAGES}"',
+            f'python {shlex.join(PIP)} install --no-deps --no-index --no-compile --target "$site" /build/dist/*.whl',
+            'mv "$site/bin" "$out/bin"',
+            f"python -c {shlex.quote(RUNTIME_DEPS_CHECK)} /build/dist/*.whl {shlex.quote(json.dumps(versions))}",
+            f'(cd /build && PYTHONPATH="$site:$PYTHONPATH" python -c {shlex.quote(imports)})',
+            'echo "pythonImportsCheck ok"',
+        ]
+    )
 
 
 def check_phase(data: dict[str, Any]) -> str:
     """pytestCheckHook: the installed package first on PYTHONPATH, preCheck, pytest."""
-    return "\n".join([
-        f'export PYTHONPATH="$out/{SITE_PACKAGES}:$PYTHONPATH"',
-        'export PYTHONDONTWRITEBYTECODE=1',
-        data["preCheck"],
-        'exec python -m pytest -p no:cacheprovider "$@"',
-    ])
+    return "\n".join(
+        [
+            f'export PYTHONPATH="$out/{SITE_PACKAGES}:$PYTHONPATH"',
+            "export PYTHONDONTWRITEBYTECODE=1",
+            data["preCheck"],
+            'exec python -m pytest -p no:cacheprovider "$@"',
+        ]
+    )
 
 
 def pytest_flags(data: dict[str, Any]) -> list[str]:
@@ -501,9 +577,10 @@ def collected(sandbox: Sandbox, source: Path, flags: list[str], what: str) -> li
     proc = sandbox.run(check_phase({"preCheck": "true"}), "--co", "-q", *flags, capture=True)
     if proc.returncode != 0:
         # the error report, not the list of what was collected before it
-        report = proc.stdout[proc.stdout.find("= ERRORS ="):] if "= ERRORS =" in proc.stdout else proc.stdout
-        raise BuildFailed(f"pytest collection of {what} failed (exit {proc.returncode}):\n"
-                          f"{report[-6000:]}{proc.stderr[-2000:]}")
+        report = proc.stdout[proc.stdout.find("= ERRORS =") :] if "= ERRORS =" in proc.stdout else proc.stdout
+        raise BuildFailed(
+            f"pytest collection of {what} failed (exit {proc.returncode}):\n{report[-6000:]}{proc.stderr[-2000:]}"
+        )
     return selected_ids(proc.stdout)
 
 
@@ -525,8 +602,13 @@ def main() -> int:
         if unknown:
             raise BuildFailed(f"no Debian stand-in for nixpkgs' {', '.join(unknown)}: add it to DEBIAN_PACKAGES")
         debian = debian_root(tools)
-        sandbox = Sandbox(scratch=scratch, debian=debian, python_env=python_environment(debian, versions),
-                          tools=tools, out_name=f"hive-bash-{version()}")
+        sandbox = Sandbox(
+            scratch=scratch,
+            debian=debian,
+            python_env=python_environment(debian, versions),
+            tools=tools,
+            out_name=f"hive-bash-{version()}",
+        )
         sandbox.populate_store()
         log(f"sandbox PATH={sandbox.path}")
 
@@ -541,14 +623,18 @@ def main() -> int:
         got = collected(sandbox, source, flags, "the package source")
         if got != expected:
             missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
-            raise BuildFailed(f"the build selects other tests than the checkout: missing {missing}, extra {extra} "
-                              "(the build sees only tracked files under nix/package-data.nix's keep paths)")
+            raise BuildFailed(
+                f"the build selects other tests than the checkout: missing {missing}, extra {extra} "
+                "(the build sees only tracked files under nix/package-data.nix's keep paths)"
+            )
         log(f"{len(got)} tests selected, the same as the checkout with {shlex.join(flags)}")
 
         print(sandbox.checked("the build and install phases", build_phases(data, versions)), end="", flush=True)
         log(f"check phase: python -m pytest {shlex.join(flags)} (uid {BUILD_UID}, loopback only)")
         # HIVE_BASH_NIXBUILD_PYTEST_ARGS: extra pytest arguments while working on this (e.g. -k NAME)
-        phase = sandbox.run(check_phase(data), *flags, *shlex.split(os.environ.get("HIVE_BASH_NIXBUILD_PYTEST_ARGS", "")))
+        phase = sandbox.run(
+            check_phase(data), *flags, *shlex.split(os.environ.get("HIVE_BASH_NIXBUILD_PYTEST_ARGS", ""))
+        )
         if phase.returncode != 0:
             raise BuildFailed(f"the check phase failed (pytest exit {phase.returncode})")
     except BuildFailed as exc:

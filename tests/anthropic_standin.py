@@ -120,13 +120,25 @@ def tool_use_events(model: str, step: int, call: ToolCall) -> list[bytes]:
         _sse("message_start", _message_start(model, step)),
         _sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
         *(
-            _sse("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                         "delta": {"type": "input_json_delta", "partial_json": part}})
+            _sse(
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": part},
+                },
+            )
             for part in (arguments[:half], arguments[half:])
         ),
         _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        _sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-                               "usage": {"output_tokens": 20}}),
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                "usage": {"output_tokens": 20},
+            },
+        ),
         _sse("message_stop", {"type": "message_stop"}),
     ]
 
@@ -136,19 +148,32 @@ def text_events(model: str, step: int, text: str) -> list[bytes]:
     return [
         _sse("message_start", _message_start(model, step)),
         _sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
-        _sse("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                     "delta": {"type": "text_delta", "text": text}}),
+        _sse(
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+        ),
         _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        _sse("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                               "usage": {"output_tokens": 5}}),
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 5},
+            },
+        ),
         _sse("message_stop", {"type": "message_stop"}),
     ]
 
 
 def text_message(model: str, text: str) -> dict[str, Any]:
     return {
-        "id": "msg_standin_side", "type": "message", "role": "assistant", "model": model,
-        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+        "id": "msg_standin_side",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
         "usage": {"input_tokens": 10, "output_tokens": 5},
     }
 

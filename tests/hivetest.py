@@ -213,8 +213,11 @@ class Daemon:
     def ended_record(self, task_id: str) -> dict[str, Any]:
         """The task's record once it shows the end. A reply reporting the end goes out first;
         the record follows within hive_bash.core.manager.SETTLE_SAVE_SECS."""
-        return wait_until(lambda: (record := self.record(task_id))["ended_at"] is not None and record,
-                          10, what=f"the end of task {task_id} in its record")
+        return wait_until(
+            lambda: (record := self.record(task_id))["ended_at"] is not None and record,
+            10,
+            what=f"the end of task {task_id} in its record",
+        )
 
 
 async def call_ok(client: BashClient, tool: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> ToolReply:

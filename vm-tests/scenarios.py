@@ -125,8 +125,9 @@ def cli_json(machine: Machine, t: Target, args: str) -> tuple[int, dict[str, Any
     return status, parse_json(out)
 
 
-def run_task(machine: Machine, t: Target, cmd: str, *, wait: float = 0, name: str | None = None,
-             timeout: float | None = None) -> tuple[int, dict[str, Any]]:
+def run_task(
+    machine: Machine, t: Target, cmd: str, *, wait: float = 0, name: str | None = None, timeout: float | None = None
+) -> tuple[int, dict[str, Any]]:
     args = f"run {shlex.quote(cmd)} --wait {wait:g}"
     if name:
         args += f" --name {shlex.quote(name)}"
@@ -215,9 +216,7 @@ def scenario_service_on_loopback(machine: Machine, t: Target = Target()) -> None
         local = line.split()[3]
         assert local.startswith(("127.", "[::1]", "::1")), f"listens beyond loopback: {line}"
     # every non-loopback address of the machine: nothing answers there
-    addrs = machine.succeed(
-        "ip -o addr show scope global | awk '{print $4}' | cut -d/ -f1"
-    ).split()
+    addrs = machine.succeed("ip -o addr show scope global | awk '{print $4}' | cut -d/ -f1").split()
     for addr in addrs:
         host = f"[{addr}]" if ":" in addr else addr
         machine.fail(f"curl -sf --max-time 3 http://{host}:{t.port}/healthz")
@@ -290,9 +289,11 @@ def scenario_completion_todo(machine: Machine, t: Target = Target()) -> None:
     gate = "/tmp/hive-todo-gate"
     machine.succeed(f"rm -f {gate}")
     _, res = run_task(
-        machine, t,
+        machine,
+        t,
         f"while [ ! -e {gate} ]; do sleep 0.1; done; echo todo-output; exit 4",
-        name="todo-check", wait=0,
+        name="todo-check",
+        wait=0,
     )
     key = res["id"]
     assert key == "todo-check", res

@@ -276,8 +276,13 @@ def read_servers_bytes(path: Path) -> bytes:
 
 
 def _file_kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
     return next((name for test, name in kinds if test(mode)), "not a file")
 
 
@@ -343,8 +348,12 @@ def without_unwritten_tokens(servers: Mapping[str, McpServer]) -> dict[str, McpS
     for name, server in servers.items():
         path = server.bearer_token_file
         if path is not None and not os.path.lexists(path):
-            log.warning("warning: %s: %s does not exist yet (the server writes it when it first starts); "
-                        "left out %r this time", _where(name, "bearerTokenFile"), path, name)
+            log.warning(
+                "warning: %s: %s does not exist yet (the server writes it when it first starts); left out %r this time",
+                _where(name, "bearerTokenFile"),
+                path,
+                name,
+            )
             continue
         kept[name] = server
     return kept
@@ -470,8 +479,9 @@ def write_results(args: argparse.Namespace, result: dict[str, Any]) -> None:
         return
     if args.out_config is not None:
         # A rendered bearer token makes the config a secret: only its owner may read it.
-        carries_token = any("Authorization" in server.get("headers", {})
-                            for server in result["mcpConfig"]["mcpServers"].values())
+        carries_token = any(
+            "Authorization" in server.get("headers", {}) for server in result["mcpConfig"]["mcpServers"].values()
+        )
         write_output(args.out_config, dumps(result["mcpConfig"]), 0o600 if carries_token else 0o644)
     if args.out_allowed_tools is not None:
         write_output(args.out_allowed_tools, "".join(f"{tool}\n" for tool in result["allowedTools"]))

@@ -240,7 +240,9 @@ class CgroupTree:
         for path in self.leftovers():
             procs = (_read_text(path / "cgroup.procs") or "").split()
             if procs:
-                logger.warning("cgroup %s outlived the previous daemon with %d processes; ending them", path, len(procs))
+                logger.warning(
+                    "cgroup %s outlived the previous daemon with %d processes; ending them", path, len(procs)
+                )
             _write_text(path / "cgroup.kill", "1")
             try:
                 async with asyncio.timeout(LEFTOVER_WAIT_SECS):
@@ -252,8 +254,10 @@ class CgroupTree:
 
     def describe(self) -> str:
         controllers = ", ".join(sorted(self.controllers)) or "none"
-        slow = "" if _favours_moves(self.root) else (
-            "; without the cgroup2 mount option favordynmods each task's move into its cgroup waits ~10 ms"
+        slow = (
+            ""
+            if _favours_moves(self.root)
+            else ("; without the cgroup2 mount option favordynmods each task's move into its cgroup waits ~10 ms")
         )
         return f"a cgroup per task under {self.root} (controllers: {controllers}){slow}"
 
@@ -385,4 +389,3 @@ def locate(setting: Path | None) -> CgroupTree | None:
         return None
     logger.info("%s", tree.describe())
     return tree
-

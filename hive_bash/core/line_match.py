@@ -186,7 +186,9 @@ class _CpuDeadline:
         signal.signal(signal.SIGVTALRM, self._expired)
 
     def _expired(self, signum: int, frame: object) -> None:
-        raise GaveUp(f"matching one piece of new output took over {self.seconds:g}s of CPU; the pattern backtracks too much")
+        raise GaveUp(
+            f"matching one piece of new output took over {self.seconds:g}s of CPU; the pattern backtracks too much"
+        )
 
     @contextlib.contextmanager
     def armed(self) -> Iterator[None]:
@@ -443,8 +445,11 @@ class LineWatch:
         try:
             child = await asyncio.create_subprocess_exec(
                 *search.isolated_child_argv("hive_bash.core.line_match", json.dumps(asdict(self.request))),
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                env={}, start_new_session=True,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={},
+                start_new_session=True,
             )
         except OSError as exc:
             logger.warning("could not start the line matcher for %r: %s", self.request.pattern, exc)

@@ -256,7 +256,11 @@ class TaskManager:
         self._saver = RecordSaver(self._store)
         self._todos = TodoStateMachine(settings.agent_socket, self._store, self._saver.save)
         self._watcher = Watcher(
-            self._store, settings.max_output_bytes, self._end_for_watcher, self._todos.line_matched, self._hold_cap_after_end
+            self._store,
+            settings.max_output_bytes,
+            self._end_for_watcher,
+            self._todos.line_matched,
+            self._hold_cap_after_end,
         )
         self._retention = Retention(settings.retain_count, settings.retain_secs)
         self._tasks: dict[str, Task] = {}
@@ -270,7 +274,6 @@ class TaskManager:
         self._sessions = SessionStore(self.tasks_dir, self._base_env, settings.hidden_env_names)
         self._background: set[asyncio.Task[None]] = set()
         self._watching: asyncio.Task[None] | None = None
-
 
     async def start(self) -> None:
         """Load the records a previous daemon left (what was pending or running is now interrupted), then serve."""
@@ -300,10 +303,11 @@ class TaskManager:
             self._ended(task, Status.INTERRUPTED, "interrupted: the daemon stopped before it started")
         stopped = "interrupted: the daemon stopped"
         grace = self.settings.kill_grace_secs
-        await asyncio.gather(*(task.terminate(Status.INTERRUPTED, stopped, grace) for task in list(self._slots.running)))
+        await asyncio.gather(
+            *(task.terminate(Status.INTERRUPTED, stopped, grace) for task in list(self._slots.running))
+        )
         self._saver.write_settled()
         await self._todos.stop(SHUTDOWN_TODO_FLUSH_SECS)
-
 
     def get(self, task_id: str) -> Task:
         task = self._tasks.get(task_id)
@@ -371,7 +375,6 @@ class TaskManager:
         """A reply showed the task to the agent (what it printed so far): its notify_on notice is seen."""
         self._todos.task_shown(task.record)
 
-
     def submit(self, options: TaskOptions) -> Task:
         limits = self._limits(options)
         task_id = self._claim_id(options.name)
@@ -404,7 +407,9 @@ class TaskManager:
             if self._cgroups is None:
                 raise InvalidArgument(argument, "needs a cgroup per task; this daemon has no delegated cgroup v2 tree")
             if controller not in self._cgroups.controllers:
-                raise InvalidArgument(argument, f"needs the {controller} controller; this daemon's cgroup tree has none")
+                raise InvalidArgument(
+                    argument, f"needs the {controller} controller; this daemon's cgroup tree has none"
+                )
         defaults = self._default_limits
         return cgroups.Limits(
             options.memory_max if options.memory_max is not None else defaults.memory_max,
@@ -446,7 +451,12 @@ class TaskManager:
             raise SpawnFailed(f"its record could not be saved in {self.tasks_dir}: {exc.strerror}") from exc
         started_at = time.time()
         proc = _spawn(
-            task, self._store, env, self._sessions, lambda reason: self._end_for_output_failure(task, reason), self._cgroups
+            task,
+            self._store,
+            env,
+            self._sessions,
+            lambda reason: self._end_for_output_failure(task, reason),
+            self._cgroups,
         )
         task.started(proc, started_at)
         with self._saver.settling():
@@ -462,7 +472,9 @@ class TaskManager:
             try:
                 self._store.reserve(record)
             except RecordNotSaved as exc:
-                logger.warning("task %s: no room kept for its end (%s): it is saved when the disk has room", record.id, exc)
+                logger.warning(
+                    "task %s: no room kept for its end (%s): it is saved when the disk has room", record.id, exc
+                )
         self._watch_input(task)
         self._slots.running.add(task)
         self._watcher.watch(record, task.notify_on)
@@ -501,7 +513,6 @@ class TaskManager:
         self._background.add(background)
         background.add_done_callback(self._background.discard)
 
-
     def write_input(self, task_id: str, data: bytes, eof: bool) -> tuple[Task, int]:
         """Queue input for a task; returns it and the .out size just before the write."""
         task = self.get(task_id)
@@ -518,7 +529,6 @@ class TaskManager:
             self._ended(task, Status.KILLED, "killed before it started")
             return task, "cancelled"
         return task, task.send_kill(force)
-
 
     def _end_for_watcher(self, record: TaskRecord, cause: Status, reason: str, truncate: Path | None) -> None:
         """The watcher found a limit passed: end the task, then cut an over-long file back to the cap."""
@@ -547,7 +557,10 @@ class TaskManager:
             logger.warning(
                 "task %s had ended, but processes it left (%s) wrote its %s past the output cap of %d bytes:"
                 " ended them and cut the file back to the cap",
-                record.id, ", ".join(map(str, writers)), stream, cap,
+                record.id,
+                ", ".join(map(str, writers)),
+                stream,
+                cap,
             )
         else:
             logger.info("task %s: its %s grew past the output cap after it ended: cut back", record.id, stream)
@@ -645,7 +658,6 @@ class TaskManager:
         self._retention.ended(record)  # pruned by the watcher's tick, off the reply's path
         logger.debug("task %s ended: %s", record.id, summaries.status_words(record))
 
-
     def _forget(self, task: Task) -> None:
         del self._tasks[task.id]
         self._watcher.forget(task.record)
@@ -680,9 +692,7 @@ def _default_limits(settings: Settings, tree: cgroups.CgroupTree | None) -> cgro
     for name, value, controller in (("task_memory_max", memory, "memory"), ("task_pids_max", pids, "pids")):
         if value is not None and controller not in controllers:
             logger.warning("%s is not enforced: no cgroup tree with the %s controller", name, controller)
-    return cgroups.Limits(
-        memory if "memory" in controllers else None, pids if "pids" in controllers else None
-    )
+    return cgroups.Limits(memory if "memory" in controllers else None, pids if "pids" in controllers else None)
 
 
 def _new_record(task_id: str, options: TaskOptions) -> TaskRecord:

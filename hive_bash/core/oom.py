@@ -142,4 +142,3 @@ def diagnose(memory: CgroupMemory | None, kills_before: int | None) -> str | Non
     limit = memory.limit()
     where = "no memory limit readable" if limit is None else f"memory limit {summaries.size(limit[0])} ({limit[1]})"
     return f"most likely killed by the kernel's OOM killer: the cgroup's oom_kill count rose while it ran; {where}"
-

@@ -34,6 +34,7 @@ def open_stream(path: Path) -> int | None:
         logger.debug("not reading %s: %s", path, exc.strerror or exc)
         return None
 
+
 def _is_continuation(byte: int) -> bool:
     return byte & 0xC0 == 0x80
 
@@ -229,7 +230,7 @@ def line_costs(lines: list[bytes], folding: bool) -> list[int]:
 
 def _overwritten_bytes(line: bytes) -> bytes:
     body = line.rstrip(b"\n")
-    ending = line[len(body):]
+    ending = line[len(body) :]
     if body.endswith(b"\r") and ending:
         body, ending = body[:-1], b"\r" + ending
     if b"\r" not in body:
@@ -371,13 +372,14 @@ def excerpt_of(stream: StreamBytes, budget: int) -> Excerpt:
     shown_head = head[: head_end - start]
     shown_tail = tail[len(tail) - (size - tail_begin) :] if tail_begin < size else b""
     cut_lines, counted = lines_left_out(path, head_end, tail_begin, shown_head + shown_tail)
-    return folded(Excerpt(decode(shown_head), decode(shown_tail), size, head_end, tail_begin, cut_lines, start, counted))
+    return folded(
+        Excerpt(decode(shown_head), decode(shown_tail), size, head_end, tail_begin, cut_lines, start, counted)
+    )
 
 
 # ---- folding what a terminal would have overwritten or a loop repeated ------
 # Only excerpts fold (the files and logs pages stay byte-exact): 2,000 updates of a progress
 # line are one line to a reader, and so are 500 identical "retrying..." lines.
-
 
 
 def overwritten(line: str) -> str:
@@ -421,8 +423,13 @@ def folded(excerpt: Excerpt) -> Excerpt:
     tail, tail_overwrites, tail_repeats = fold(excerpt.tail)
     if not (head_overwrites or head_repeats or tail_overwrites or tail_repeats):
         return excerpt
-    return dataclasses.replace(excerpt, head=head, tail=tail, overwrites_folded=head_overwrites + tail_overwrites,
-                               repeats_folded=head_repeats + tail_repeats)
+    return dataclasses.replace(
+        excerpt,
+        head=head,
+        tail=tail,
+        overwrites_folded=head_overwrites + tail_overwrites,
+        repeats_folded=head_repeats + tail_repeats,
+    )
 
 
 def lines_left_out(path: Path, start: int, end: int, shown: bytes) -> tuple[int, bool]:

@@ -177,7 +177,9 @@ class RecordStore:
             if use_reserve and self._save_into_reserve(record.id, data):
                 self._reserved.pop(record.id, None)
                 return
-            raise RecordNotSaved(exc.errno, f"could not save the record of task {record.id}: {exc.strerror or exc}") from exc
+            raise RecordNotSaved(
+                exc.errno, f"could not save the record of task {record.id}: {exc.strerror or exc}"
+            ) from exc
         if record.status.is_terminal and record.id in self._reserved:
             self._release_reserve(record.id)  # its end is on disk: the room kept for it is free again
 
@@ -232,7 +234,9 @@ class RecordStore:
                 # A filesystem that cannot preallocate: the end is saved like any change, best effort.
                 logger.warning("no room kept for the end of task %s: %s", record.id, exc.strerror or exc)
                 return
-            raise RecordNotSaved(exc.errno, f"no room for the record of task {record.id}: {exc.strerror or exc}") from exc
+            raise RecordNotSaved(
+                exc.errno, f"no room for the record of task {record.id}: {exc.strerror or exc}"
+            ) from exc
 
     def _save_into_reserve(self, task_id: str, data: bytes) -> bool:
         """Write `data` into the task's reserve and rename it over the record; False if there is none that fits."""

@@ -553,11 +553,17 @@ async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -
 
     Cancelled (the caller went away), it kills the child before it returns."""
     compile_pattern(request.pattern)  # a bad pattern is the caller's error, reported before any child starts
-    spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
-        *_child_argv(request, timeout),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={}, cwd="/", start_new_session=True,
-    ))
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *_child_argv(request, timeout),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={},
+            cwd="/",
+            start_new_session=True,
+        )
+    )
     try:
         child = await asyncio.shield(spawn)
     except asyncio.CancelledError:  # cancelled while it started: kill it once it has

@@ -17,7 +17,9 @@ from hive_bash.core.records import Status, TaskRecord
 
 SemanticStatus = Literal["ok", "error", "signal", "timeout"]
 CONTROL_OPERATORS = frozenset({";", "&&", "||", "&", "\n", "(", ")", ";;", "|&"})
-COMPOUND_WORDS = frozenset({"if", "then", "else", "fi", "for", "while", "until", "do", "done", "case", "esac", "{", "}"})
+COMPOUND_WORDS = frozenset(
+    {"if", "then", "else", "fi", "for", "while", "until", "do", "done", "case", "esac", "{", "}"}
+)
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
 
 # Commands whose exit status 1 is an answer, not a failure.
@@ -114,11 +116,7 @@ def _flags(words: list[str]) -> set[str]:
 
 def _risky_target(word: str) -> bool:
     """A target rm -rf should not be pointed at casually: outside the working tree, everything, or unknown."""
-    return (
-        word.startswith(("/", "~", "$", "..", "`"))
-        or word in {".", "*", "./*", "./"}
-        or "$(" in word
-    )
+    return word.startswith(("/", "~", "$", "..", "`")) or word in {".", "*", "./*", "./"} or "$(" in word
 
 
 def _rm_recursive_force(words: list[str]) -> bool:
@@ -160,8 +158,11 @@ WARNING_RULES: tuple[WarningRule, ...] = (
     WarningRule("chown", "changes owners recursively from / (chown -R)", _chmod_recursive_root),
     WarningRule("kubectl", "deletes cluster resources (kubectl delete)", lambda words: "delete" in words[1:3]),
     WarningRule("terraform", "destroys infrastructure (terraform destroy)", lambda words: "destroy" in words[1:3]),
-    WarningRule(None, "drops or empties a database table (DROP/TRUNCATE)",
-                pattern=re.compile(r"\b(DROP\s+(TABLE|DATABASE|SCHEMA)|TRUNCATE\s+TABLE)\b", re.I)),
+    WarningRule(
+        None,
+        "drops or empties a database table (DROP/TRUNCATE)",
+        pattern=re.compile(r"\b(DROP\s+(TABLE|DATABASE|SCHEMA)|TRUNCATE\s+TABLE)\b", re.I),
+    ),
     WarningRule(None, "overwrites a disk device (> /dev/sd*)", pattern=re.compile(r">\s*/dev/(sd|nvme|vd|hd|mmcblk)")),
 )
 

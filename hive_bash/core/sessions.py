@@ -137,9 +137,9 @@ def _capture_code(state_path: Path) -> str:
         "builtin pwd || builtin printf '%s\\n' \"$PWD\"; builtin printf '\\0'; "
         f'builtin set -- {prefixes} "$1"; '
         "while (( $# > 1 )); do "
-        '[[ ${!1@a} == *x* && ${!1@a} != *[aAn]* ]] && '
+        "[[ ${!1@a} == *x* && ${!1@a} != *[aAn]* ]] && "
         "if [[ $1 == SHELLOPTS ]]; then builtin printf 'SHELLOPTS=%s\\0' \"${!#}\"; "
-        "else builtin printf '%s=%s\\0' \"$1\" \"${!1}\"; fi; "
+        'else builtin printf \'%s=%s\\0\' "$1" "${!1}"; fi; '
         "builtin shift; done; "
         f"builtin printf '%s\\0' {CAPTURE_END.decode()}; }} 2>/dev/null > {shlex.quote(str(state_path))}"
     )
@@ -152,8 +152,7 @@ def wrapper_rc(rc_path: Path, state_path: Path) -> str:
     positional parameters; the inner pass has one)."""
     trap = f"builtin trap -- {shlex.quote(_capture_code(state_path))} EXIT"
     return (
-        f'if [[ $# == 0 ]]; then builtin . {shlex.quote(str(rc_path))} "$_"; '
-        f"else {trap}; builtin unset BASH_ENV; fi\n"
+        f'if [[ $# == 0 ]]; then builtin . {shlex.quote(str(rc_path))} "$_"; else {trap}; builtin unset BASH_ENV; fi\n'
     )
 
 
@@ -218,7 +217,9 @@ def unfit_note(name: str, env: Mapping[str, str], too_long: list[str], too_many:
     return f"session {name}: not carried, no program could start with them: " + "; ".join(parts)
 
 
-def diff_env(base: Mapping[str, str], final: Mapping[str, str], hidden: frozenset[str]) -> tuple[dict[str, str], list[str]]:
+def diff_env(
+    base: Mapping[str, str], final: Mapping[str, str], hidden: frozenset[str]
+) -> tuple[dict[str, str], list[str]]:
     """What the session must change in the daemon's environment to give `final`: (set, unset)."""
     to_set = {name: value for name, value in final.items() if carried(name, hidden) and base.get(name) != value}
     to_unset = sorted(name for name in base if carried(name, hidden) and name not in final)
@@ -422,7 +423,11 @@ class SessionStore:
                 "(something the command did broke the capture: a readonly or function named like its builtins?)"
             )
         if captured is None:
-            why = "it was killed with SIGKILL" if signal == "SIGKILL" else "it ended by SIGKILL, `exec` or its own EXIT trap"
+            why = (
+                "it was killed with SIGKILL"
+                if signal == "SIGKILL"
+                else "it ended by SIGKILL, `exec` or its own EXIT trap"
+            )
             return f"session {name} unchanged: the shell did not save its state ({why})"
         cwd, final = captured
         to_set, to_unset = diff_env(self.base_env, final, self.hidden)
@@ -442,4 +447,3 @@ class SessionStore:
         """Remove a task's wrapper and capture files (after its end, or with its record)."""
         _unlink(self.rc_path(task_id))
         _unlink(self.capture_path(task_id))
-

@@ -67,7 +67,9 @@ def match_todo(record: TaskRecord, pattern: str, match: Match | None, unseen: in
         lines.append(f"bash task {record.id}: {match.stream} line {match.line} matched {pattern!r}: {match.text}")
         if unseen > 1:
             stream = ", stream='stderr'" if match.stream == "stderr" else ""
-            lines.append(f"{unseen} lines matched since you last looked: logs(id='{record.id}'{stream}, pattern={pattern!r})")
+            lines.append(
+                f"{unseen} lines matched since you last looked: logs(id='{record.id}'{stream}, pattern={pattern!r})"
+            )
     if gave_up is not None:
         lines.append(f"bash task {record.id}: notify_on {pattern!r} stopped: {gave_up}")
     return "\n".join(lines)

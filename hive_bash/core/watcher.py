@@ -91,7 +91,9 @@ class Watcher:
             line_watch.close()
 
     def _watch_lines(self, record: TaskRecord, pattern: str, on_line: LineMatched) -> None:
-        streams = tuple(StreamStart(stream, str(self._store.output_path(record.id, stream))) for stream in ("stdout", "stderr"))
+        streams = tuple(
+            StreamStart(stream, str(self._store.output_path(record.id, stream))) for stream in ("stdout", "stderr")
+        )
         watch = LineWatch(
             FollowRequest(pattern, streams),
             lambda match: on_line(record, pattern, match, None),

@@ -16,7 +16,13 @@ from pydantic import ValidationError
 from hive_bash import __version__, tokens
 from hive_bash.core import cgroups
 from hive_bash.daemon.app import create_app
-from hive_bash.daemon.edge.connections import ConnectionGuard, ListenError, connection_budget, listening_socket, raise_open_files_limit
+from hive_bash.daemon.edge.connections import (
+    ConnectionGuard,
+    ListenError,
+    connection_budget,
+    listening_socket,
+    raise_open_files_limit,
+)
 from hive_bash.settings import Settings
 
 logger = logging.getLogger("hive_bash")
@@ -90,7 +96,9 @@ def prepare_tasks_dir(path: Path) -> Path:
     if info.st_uid != os.geteuid():
         raise ConfigError(f"tasks dir {path}: owned by uid {info.st_uid}, not by this user (uid {os.geteuid()})")
     if info.st_mode & 0o022:
-        raise ConfigError(f"tasks dir {path}: writable by group or others (mode {info.st_mode & 0o777:04o}); chmod 700 it")
+        raise ConfigError(
+            f"tasks dir {path}: writable by group or others (mode {info.st_mode & 0o777:04o}); chmod 700 it"
+        )
     if info.st_mode & 0o077:
         logger.warning("tasks dir %s had mode %04o; making it 0700", path, info.st_mode & 0o777)
         os.chmod(path, 0o700)
@@ -157,7 +165,10 @@ def connection_guard(settings: Settings) -> tuple[ConnectionGuard, int]:
     allowed, backlog = connection_budget(settings.max_connections, open_files)
     if allowed < settings.max_connections:
         logger.warning(
-            "max_connections %d lowered to %d: the open files limit is %d", settings.max_connections, allowed, open_files
+            "max_connections %d lowered to %d: the open files limit is %d",
+            settings.max_connections,
+            allowed,
+            open_files,
         )
     return ConnectionGuard(allowed, settings.request_timeout_secs), backlog
 

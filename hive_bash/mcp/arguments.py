@@ -257,36 +257,93 @@ _JSON_TYPES: dict[str, str] = {
 # description, run_in_background), TaskOutput/BashOutput (task_id, bash_id, block, filter),
 # KillShell (shell_id), and the usual synonyms. Per tool, since `timeout` means timeout_secs to
 # run and wait_seconds to status. A value that is not one of the tool's names is said as it is.
-_SAME_FOR_EVERY_TASK_TOOL = {name: "id" for name in ("task_id", "taskId", "bash_id", "shell_id", "shellId",
-                                                     "job_id", "process_id", "task", "name")}
+_SAME_FOR_EVERY_TASK_TOOL = {
+    name: "id"
+    for name in ("task_id", "taskId", "bash_id", "shell_id", "shellId", "job_id", "process_id", "task", "name")
+}
 _ALWAYS_IN_BACKGROUND = "leave it out (every run is a background task; wait_seconds=0 returns at once)"
 KNOWN_NAMES: dict[str, dict[str, str]] = {
     "run": {
-        "command": "cmd", "cmdline": "cmd", "script": "cmd", "bash": "cmd", "shell": "cmd",
-        "timeout": "timeout_secs (in seconds)", "timeout_ms": "timeout_secs (in seconds)", "timeout_sec": "timeout_secs",
-        "max_seconds": "timeout_secs", "time_limit": "timeout_secs",
-        "wait": "wait_seconds", "block": "wait_seconds", "wait_secs": "wait_seconds",
-        "run_in_background": _ALWAYS_IN_BACKGROUND, "background": _ALWAYS_IN_BACKGROUND,
+        "command": "cmd",
+        "cmdline": "cmd",
+        "script": "cmd",
+        "bash": "cmd",
+        "shell": "cmd",
+        "timeout": "timeout_secs (in seconds)",
+        "timeout_ms": "timeout_secs (in seconds)",
+        "timeout_sec": "timeout_secs",
+        "max_seconds": "timeout_secs",
+        "time_limit": "timeout_secs",
+        "wait": "wait_seconds",
+        "block": "wait_seconds",
+        "wait_secs": "wait_seconds",
+        "run_in_background": _ALWAYS_IN_BACKGROUND,
+        "background": _ALWAYS_IN_BACKGROUND,
         "description": "leave it out (run takes no description; name sets a task id)",
-        "id": "name", "task_id": "name", "label": "name",
-        "dir": "cwd", "directory": "cwd", "workdir": "cwd", "working_dir": "cwd", "working_directory": "cwd",
-        "path": "cwd", "environment": "env", "env_vars": "env", "envs": "env",
-        "tty": "pty", "terminal": "pty", "interactive": "pty",
-        "input": "stdin='pipe' (then send it with write)", "data": "stdin='pipe' (then send it with write)",
-        "idle_timeout": "idle_timeout_secs", "shell_session": "session",
+        "id": "name",
+        "task_id": "name",
+        "label": "name",
+        "dir": "cwd",
+        "directory": "cwd",
+        "workdir": "cwd",
+        "working_dir": "cwd",
+        "working_directory": "cwd",
+        "path": "cwd",
+        "environment": "env",
+        "env_vars": "env",
+        "envs": "env",
+        "tty": "pty",
+        "terminal": "pty",
+        "interactive": "pty",
+        "input": "stdin='pipe' (then send it with write)",
+        "data": "stdin='pipe' (then send it with write)",
+        "idle_timeout": "idle_timeout_secs",
+        "shell_session": "session",
     },
-    "status": {**_SAME_FOR_EVERY_TASK_TOOL, "timeout": "wait_seconds", "block": "wait_seconds",
-               "wait": "wait_seconds", "wait_secs": "wait_seconds"},
-    "logs": {**_SAME_FOR_EVERY_TASK_TOOL, "timeout": "wait_seconds", "block": "wait_seconds",
-             "wait": "wait_seconds", "filter": "pattern", "regex": "pattern", "grep": "pattern",
-             "search": "pattern", "query": "pattern", "tail": "offset (status shows the tail)",
-             "lines": "max_bytes (pages are in bytes)", "limit": "max_bytes", "fd": "stream", "start": "offset",
-             "context": "context_lines"},
-    "write": {**_SAME_FOR_EVERY_TASK_TOOL, "input": "data", "text": "data", "keys": "data", "chars": "data",
-              "content": "data", "stdin": "data", "message": "data", "close": "eof", "close_stdin": "eof",
-              "end": "eof"},
-    "kill": {**_SAME_FOR_EVERY_TASK_TOOL, "signal": "force (SIGINT, or SIGKILL with force=true)",
-             "sig": "force (SIGINT, or SIGKILL with force=true)", "forced": "force", "hard": "force"},
+    "status": {
+        **_SAME_FOR_EVERY_TASK_TOOL,
+        "timeout": "wait_seconds",
+        "block": "wait_seconds",
+        "wait": "wait_seconds",
+        "wait_secs": "wait_seconds",
+    },
+    "logs": {
+        **_SAME_FOR_EVERY_TASK_TOOL,
+        "timeout": "wait_seconds",
+        "block": "wait_seconds",
+        "wait": "wait_seconds",
+        "filter": "pattern",
+        "regex": "pattern",
+        "grep": "pattern",
+        "search": "pattern",
+        "query": "pattern",
+        "tail": "offset (status shows the tail)",
+        "lines": "max_bytes (pages are in bytes)",
+        "limit": "max_bytes",
+        "fd": "stream",
+        "start": "offset",
+        "context": "context_lines",
+    },
+    "write": {
+        **_SAME_FOR_EVERY_TASK_TOOL,
+        "input": "data",
+        "text": "data",
+        "keys": "data",
+        "chars": "data",
+        "content": "data",
+        "stdin": "data",
+        "message": "data",
+        "close": "eof",
+        "close_stdin": "eof",
+        "end": "eof",
+    },
+    "kill": {
+        **_SAME_FOR_EVERY_TASK_TOOL,
+        "signal": "force (SIGINT, or SIGKILL with force=true)",
+        "sig": "force (SIGINT, or SIGKILL with force=true)",
+        "forced": "force",
+        "hard": "force",
+    },
     "list": {"state": "status", "filter": "status", "max": "limit", "count": "limit", "n": "limit"},
 }
 # A fuzzy guess only when it is close: below this, `description` read as `session`.
@@ -302,7 +359,11 @@ def closest(name: str, valid: list[str], tool: str = "") -> str | None:
     if matches:
         return matches[0]
     # `wait` -> wait_seconds; never from a stub as short as `id`, a prefix of idle_timeout_secs too
-    prefixed = [candidate for candidate in valid if len(name) >= 4 and (candidate.startswith(name) or name.startswith(candidate))]
+    prefixed = [
+        candidate
+        for candidate in valid
+        if len(name) >= 4 and (candidate.startswith(name) or name.startswith(candidate))
+    ]
     return prefixed[0] if len(prefixed) == 1 else None
 
 
@@ -347,7 +408,11 @@ def _expected(schema: dict[str, Any]) -> str:
         if "enum" in option:
             words.append("one of " + ", ".join(json.dumps(item) for item in option["enum"]))
         elif option.get("type") == "object" and isinstance(option.get("additionalProperties"), dict):
-            words.append("an object of " + _JSON_TYPES.get(option["additionalProperties"].get("type", ""), "values").split(" ", 1)[1] + "s")
+            words.append(
+                "an object of "
+                + _JSON_TYPES.get(option["additionalProperties"].get("type", ""), "values").split(" ", 1)[1]
+                + "s"
+            )
         else:
             words.append(_JSON_TYPES.get(str(option.get("type")), "a value"))
     return " or ".join(words) or "a value"

@@ -18,10 +18,7 @@ NOTIFY_ON = "Regex: while it runs, a matching output line updates its todo (at m
 def instructions(todos: bool) -> str:
     # Claude Code puts this in every request beside the descriptions: one line, nothing they repeat.
     end = " A long task's end arrives as a todo." if todos else ""
-    return (
-        "Background bash tasks: run returns the result, or an id to follow with status, logs, write, kill."
-        + end
-    )
+    return "Background bash tasks: run returns the result, or an id to follow with status, logs, write, kill." + end
 
 
 def tool_descriptions(todos: bool) -> dict[str, str]:

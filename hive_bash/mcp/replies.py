@@ -100,7 +100,9 @@ class TaskFacts:
 
 def compact(items: Sequence[tuple[str, Any]]) -> dict[str, Any]:
     """A dict of the pairs whose value says something: None, False, "", [] and {} are left out (0 stays)."""
-    return {key: value for key, value in items if value is not None and value is not False and value not in ("", [], {})}
+    return {
+        key: value for key, value in items if value is not None and value is not False and value not in ("", [], {})
+    }
 
 
 def counted(number: int, noun: str) -> str:
@@ -113,8 +115,10 @@ def cut_marker(task_id: str, stream: str, excerpt: Excerpt) -> str:
     about = "" if excerpt.lines_counted else "about "
     lines = f", {about}{count:.0f} line{'s' if count > 1 else ''}" if count else ""
     where = f"id='{task_id}', stream='stderr'" if stream == "stderr" else f"id='{task_id}'"
-    return (f"[... {counted(excerpt.cut_bytes, 'byte')}{lines} left out: logs({where}, offset={excerpt.cut_start}) "
-            f"pages them, logs({where}, pattern=...) searches ...]")
+    return (
+        f"[... {counted(excerpt.cut_bytes, 'byte')}{lines} left out: logs({where}, offset={excerpt.cut_start}) "
+        f"pages them, logs({where}, pattern=...) searches ...]"
+    )
 
 
 def excerpt_text(task_id: str, stream: str, excerpt: Excerpt) -> str:
@@ -208,8 +212,11 @@ def _stream_pairs(task_id: str, stream: StreamFacts | None, always_path: bool) -
     shown = stream.excerpt.size > stream.excerpt.start
     text = excerpt_text(task_id, stream.name, stream.excerpt) if shown else None
     path = stream.path if shown or always_path else None
-    return [(stream.name, text), (f"{stream.name}_folded", folded_note(stream.excerpt) if shown else None),
-            (f"{stream.name}_path", path)]
+    return [
+        (stream.name, text),
+        (f"{stream.name}_folded", folded_note(stream.excerpt) if shown else None),
+        (f"{stream.name}_path", path),
+    ]
 
 
 def folded_note(excerpt: Excerpt) -> str | None:
@@ -505,8 +512,14 @@ def search_reply(found: SearchFacts) -> dict[str, Any]:
         head += f"; {listed} listed, more: {more}"
     other = found.other
     if other is not None and other.size:  # "0 lines match" must not read as "it never printed that"
-        call = logs_call(found.id, other.name).removesuffix(")") + f", pattern={'the same pattern' if long else quoted})"
-        matches = "" if other.matches is None else f", {counted(other.matches, 'line')} {'matches' if other.matches == 1 else 'match'}"
+        call = (
+            logs_call(found.id, other.name).removesuffix(")") + f", pattern={'the same pattern' if long else quoted})"
+        )
+        matches = (
+            ""
+            if other.matches is None
+            else f", {counted(other.matches, 'line')} {'matches' if other.matches == 1 else 'match'}"
+        )
         head += f"; {other.name} has {counted(other.size, 'byte')}{matches}: {call}"
     return compact(
         [
@@ -558,9 +571,25 @@ def write_reply(task_id: str, accepted: int, out_offset: int, queued: int, eof: 
 _BLOCK_KEYS = ("stdout", "stderr", "data")
 # Facts every verdict already states: the text block does not repeat them.
 _STATED_IN_VERDICT = frozenset(
-    {"status", "exit_code", "signal", "semantic_status", "semantic_message", "action", "total", "offset",
-     "next_offset", "size", "eof", "skipped_bytes", "bytes_accepted", "out_offset", "queued_bytes", "eof_sent",
-     "total_matches"}
+    {
+        "status",
+        "exit_code",
+        "signal",
+        "semantic_status",
+        "semantic_message",
+        "action",
+        "total",
+        "offset",
+        "next_offset",
+        "size",
+        "eof",
+        "skipped_bytes",
+        "bytes_accepted",
+        "out_offset",
+        "queued_bytes",
+        "eof_sent",
+        "total_matches",
+    }
 )
 
 

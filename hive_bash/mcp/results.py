@@ -34,8 +34,10 @@ def reply(content: Mapping[str, Any]) -> CallToolResult:
 class TaskStatus(BaseModel):
     """The run/status reply (hive_bash.mcp.replies.task_reply): keys without anything to say are left out."""
 
-    verdict: str = Field(description=f"First, the status ({STATUS_WORDS}) and how it ended: `done, exit 3 after 1.2s`, "
-                         "`killed, SIGKILL after 2s`, `task started: id=..., running`, `running for 5s`")
+    verdict: str = Field(
+        description=f"First, the status ({STATUS_WORDS}) and how it ended: `done, exit 3 after 1.2s`, "
+        "`killed, SIGKILL after 2s`, `task started: id=..., running`, `running for 5s`"
+    )
     diagnosis: str | None = Field(None, description="Why it most likely ended, e.g. the kernel's OOM killer")
     id: str
     signal: str | None = Field(None, description="The signal that ended it, when the verdict names an exit code")
@@ -51,7 +53,9 @@ class TaskStatus(BaseModel):
     cmd: str | None = None
     cwd: str | None = None
     pty: bool | None = None
-    stdout: str | None = Field(None, description="Whole, or head and tail cut on lines with a marker saying what was left out")
+    stdout: str | None = Field(
+        None, description="Whole, or head and tail cut on lines with a marker saying what was left out"
+    )
     stdout_path: str = Field(description="Absolute path of the full stdout")
     stdout_folded: str | None = Field(None, description="What the excerpt folded: \\r overwrites, repeated lines")
     stderr: str | None = None
@@ -79,8 +83,9 @@ def status_reply(
     `session`: the state of the session it ran in; `waited`: what a wait_for wait of `wait_secs` found."""
     facts = task_facts(task, paths, warning, from_run, offset, todos, session)
     if waited is not None:
-        facts = dataclasses.replace(facts, line_wait=replies.LineWaitFacts(
-            waited.pattern, wait_secs, waited.match, waited.gave_up))
+        facts = dataclasses.replace(
+            facts, line_wait=replies.LineWaitFacts(waited.pattern, wait_secs, waited.match, waited.gave_up)
+        )
     return reply(replies.task_reply(facts))
 
 
@@ -90,13 +95,19 @@ def session_left(task: Task, session: SessionState | None) -> tuple[str | None, 
         return None, ()
     before = task.session_env_before or {}
     # PWD and OLDPWD follow a `cd`, which session_cwd says
-    exported = tuple(name for name, value in session.set.items()
-                     if before.get(name) != value and name not in ("PWD", "OLDPWD"))
+    exported = tuple(
+        name for name, value in session.set.items() if before.get(name) != value and name not in ("PWD", "OLDPWD")
+    )
     return session.cwd, exported
 
 
 def task_facts(
-    task: Task, paths: tuple[Path, Path], warning: str | None, from_run: bool, offset: int, todos: bool,
+    task: Task,
+    paths: tuple[Path, Path],
+    warning: str | None,
+    from_run: bool,
+    offset: int,
+    todos: bool,
     session: SessionState | None = None,
 ) -> replies.TaskFacts:
     """What a run/status reply may say about a task, each stream opened and read once."""
@@ -156,7 +167,9 @@ class TaskList(BaseModel):
     verdict: str
     tasks: dict[str, str] | None = Field(None, description="id -> `status, exit N after 3s: cmd`, newest first")
     total: int = Field(description="Known tasks matching the filter, before the limit")
-    sessions: list[SessionSummary] | None = Field(None, description="Shell sessions (run's session), when there are any")
+    sessions: list[SessionSummary] | None = Field(
+        None, description="Shell sessions (run's session), when there are any"
+    )
     more_sessions: int | None = Field(
         None, description="Sessions left out to keep the reply short; list(session=NAME) shows one"
     )

@@ -93,9 +93,7 @@ class BashTools:
         wait_seconds: Annotated[
             float | None, Field(description="Wait inline for the end (default 3, max 30, 0: return at once)")
         ] = None,
-        name: Annotated[
-            str | None, Field(description="Your task id: [a-z0-9-], 1-63 chars")
-        ] = None,
+        name: Annotated[str | None, Field(description="Your task id: [a-z0-9-], 1-63 chars")] = None,
         idle_timeout_secs: Annotated[
             float | None, Field(description="End it after this long without output (timed_out)")
         ] = None,
@@ -115,24 +113,33 @@ class BashTools:
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, results.TaskStatus]:
         options = arguments.task_options(
-            self.settings, cmd, name, timeout_secs, idle_timeout_secs, cwd, env, pty, stdin, session,
-            memory_max, pids_max, notify_on,
+            self.settings,
+            cmd,
+            name,
+            timeout_secs,
+            idle_timeout_secs,
+            cwd,
+            env,
+            pty,
+            stdin,
+            session,
+            memory_max,
+            pids_max,
+            notify_on,
         )
         wait = arguments.wait_seconds(wait_seconds, arguments.DEFAULT_RUN_WAIT_SECS)
         pattern = arguments.line_pattern("wait_for", wait_for)
         task = self.manager.submit(options)
-        return await self._status_reply(ctx, task, wait, semantics.warning(options.cmd), from_run=True, wait_for=pattern)
+        return await self._status_reply(
+            ctx, task, wait, semantics.warning(options.cmd), from_run=True, wait_for=pattern
+        )
 
     @tool_errors
     async def status(
         self,
         id: Annotated[str, Field(description="Task id")],
-        wait_seconds: Annotated[
-            float | None, Field(description="Wait up to this long (max 30) for the end")
-        ] = None,
-        offset: Annotated[
-            int | None, Field(description="Stdout bytes already read: only newer ones are shown")
-        ] = None,
+        wait_seconds: Annotated[float | None, Field(description="Wait up to this long (max 30) for the end")] = None,
+        offset: Annotated[int | None, Field(description="Stdout bytes already read: only newer ones are shown")] = None,
         wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR_NEW)] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, results.TaskStatus]:
@@ -158,8 +165,10 @@ class BashTools:
             await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx))
         else:
             # New lines only: a run's task is new; a status follows on from what the files hold now.
-            starts = [line_match.StreamStart(stream, str(path), 0 if from_run else output.file_size(path))
-                      for stream, path in zip(("stdout", "stderr"), paths)]
+            starts = [
+                line_match.StreamStart(stream, str(path), 0 if from_run else output.file_size(path))
+                for stream, path in zip(("stdout", "stderr"), paths)
+            ]
             async with line_match.first_match(wait_for, starts) as waited:
                 await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx), until=waited.found)
         self.manager.shown(task)
@@ -194,12 +203,11 @@ class BashTools:
         self,
         id: Annotated[str, Field(description="Task id")],
         stream: Annotated[
-            Literal["stdout", "stderr"] | None, Field(description="Which output (default stdout; its wait ends on either)")
+            Literal["stdout", "stderr"] | None,
+            Field(description="Which output (default stdout; its wait ends on either)"),
         ] = None,
         offset: Annotated[int, Field(description="Byte offset to start at")] = 0,
-        max_bytes: Annotated[
-            int | None, Field(description="Page size (default 4096, max 1 MiB)")
-        ] = None,
+        max_bytes: Annotated[int | None, Field(description="Page size (default 4096, max 1 MiB)")] = None,
         wait_seconds: Annotated[
             float | None, Field(description="Wait up to this long (max 30) for new output or the end")
         ] = None,
@@ -256,7 +264,9 @@ def search_request(
         path=str(path),
         pattern=pattern,
         offset=offset,
-        max_matches=arguments.non_negative_int("max_matches", max_matches, search.DEFAULT_MAX_MATCHES, search.MAX_MATCHES_CAP),
+        max_matches=arguments.non_negative_int(
+            "max_matches", max_matches, search.DEFAULT_MAX_MATCHES, search.MAX_MATCHES_CAP
+        ),
         context_lines=arguments.non_negative_int("context_lines", context_lines, 0, search.MAX_CONTEXT_LINES),
     )
 
@@ -290,8 +300,10 @@ async def wait_for_growth(
         return
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
-    while output.file_size(path) <= offset and not task.ended.is_set() and (
-        also is None or output.file_size(also[0]) <= also[1]
+    while (
+        output.file_size(path) <= offset
+        and not task.ended.is_set()
+        and (also is None or output.file_size(also[0]) <= also[1])
     ):
         remaining = deadline - loop.time()
         if remaining <= 0:

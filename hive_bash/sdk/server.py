@@ -30,7 +30,14 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
 __all__ = [
-    "SDK_LINE", "Context", "ToolError", "McpServer", "create_server", "add_tool", "mcp_http_app", "tool_result",
+    "SDK_LINE",
+    "Context",
+    "ToolError",
+    "McpServer",
+    "create_server",
+    "add_tool",
+    "mcp_http_app",
+    "tool_result",
 ]
 
 # (tool name, its input schema, the call's arguments); raises ToolError to refuse the call.
@@ -59,12 +66,15 @@ class McpServer(_ServerClass):  # type: ignore[misc,valid-type]
                 raise
             raise ToolError(str(exc).removeprefix(prefix)) from exc.__cause__
 
+
 # The daemon enforces Host/Origin itself (hive_bash.daemon.edge.security) for every route,
 # so the SDK's own check, whose defaults differ between lines, is switched off.
 _SDK_SECURITY_OFF = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
-def create_server(name: str, instructions: str, version: str, check_arguments: ArgumentCheck | None = None) -> McpServer:
+def create_server(
+    name: str, instructions: str, version: str, check_arguments: ArgumentCheck | None = None
+) -> McpServer:
     if SDK_LINE == 2:
         server = McpServer(name=name, instructions=instructions, version=version)
     else:
@@ -86,8 +96,13 @@ def _serve_tools_only(server: McpServer) -> None:
         for method in _UNUSED_METHODS:
             handlers.pop(method, None)
         return
-    unused = {mcp_types.ListPromptsRequest, mcp_types.GetPromptRequest, mcp_types.ListResourcesRequest,
-              mcp_types.ListResourceTemplatesRequest, mcp_types.ReadResourceRequest}
+    unused = {
+        mcp_types.ListPromptsRequest,
+        mcp_types.GetPromptRequest,
+        mcp_types.ListResourcesRequest,
+        mcp_types.ListResourceTemplatesRequest,
+        mcp_types.ReadResourceRequest,
+    }
     for request in unused:
         server._mcp_server.request_handlers.pop(request, None)
 

@@ -302,8 +302,11 @@ def test_cli_missing_file_exits_2(tmp_path: Path) -> None:
         (b"[" * 100_000 + b"]" * 100_000, "not JSON this program can read: nested too deeply"),
         (b'{"version": 1, "mcpServers": {"b\xffd": {}}}', "not UTF-8: byte 0xff at offset 32"),
         (b'{"version": ' + b"9" * 4301 + b', "mcpServers": {}}', "not JSON this program can read: Exceeds the limit"),
-        (b'{"version": 1, "mcpServers": {"bash": {"type": "http", "url": "http://a/"}, '
-         b'"bash": {"type": "stdio", "command": "/bin/evil"}}}', "duplicate key 'bash'"),
+        (
+            b'{"version": 1, "mcpServers": {"bash": {"type": "http", "url": "http://a/"}, '
+            b'"bash": {"type": "stdio", "command": "/bin/evil"}}}',
+            "duplicate key 'bash'",
+        ),
         (b'{"version": 1, "version": 1, "mcpServers": {}}', "duplicate key 'version'"),
     ],
     ids=["deep", "non-utf8", "4301-digits", "duplicate-server", "duplicate-top-level"],
@@ -340,7 +343,9 @@ def test_bearer_token_file_is_rendered_into_headers_and_the_config_kept_private(
     proc = run_cli("--servers-file", str(servers), "--out-config", str(config_path))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(config_path.read_text())["mcpServers"]["bash"]["headers"] == {
-        "Authorization": "Bearer s3cret-token", "X-Agent": "a"}
+        "Authorization": "Bearer s3cret-token",
+        "X-Agent": "a",
+    }
     assert config_path.stat().st_mode & 0o777 == 0o600  # it holds a secret now
 
 
@@ -350,14 +355,16 @@ def test_a_token_the_daemon_has_not_written_yet_leaves_out_only_its_entry(make_d
     workdir = tmp_path / "agent"
     token_file = workdir / "harness" / "bash-token"
     servers = tmp_path / "servers.json"
-    servers.write_text(json.dumps(servers_doc(
-        matrix=MATRIX_ENTRY, bash={**BASH_ENTRY, "bearerTokenFile": str(token_file)})))
+    servers.write_text(
+        json.dumps(servers_doc(matrix=MATRIX_ENTRY, bash={**BASH_ENTRY, "bearerTokenFile": str(token_file)}))
+    )
 
     before = run_cli("--servers-file", str(servers))
     assert before.returncode == 0, before.stderr
     assert before.stderr.splitlines() == [
         f"hive-bash-mcp-config: warning: mcpServers.bash.bearerTokenFile: {token_file} does not exist yet "
-        "(the server writes it when it first starts); left out 'bash' this time"]
+        "(the server writes it when it first starts); left out 'bash' this time"
+    ]
     rendered = json.loads(before.stdout)
     assert list(rendered["mcpConfig"]["mcpServers"]) == ["matrix"]
     assert rendered["allowedTools"] == ["mcp__matrix__read", "mcp__matrix__send"]
@@ -379,8 +386,9 @@ def test_a_token_the_daemon_has_not_written_yet_leaves_out_only_its_entry(make_d
     ],
     ids=["world-readable", "non-ascii"],
 )
-def test_an_unusable_bearer_token_file_exits_2_with_one_line(tmp_path: Path, content: str | None, mode: int,
-                                                            message: str) -> None:
+def test_an_unusable_bearer_token_file_exits_2_with_one_line(
+    tmp_path: Path, content: str | None, mode: int, message: str
+) -> None:
     token_file = tmp_path / "bash-token"
     if content is not None:
         token_file.write_text(content, encoding="utf-8")

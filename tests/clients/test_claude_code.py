@@ -32,8 +32,12 @@ def claude_binary() -> str:
 
 
 def claude(binary: str, home: Path, cwd: Path, *args: str) -> str:
-    env = {"HOME": str(home), "PATH": os.environ.get("PATH", ""), "DISABLE_AUTOUPDATER": "1",
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    env = {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", ""),
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
     proc = subprocess.run([binary, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
     return proc.stdout + proc.stderr
 
@@ -52,21 +56,35 @@ def test_claude_code_connects_to_the_bash_server(daemon: Daemon, tmp_path: Path)
     assert "Connected" not in lines["nothing-there"], listing  # the check can tell a dead server apart
 
 
-def test_claude_code_connects_through_the_rendered_config_with_the_generated_token(make_daemon,
-                                                                                   tmp_path: Path) -> None:
+def test_claude_code_connects_through_the_rendered_config_with_the_generated_token(make_daemon, tmp_path: Path) -> None:
     """Issue 17, finding 7: with a token required on loopback, the agent's Claude still connects,
     through what `hive-bash-mcp-config` renders from the module's entry; without the token it cannot."""
     binary = claude_binary()
     daemon = make_daemon(args=["--generate-token"])
     servers = tmp_path / "mcp-servers.json"
-    servers.write_text(json.dumps({"version": 1, "toolGroups": ["execution"], "mcpServers": {"bash": {
-        "type": "http", "url": daemon.url, "allowedTools": ["*"], "requiredPermission": "execution",
-        "bearerTokenFile": str(daemon.workdir / "harness" / "bash-token")}}}))
+    servers.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "toolGroups": ["execution"],
+                "mcpServers": {
+                    "bash": {
+                        "type": "http",
+                        "url": daemon.url,
+                        "allowedTools": ["*"],
+                        "requiredPermission": "execution",
+                        "bearerTokenFile": str(daemon.workdir / "harness" / "bash-token"),
+                    }
+                },
+            }
+        )
+    )
     rendered_path = tmp_path / "mcp.json"
     installed = shutil.which("hive-bash-mcp-config")
     renderer = [installed] if installed else [sys.executable, "-m", "hive_bash.client.mcp_config"]
-    subprocess.run([*renderer, "--servers-file", str(servers), "--out-config", str(rendered_path)],
-                   check=True, timeout=30)
+    subprocess.run(
+        [*renderer, "--servers-file", str(servers), "--out-config", str(rendered_path)], check=True, timeout=30
+    )
     rendered = json.loads(rendered_path.read_text())["mcpServers"]["bash"]
     assert rendered["headers"]["Authorization"].startswith("Bearer ")
     home, project = tmp_path / "home", tmp_path / "project"
@@ -93,15 +111,22 @@ TOOLS = "mcp__bash__"
 SCRIPT: list[tuple[str, str, dict[str, Any]]] = [
     ("run: echo hi", "run", {"cmd": "echo hi"}),
     # issue 28, item 3: read when the script's end asks, seconds later
-    ("run: a prompt on a pipe", "run", {"cmd": "printf 'name? '; read who; echo hi $who", "name": "asker",
-                                        "stdin": "pipe", "wait_seconds": 0}),
+    (
+        "run: a prompt on a pipe",
+        "run",
+        {"cmd": "printf 'name? '; read who; echo hi $who", "name": "asker", "stdin": "pipe", "wait_seconds": 0},
+    ),
     ("run: failing, 2 lines", "run", {"cmd": "echo one; echo two >&2; exit 3"}),
     ("run: seq 1 700000", "run", {"cmd": f"seq 1 {SEQ_COUNT}", "name": "seq"}),
     ("run: unknown argument", "run", {"cmd": "sleep 5", "timeout_seconds": 1}),
     ("run: unknown argument 2", "run", {"cmd": "sleep 5", "timeout": 1}),
     ("run: wrong type", "run", {"cmd": 123}),
     ("run: no such cwd", "run", {"cmd": "true", "cwd": "/nonexistent"}),
-    ("run: still running", "run", {"cmd": "trap '' INT; echo started; sleep 60", "name": "stubborn", "wait_seconds": 1}),
+    (
+        "run: still running",
+        "run",
+        {"cmd": "trap '' INT; echo started; sleep 60", "name": "stubborn", "wait_seconds": 1},
+    ),
     ("kill", "kill", {"id": "stubborn"}),
     ("status: SIGINT ignored", "status", {"id": "stubborn"}),
     ("kill: force", "kill", {"id": "stubborn", "force": True}),
@@ -130,13 +155,23 @@ SCRIPT: list[tuple[str, str, dict[str, Any]]] = [
     ("run: pty reader", "run", {"cmd": "read line; echo got $line", "name": "reader", "pty": True, "wait_seconds": 0}),
     ("write: one byte", "write", {"id": "reader", "data": "\n"}),
     # issue 26, items 2-5 and 7
-    ("run: a server logging to stderr", "run", {"cmd": "echo 'GET /x 404' >&2; sleep 60", "name": "web",
-                                                "wait_seconds": 1}),
+    (
+        "run: a server logging to stderr",
+        "run",
+        {"cmd": "echo 'GET /x 404' >&2; sleep 60", "name": "web", "wait_seconds": 1},
+    ),
     ("logs: search stdout, the hits are on stderr", "logs", {"id": "web", "pattern": "404"}),
     ("kill: web", "kill", {"id": "web", "force": True}),
-    ("run: cd and export in a session", "run", {"cmd": "mkdir -p sub && cd sub && export BUILD_MODE=fast",
-                                                "session": "dev"}),
-    ("run: a progress bar", "run", {"cmd": "for i in $(seq 0 500); do printf '\\rprogress %d%%' $((i / 5)); done; echo"}),
+    (
+        "run: cd and export in a session",
+        "run",
+        {"cmd": "mkdir -p sub && cd sub && export BUILD_MODE=fast", "session": "dev"},
+    ),
+    (
+        "run: a progress bar",
+        "run",
+        {"cmd": "for i in $(seq 0 500); do printf '\\rprogress %d%%' $((i / 5)); done; echo"},
+    ),
     ("status: waits for input", "status", {"id": "asker"}),
     ("write: the answer", "write", {"id": "asker", "data": "bob\n"}),
 ]
@@ -151,14 +186,41 @@ def render_mcp_config(daemon: Daemon, directory: Path) -> tuple[Path, str]:
     """--mcp-config and --allowedTools exactly as the harness gets them from hive-bash-mcp-config,
     from the entry the NixOS module writes (the loopback token included)."""
     servers = directory / "mcp-servers.json"
-    servers.write_text(json.dumps({"version": 1, "toolGroups": ["execution"], "mcpServers": {"bash": {
-        "type": "http", "url": daemon.url, "allowedTools": ["*"], "requiredPermission": "execution",
-        "bearerTokenFile": str(token_file(daemon))}}}))
+    servers.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "toolGroups": ["execution"],
+                "mcpServers": {
+                    "bash": {
+                        "type": "http",
+                        "url": daemon.url,
+                        "allowedTools": ["*"],
+                        "requiredPermission": "execution",
+                        "bearerTokenFile": str(token_file(daemon)),
+                    }
+                },
+            }
+        )
+    )
     config, allowed = directory / "mcp.json", directory / "allowed-tools"
     renderer = shutil.which("hive-bash-mcp-config")
     command = [renderer] if renderer else [sys.executable, "-m", "hive_bash.client.mcp_config"]
-    subprocess.run([*command, "--servers-file", str(servers), "--tool-groups", "execution",
-                    "--out-config", str(config), "--out-allowed-tools", str(allowed)], check=True, timeout=60)
+    subprocess.run(
+        [
+            *command,
+            "--servers-file",
+            str(servers),
+            "--tool-groups",
+            "execution",
+            "--out-config",
+            str(config),
+            "--out-allowed-tools",
+            str(allowed),
+        ],
+        check=True,
+        timeout=60,
+    )
     return config, ",".join(allowed.read_text().split())
 
 
@@ -167,12 +229,31 @@ def claude_turns(binary: str, daemon: Daemon, directory: Path, script: list[Tool
     home = directory / "home"
     home.mkdir(exist_ok=True)
     with MessagesApi(script, TOOLS) as api:
-        env = {"HOME": str(home), "PATH": os.environ.get("PATH", ""), "DISABLE_AUTOUPDATER": "1",
-               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_BASE_URL": api.url,
-               "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-key"}
-        proc = subprocess.run([binary, "-p", "Run the scripted steps.", "--mcp-config", str(config),
-                               "--strict-mcp-config", "--allowedTools", allowed],
-                              cwd=directory, env=env, capture_output=True, text=True, timeout=300)
+        env = {
+            "HOME": str(home),
+            "PATH": os.environ.get("PATH", ""),
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "ANTHROPIC_BASE_URL": api.url,
+            "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-key",
+        }
+        proc = subprocess.run(
+            [
+                binary,
+                "-p",
+                "Run the scripted steps.",
+                "--mcp-config",
+                str(config),
+                "--strict-mcp-config",
+                "--allowedTools",
+                allowed,
+            ],
+            cwd=directory,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert proc.returncode == 0 and FINAL_TEXT in proc.stdout, f"claude -p failed:\n{proc.stdout}\n{proc.stderr}"
     return api.exchange
 
@@ -182,12 +263,23 @@ def agent_request(binary: str, directory: Path, config: Path | None) -> dict[str
     home = directory / "home"
     home.mkdir(parents=True, exist_ok=True)
     with MessagesApi([], TOOLS) as api:
-        env = {"HOME": str(home), "PATH": os.environ.get("PATH", ""), "DISABLE_AUTOUPDATER": "1",
-               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_BASE_URL": api.url,
-               "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-key"}
+        env = {
+            "HOME": str(home),
+            "PATH": os.environ.get("PATH", ""),
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "ANTHROPIC_BASE_URL": api.url,
+            "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-key",
+        }
         servers = ["--mcp-config", str(config)] if config is not None else []
-        proc = subprocess.run([binary, "-p", "Say hello.", *servers, "--strict-mcp-config"],
-                              cwd=directory, env=env, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [binary, "-p", "Say hello.", *servers, "--strict-mcp-config"],
+            cwd=directory,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert proc.returncode == 0, f"claude -p failed:\n{proc.stdout}\n{proc.stderr}"
     bodies = [body for body in api.exchange.requests if body.get("tools") and body.get("messages")]
     return max(bodies, key=lambda body: len(body["tools"]))
@@ -207,18 +299,30 @@ def test_all_hive_bash_adds_to_a_claude_code_request_fits_its_budget(make_daemon
     served = agent_request(binary, tmp_path / "served", config)
     built_in = {tool["name"] for tool in plain["tools"]}
     added = [tool for tool in served["tools"] if tool["name"] not in built_in]
-    assert sorted(tool["name"] for tool in added) == sorted(TOOLS + name for name in
-                                                           ("run", "status", "kill", "list", "logs", "write"))
-    extra = (compact_json(added) + compact_json(served["messages"]) - compact_json(plain["messages"])
-             + compact_json(served.get("system")) - compact_json(plain.get("system")))
+    assert sorted(tool["name"] for tool in added) == sorted(
+        TOOLS + name for name in ("run", "status", "kill", "list", "logs", "write")
+    )
+    extra = (
+        compact_json(added)
+        + compact_json(served["messages"])
+        - compact_json(plain["messages"])
+        + compact_json(served.get("system"))
+        - compact_json(plain.get("system"))
+    )
     sizes = {"tools": compact_json(added), "instructions and the rest": extra - compact_json(added)}
     assert extra <= 6000, sizes
 
 
 async def start_other_tasks(daemon: Daemon, count: int) -> None:
     """Tasks an agent would have run before, so `list` has 50 to show."""
-    commands = ["git status --short", "make -j4 test", "pytest -q tests/test_core.py", "ls -la src/",
-                "grep -rn TODO src/ | head", "cargo build --release 2>&1 | tail -5"]
+    commands = [
+        "git status --short",
+        "make -j4 test",
+        "pytest -q tests/test_core.py",
+        "ls -la src/",
+        "grep -rn TODO src/ | head",
+        "cargo build --release 2>&1 | tail -5",
+    ]
     headers = {"Authorization": f"Bearer {token_file(daemon).read_text().strip()}"}
     async with open_client(daemon.url, headers) as client:
         for index in range(count):
@@ -249,12 +353,20 @@ def test_the_model_reads_designed_replies_through_claude_code(make_daemon: Any, 
     errors = {label for step, (label, _, _) in enumerate(SCRIPT) if received[tool_use_id(step)].get("is_error")}
 
     # Item 3: unknown arguments and wrong types are refused, in one line of our own words
-    for label, guess in [("run: unknown argument", "timeout_secs"), ("run: unknown argument 2", "timeout_secs (in seconds)"),
-                         ("status: unknown argument", "wait_seconds"), ("kill: unknown argument", "force"),
-                         ("list: unknown argument", "status"), ("logs: unknown argument", "offset"),
-                         ("write: unknown argument", "data"), ("status: unknown argument task_id", "id"),
-                         ("status: unknown argument block", "wait_seconds"), ("logs: unknown argument filter", "pattern"),
-                         ("write: unknown argument keys", "data"), ("kill: unknown argument shell_id", "id")]:
+    for label, guess in [
+        ("run: unknown argument", "timeout_secs"),
+        ("run: unknown argument 2", "timeout_secs (in seconds)"),
+        ("status: unknown argument", "wait_seconds"),
+        ("kill: unknown argument", "force"),
+        ("list: unknown argument", "status"),
+        ("logs: unknown argument", "offset"),
+        ("write: unknown argument", "data"),
+        ("status: unknown argument task_id", "id"),
+        ("status: unknown argument block", "wait_seconds"),
+        ("logs: unknown argument filter", "pattern"),
+        ("write: unknown argument keys", "data"),
+        ("kill: unknown argument shell_id", "id"),
+    ]:
         assert label in errors and f"did you mean {guess}?" in texts[label] and "valid: " in texts[label], texts[label]
     for label in ("run: unknown argument description", "run: unknown argument run_in_background"):
         assert "; leave it out (" in texts[label] and "did you mean" not in texts[label], texts[label]
@@ -272,18 +384,26 @@ def test_the_model_reads_designed_replies_through_claude_code(make_daemon: Any, 
     echo = replies["run: echo hi"]
     assert len(texts["run: echo hi"]) <= 250 and echo["verdict"].startswith("done, exit 0 after ")
     # Issue 26, item 8: nothing the verdict or the call already says
-    assert not {"status", "exit_code"} & set(echo) and not {"status", "exit_code"} & set(replies["run: failing, 2 lines"])
-    assert "pty" not in replies["run: pty reader"] and replies["write: one byte"]["verdict"].startswith("1 byte sent to task reader")
+    assert not {"status", "exit_code"} & set(echo) and not {"status", "exit_code"} & set(
+        replies["run: failing, 2 lines"]
+    )
+    assert "pty" not in replies["run: pty reader"] and replies["write: one byte"]["verdict"].startswith(
+        "1 byte sent to task reader"
+    )
     # Issue 26, items 2-5 and 7; issue 28, item 3
     assert replies["run: a server logging to stderr"]["next"] == (
-        "logs(id='web', stream='stderr', offset=11, wait_seconds=30) follows new output")
+        "logs(id='web', stream='stderr', offset=11, wait_seconds=30) follows new output"
+    )
     assert replies["logs: search stdout, the hits are on stderr"]["verdict"] == (
         "0 lines of stdout bytes 0-0 match '404' (task running); "
-        "stderr has 11 bytes, 1 line matches: logs(id='web', stream='stderr', pattern='404')")
+        "stderr has 11 bytes, 1 line matches: logs(id='web', stream='stderr', pattern='404')"
+    )
     session = replies["run: cd and export in a session"]
     assert Path(session["session_cwd"]) == daemon.workdir.resolve() / "sub" and session["exported"] == "BUILD_MODE"
     progress = replies["run: a progress bar"]
-    assert progress["stdout"] == "progress 100%\n" and "501 carriage-return overwrites folded" in progress["stdout_folded"]
+    assert (
+        progress["stdout"] == "progress 100%\n" and "501 carriage-return overwrites folded" in progress["stdout_folded"]
+    )
     asker = replies["status: waits for input"]
     assert asker["waiting_for_input"] is True and asker["next"].startswith("it waits for input: write(id='asker'")
     assert asker["stdout"] == "name? "
@@ -295,25 +415,39 @@ def test_the_model_reads_designed_replies_through_claude_code(make_daemon: Any, 
 
     running = replies["run: still running"]
     assert running["verdict"] == "task started: id=stubborn, running"
-    assert running["next"].startswith("logs(id='stubborn', offset=8, wait_seconds=30)") and "todo" not in running["next"]
+    assert (
+        running["next"].startswith("logs(id='stubborn', offset=8, wait_seconds=30)") and "todo" not in running["next"]
+    )
     ignored = replies["status: SIGINT ignored"]
-    assert ignored["verdict"].startswith("running for ") and "kill(id='stubborn', force=true) ends it" in ignored["next"]
+    assert (
+        ignored["verdict"].startswith("running for ") and "kill(id='stubborn', force=true) ends it" in ignored["next"]
+    )
     assert ignored["next"].startswith("SIGINT was sent ")
     assert replies["status: killed"]["verdict"].startswith("killed, SIGKILL after ")
 
     # Items 5 and 6: following costs what is new; empty answers say what exists
     page = replies["logs: default page"]
     assert page["data"].endswith("\n") and page["next_offset"] == len(page["data"]) <= 16384
-    assert page["verdict"] == f"stdout bytes 0-{page['next_offset']} of {SEQ_SIZE}; more: logs(id='seq', offset={page['next_offset']})"
+    assert (
+        page["verdict"]
+        == f"stdout bytes 0-{page['next_offset']} of {SEQ_SIZE}; more: logs(id='seq', offset={page['next_offset']})"
+    )
     assert replies["logs: nothing new"]["verdict"] == f"nothing new since offset {SEQ_SIZE} (the task ended)"
     seen = replies["status: nothing new since offset"]
     assert seen["verdict"].endswith(f"; nothing new on stdout since offset {SEQ_SIZE}") and "stdout" not in seen
     assert len(texts["status: nothing new since offset"]) <= 250
     assert len(texts["logs: nothing new"]) <= 150
-    assert replies["logs: past the end"]["verdict"].endswith(f"past the end: stdout is {SEQ_SIZE} bytes (the task ended)")
+    assert replies["logs: past the end"]["verdict"].endswith(
+        f"past the end: stdout is {SEQ_SIZE} bytes (the task ended)"
+    )
     found = replies["logs: pattern"]  # a search: the grep -nb rows, the count, where to go on
-    assert found["verdict"].startswith(f"100 lines of stdout bytes 0-{SEQ_SIZE} match '^6999[0-9][0-9]$' (the task ended); 50 listed, more: ")
-    assert found["matches"][:2] == [f"699899-{SEQ_SIZE - 102 * 7}-699899", f"699900:{SEQ_SIZE - 101 * 7}:699900"]  # 700000 ends it
+    assert found["verdict"].startswith(
+        f"100 lines of stdout bytes 0-{SEQ_SIZE} match '^6999[0-9][0-9]$' (the task ended); 50 listed, more: "
+    )
+    assert found["matches"][:2] == [
+        f"699899-{SEQ_SIZE - 102 * 7}-699899",
+        f"699900:{SEQ_SIZE - 101 * 7}:699900",
+    ]  # 700000 ends it
     assert found["total_matches"] == 100 and len(texts["logs: pattern"]) <= 4000
     assert replies["list: none pending"]["verdict"].startswith("no pending tasks; ")
     listing = replies["list: 50 tasks"]
@@ -322,8 +456,9 @@ def test_the_model_reads_designed_replies_through_claude_code(make_daemon: Any, 
 
     # Item 4: the descriptions the model is given are true and fit the budget
     offered = [tool for tool in exchange.tools_offered(TOOLS) if tool["name"].startswith(TOOLS)]
-    assert sorted(tool["name"] for tool in offered) == sorted(TOOLS + name for name in
-                                                             ("run", "status", "kill", "list", "logs", "write"))
+    assert sorted(tool["name"] for tool in offered) == sorted(
+        TOOLS + name for name in ("run", "status", "kill", "list", "logs", "write")
+    )
     tools_list = len(json.dumps(offered, separators=(",", ":")))
     write_size_table({**{label: len(text) for label, text in texts.items()}, "tools/list as offered": tools_list})
     assert tools_list <= 7000
@@ -344,8 +479,10 @@ def assert_line_cut_excerpt(reply: dict[str, Any]) -> None:
     head_bytes = sum(len(line) + 1 for line in head)
     cut_bytes = SEQ_SIZE - head_bytes - sum(len(line) + 1 for line in tail)
     cut_lines = SEQ_COUNT - len(head) - len(tail)
-    assert lines[marker] == (f"[... {cut_bytes} bytes, {cut_lines} lines left out: logs(id='seq', offset={head_bytes}) "
-                             "pages them, logs(id='seq', pattern=...) searches ...]")
+    assert lines[marker] == (
+        f"[... {cut_bytes} bytes, {cut_lines} lines left out: logs(id='seq', offset={head_bytes}) "
+        "pages them, logs(id='seq', pattern=...) searches ...]"
+    )
 
 
 def assert_true_description(description: str, todos: bool) -> None:
@@ -363,8 +500,9 @@ async def offered_tools(daemon: Daemon) -> dict[str, str]:
 
 def test_descriptions_promise_todos_only_with_a_harness_socket(make_daemon: Any, harness: Any, tmp_path: Path) -> None:
     without = anyio.run(offered_tools, make_daemon(workdir=tmp_path / "plain"))
-    with_harness = anyio.run(offered_tools, make_daemon(env={"HIVE_AGENT_SOCKET": str(harness.socket_path)},
-                                                        workdir=tmp_path / "harness"))
+    with_harness = anyio.run(
+        offered_tools, make_daemon(env={"HIVE_AGENT_SOCKET": str(harness.socket_path)}, workdir=tmp_path / "harness")
+    )
     assert not any("todo" in text for text in without.values())
     assert "todo" in with_harness["run"] and "todo" in with_harness["status"]
     for text in without.values():

@@ -51,8 +51,10 @@ def node_client(name: str) -> str:
     directory = os.environ.get("HIVE_BASH_MCP_CLIENTS")
     path = Path(directory) / name if directory else None
     if path is None or not path.exists() or shutil.which("node") is None:
-        pytest.skip(f"{name} is not installed (npm install @modelcontextprotocol/inspector mcp-remote; "
-                    "set HIVE_BASH_MCP_CLIENTS to its node_modules/.bin)")
+        pytest.skip(
+            f"{name} is not installed (npm install @modelcontextprotocol/inspector mcp-remote; "
+            "set HIVE_BASH_MCP_CLIENTS to its node_modules/.bin)"
+        )
     return str(path)
 
 
@@ -74,10 +76,11 @@ def test_fastmcp_client_calls_a_tool_with_the_token(make_daemon: Any, tmp_path: 
 
 
 def inspector_call(inspector: str, target: list[str], home: Path) -> dict[str, Any]:
-    proc = run_client([inspector, "--cli", *target, "--method", "tools/call", "--tool-name", "run",
-                       "--tool-arg", "cmd=echo hi"], home)
+    proc = run_client(
+        [inspector, "--cli", *target, "--method", "tools/call", "--tool-name", "run", "--tool-arg", "cmd=echo hi"], home
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return json.loads(proc.stdout[proc.stdout.index("{"):])
+    return json.loads(proc.stdout[proc.stdout.index("{") :])
 
 
 def test_inspector_cli_calls_a_tool(make_daemon: Any, tmp_path: Path) -> None:

@@ -88,13 +88,9 @@ def _log(msg: str) -> None:
 
 
 def _run(argv: list[str], timeout: float = 900, **kw) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, **kw
-    )
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, **kw)
     if proc.returncode != 0:
-        raise MachineError(
-            f"command failed (exit {proc.returncode}): {shlex.join(argv)}\n{proc.stdout[-8000:]}"
-        )
+        raise MachineError(f"command failed (exit {proc.returncode}): {shlex.join(argv)}\n{proc.stdout[-8000:]}")
     return proc
 
 
@@ -122,9 +118,7 @@ def debian_mirror() -> str:
                     (m.group(1).lower(), m.group(2).strip())
                     for m in re.finditer(r"^([A-Za-z-]+):\s*(.*)$", stanza, re.M)
                 )
-                if "deb" in fields.get("types", "").split() and SUITE in fields.get(
-                    "suites", ""
-                ).split():
+                if "deb" in fields.get("types", "").split() and SUITE in fields.get("suites", "").split():
                     uri = fields.get("uris", "").split()
                     if uri and "security" not in uri[0]:
                         return uri[0]
@@ -159,9 +153,7 @@ def prerequisites_missing() -> str | None:
         return "container tests need root (systemd-nspawn, overlayfs, nsenter)"
     missing = [t for t in ("debootstrap", "systemd-nspawn", "nsenter", "mount") if not shutil.which(t)]
     if missing:
-        return (
-            f"missing {', '.join(missing)}: apt-get install -y debootstrap systemd-container util-linux"
-        )
+        return f"missing {', '.join(missing)}: apt-get install -y debootstrap systemd-container util-linux"
     try:
         if "overlay" not in Path("/proc/filesystems").read_text():
             subprocess.run(["modprobe", "overlay"], capture_output=True)
@@ -342,8 +334,18 @@ def wheel_builder() -> Path:
         if not (dest / ".complete").exists():
             _rmtree(dest)
             _run([sys.executable, "-m", "venv", str(dest)])
-            _run([str(dest / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                  "--disable-pip-version-check", *requires], timeout=900)
+            _run(
+                [
+                    str(dest / "bin" / "python"),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    *requires,
+                ],
+                timeout=900,
+            )
             (dest / ".complete").write_text(json.dumps(requires) + "\n")
     return dest / "bin" / "python"
 
@@ -361,9 +363,7 @@ def build_project_wheel(out_dir: Path) -> Path:
         ):
             shutil.copy2(REPO_ROOT / name, src / name)
     for pkg in top:
-        shutil.copytree(
-            REPO_ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-        )
+        shutil.copytree(REPO_ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     readme = data.get("project", {}).get("readme")
     if isinstance(readme, str) and not (src / readme).exists():
         (src / readme).write_text("hive-bash\n")
@@ -489,9 +489,7 @@ class Machine:
         self.name = name
         if session_dir is None:
             reap_stale_sessions()
-            session_dir = Path(
-                tempfile.mkdtemp(prefix=f"{SESSION_PREFIX}{os.getpid()}-", dir=SESSION_PARENT)
-            )
+            session_dir = Path(tempfile.mkdtemp(prefix=f"{SESSION_PREFIX}{os.getpid()}-", dir=SESSION_PARENT))
         self.session_dir = session_dir
         self.lowers = lowers or []
         self.root = self.session_dir / "root"
@@ -512,9 +510,7 @@ class Machine:
         if os.path.ismount(self.root):
             return
         if self.lowers:
-            _mount_overlay(
-                self.lowers, self.session_dir / "upper", self.session_dir / "work", self.root
-            )
+            _mount_overlay(self.lowers, self.session_dir / "upper", self.session_dir / "work", self.root)
         else:
             self.root.mkdir(parents=True, exist_ok=True)
 
@@ -555,10 +551,13 @@ class Machine:
             cgroups.append(str(h / self.session_dir.name / "cgroup.procs"))
         wrapper = 'for p in $HIVE_CT_CGROUPS; do echo $$ > "$p" || exit 99; done; exec "$@"'
         self._child = pexpect.spawn(
-            "/bin/sh", ["-c", wrapper, "sh", *argv], encoding="utf-8", codec_errors="replace",
-            timeout=None, dimensions=(50, 200),
-            env={"PATH": os.environ.get("PATH", CONTAINER_PATH), "TERM": "dumb",
-                 "HIVE_CT_CGROUPS": " ".join(cgroups)},
+            "/bin/sh",
+            ["-c", wrapper, "sh", *argv],
+            encoding="utf-8",
+            codec_errors="replace",
+            timeout=None,
+            dimensions=(50, 200),
+            env={"PATH": os.environ.get("PATH", CONTAINER_PATH), "TERM": "dumb", "HIVE_CT_CGROUPS": " ".join(cgroups)},
         )
         self._drain = threading.Thread(target=self._drain_console, daemon=True)
         self._drain.start()
@@ -735,10 +734,22 @@ class Machine:
         if not self.booted or not self._leader:
             raise MachineError(f"{self.name} is not running")
         return [
-            "nsenter", "-t", str(self._leader), "-a", "--",
-            "/usr/bin/env", "-i", f"PATH={CONTAINER_PATH}", "HOME=/root", "USER=root",
-            "LOGNAME=root", "TERM=dumb", "LANG=C.UTF-8",
-            "/bin/bash", "-c", command,
+            "nsenter",
+            "-t",
+            str(self._leader),
+            "-a",
+            "--",
+            "/usr/bin/env",
+            "-i",
+            f"PATH={CONTAINER_PATH}",
+            "HOME=/root",
+            "USER=root",
+            "LOGNAME=root",
+            "TERM=dumb",
+            "LANG=C.UTF-8",
+            "/bin/bash",
+            "-c",
+            command,
         ]
 
     def _exec(self, command: str, timeout: float | None = 900) -> tuple[int, str]:
@@ -748,19 +759,23 @@ class Machine:
         """
         try:
             proc = subprocess.run(
-                self._nsenter(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, timeout=timeout,
+                self._nsenter(command),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                timeout=timeout,
             )
         except subprocess.TimeoutExpired as e:
-            self.last_stderr = (e.stderr or b"").decode("utf-8", "replace") + (
-                f"\n[driver] timed out after {timeout}s"
-            )
+            self.last_stderr = (e.stderr or b"").decode("utf-8", "replace") + (f"\n[driver] timed out after {timeout}s")
             return 124, (e.output or b"").decode("utf-8", "replace")
         self.last_stderr = proc.stderr.decode("utf-8", "replace")
         return proc.returncode, proc.stdout.decode("utf-8", "replace")
 
     def execute(
-        self, command: str, check_return: bool = True, check_output: bool = True,
+        self,
+        command: str,
+        check_return: bool = True,
+        check_output: bool = True,
         timeout: float | None = 900,
     ) -> tuple[int, str]:
         """Run ``command`` with bash as root; return (exit status, stdout+stderr)."""
@@ -830,8 +845,7 @@ class Machine:
         if user is not None:
             q = q.replace("'", "\\'")
             return self.execute(
-                f"su -l {user} --shell /bin/sh -c "
-                f"$'XDG_RUNTIME_DIR=/run/user/`id -u` systemctl --user {q}'"
+                f"su -l {user} --shell /bin/sh -c $'XDG_RUNTIME_DIR=/run/user/`id -u` systemctl --user {q}'"
             )
         return self.execute(f"systemctl {q}")
 

@@ -31,7 +31,7 @@ def test_harness_listens(container):
         "import socket, sys\n"
         "s = socket.socket(socket.AF_UNIX)\n"
         "s.connect('/run/hive/mcp.sock')\n"
-        "s.sendall(b'{\"cmd\": \"todo_clear\", \"from\": \"smoke\", \"key\": \"smoke-none\"}\\n')\n"
+        's.sendall(b\'{"cmd": "todo_clear", "from": "smoke", "key": "smoke-none"}\\n\')\n'
         "sys.stdout.write(s.makefile().readline())\n"
     )
     reply = container.succeed(f"runuser -u agent -- python3 -c {shlex.quote(probe)}")
@@ -48,9 +48,7 @@ def test_daemon_unit_and_healthz(machine):
     body = machine.succeed(f"curl -sf http://127.0.0.1:{PORT}/healthz")
     json.loads(body)  # a JSON document
     # the daemon process runs as the agent user
-    owner = machine.succeed(
-        "ps -o user= -p $(systemctl show -P MainPID hive-bash-daemon.service)"
-    ).strip()
+    owner = machine.succeed("ps -o user= -p $(systemctl show -P MainPID hive-bash-daemon.service)").strip()
     assert owner == "agent"
 
 

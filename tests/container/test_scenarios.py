@@ -23,9 +23,7 @@ def test_scenario(scenario, machine):
         scenario(machine, T)
     except BaseException:
         # the daemon's and harness's journal help more than the assertion alone
-        _, journal = machine.execute(
-            f"journalctl -b --no-pager -n 200 -u {T.unit} -u {T.harness_unit}"
-        )
+        _, journal = machine.execute(f"journalctl -b --no-pager -n 200 -u {T.unit} -u {T.harness_unit}")
         print(journal)
         raise
 
@@ -39,9 +37,11 @@ def test_logs_follow_interactive(machine):
     gate = "/tmp/hive-follow-gate"
     m.succeed(f"rm -f {gate}")
     _, res = scenarios.run_task(
-        m, T,
+        m,
+        T,
         f"echo line-one; while [ ! -e {gate} ]; do sleep 0.1; done; echo line-two",
-        name="follow-me", wait=0,
+        name="follow-me",
+        wait=0,
     )
     child = pexpect.spawn(argv[0], argv[1:], encoding="utf-8", timeout=30)
     try:

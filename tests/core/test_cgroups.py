@@ -66,7 +66,9 @@ def remove_tree(root: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def shared_cgroup_daemon(cgroup2_mount: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Daemon, Path]]:
+def shared_cgroup_daemon(
+    cgroup2_mount: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Daemon, Path]]:
     """One daemon with a cgroup tree for the tests that neither stop it nor change its configuration."""
     root = fresh_root(cgroup2_mount)
     shared = Daemon(tmp_path_factory.mktemp("cgroup-daemon"), env={"HIVE_BASH_CGROUP_ROOT": str(root)})
@@ -132,7 +134,9 @@ async def test_pty_and_session_tasks_run_in_their_cgroups(cgroup_daemon: Daemon,
     async with cgroup_daemon.client() as client:
         pty = await call_ok(client, "run", {"cmd": "cat /proc/$$/cgroup", "pty": True, "name": "on-pty"})
         await call_ok(client, "run", {"cmd": "export CARRIED=yes; cd /", "session": "cg", "name": "sets"})
-        shown = await call_ok(client, "run", {"cmd": "echo $CARRIED $PWD; cat /proc/$$/cgroup", "session": "cg", "name": "reads"})
+        shown = await call_ok(
+            client, "run", {"cmd": "echo $CARRIED $PWD; cat /proc/$$/cgroup", "session": "cg", "name": "reads"}
+        )
     assert f"0::/{cgroup_root.name}/task-on-pty" in pty.structured["stdout"]
     out = shown.structured["stdout"]
     assert out.startswith("yes /\n") and f"\n0::/{cgroup_root.name}/task-reads\n" in out, shown.text
@@ -221,7 +225,9 @@ async def test_limits_need_the_controllers(cgroup_daemon: Daemon, cgroup_root: P
     assert task_cgroups(cgroup_root) == []
 
 
-async def test_memory_limit_ends_the_task_failed_with_the_reason(cgroup2_mount: Path, request: pytest.FixtureRequest) -> None:
+async def test_memory_limit_ends_the_task_failed_with_the_reason(
+    cgroup2_mount: Path, request: pytest.FixtureRequest
+) -> None:
     require_controller(cgroup2_mount, "memory")
     cgroup_daemon = request.getfixturevalue("cgroup_daemon")
     grow = "x=a; while true; do x=$x$x; done"
@@ -231,7 +237,9 @@ async def test_memory_limit_ends_the_task_failed_with_the_reason(cgroup2_mount: 
     assert reply.structured["end_reason"] == "memory limit 32 MiB reached"
 
 
-async def test_pids_limit_ends_the_task_failed_with_the_reason(cgroup2_mount: Path, request: pytest.FixtureRequest) -> None:
+async def test_pids_limit_ends_the_task_failed_with_the_reason(
+    cgroup2_mount: Path, request: pytest.FixtureRequest
+) -> None:
     require_controller(cgroup2_mount, "pids")
     cgroup_daemon = request.getfixturevalue("cgroup_daemon")
     async with cgroup_daemon.client() as client:
@@ -278,13 +286,16 @@ def test_own_cgroup_is_used_only_when_delegated(tmp_path: Path, lines: str, reas
 
 
 @pytest.mark.parametrize(
-    ("value", "size"), [("512M", 512 << 20), ("2G", 2 << 30), ("1gib", 1 << 30), (1 << 20, 1 << 20), ("3145728", 3 << 20)]
+    ("value", "size"),
+    [("512M", 512 << 20), ("2G", 2 << 30), ("1gib", 1 << 30), (1 << 20, 1 << 20), ("3145728", 3 << 20)],
 )
 def test_memory_sizes_read_as_systemd_reads_them(value: str | int, size: int) -> None:
     assert memory_bytes(value) == size
 
 
-@pytest.mark.parametrize(("value", "rule"), [("1.5G", "like 512M"), ("512", "at least 1M"), ("", "like 512M"), (True, "like")])
+@pytest.mark.parametrize(
+    ("value", "rule"), [("1.5G", "like 512M"), ("512", "at least 1M"), ("", "like 512M"), (True, "like")]
+)
 def test_memory_size_errors_say_the_rule(value: str | int, rule: str) -> None:
     with pytest.raises(ValueError, match=rule):
         memory_bytes(value)

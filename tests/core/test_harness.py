@@ -20,7 +20,9 @@ def socket_env(harness: TodoHarness) -> dict[str, str]:
 async def test_running_then_completion_todo_with_exit_code_and_read_path(make_daemon, harness: TodoHarness) -> None:
     daemon = make_daemon(env=socket_env(harness))
     async with daemon.client() as client:
-        started = await call_ok(client, "run", {"cmd": "echo hello; echo oops >&2; sleep 0.5; exit 4", "wait_seconds": 0})
+        started = await call_ok(
+            client, "run", {"cmd": "echo hello; echo oops >&2; sleep 0.5; exit 4", "wait_seconds": 0}
+        )
         task_id = started.structured["id"]
         harness.wait_for(lambda h: "running" in h.snapshot().get(task_id, ""))
         assert "echo hello" in harness.snapshot()[task_id]
@@ -100,13 +102,17 @@ async def test_twenty_concurrent_tasks_all_reported(make_daemon, harness: TodoHa
         assert f"done, exit {index % 7}" in harness.snapshot()[task_id]
 
 
-async def test_sigkilled_daemon_restart_marks_tasks_interrupted(make_daemon, harness: TodoHarness,
-                                                                tmp_path: Path) -> None:
+async def test_sigkilled_daemon_restart_marks_tasks_interrupted(
+    make_daemon, harness: TodoHarness, tmp_path: Path
+) -> None:
     daemon = make_daemon(env=socket_env(harness))
     pid_file = tmp_path / "child.pid"
     async with daemon.client() as client:
-        task_id = (await call_ok(client, "run", {"cmd": f"echo before; sleep 1000 & echo $! > {pid_file}; wait",
-                                                 "wait_seconds": 0})).structured["id"]
+        task_id = (
+            await call_ok(
+                client, "run", {"cmd": f"echo before; sleep 1000 & echo $! > {pid_file}; wait", "wait_seconds": 0}
+            )
+        ).structured["id"]
         wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 10, what="child pid")
     record = daemon.record(task_id)
     child = int(pid_file.read_text())
@@ -136,15 +142,17 @@ async def test_status_after_restart_keeps_answering(make_daemon) -> None:
     assert status.structured["exit_code"] == 9 and status.structured["stdout"] == "kept\n"
 
 
-async def test_sigterm_ends_tasks_records_them_interrupted_and_leaves_no_process(make_daemon, harness,
-                                                                                  tmp_path: Path) -> None:
+async def test_sigterm_ends_tasks_records_them_interrupted_and_leaves_no_process(
+    make_daemon, harness, tmp_path: Path
+) -> None:
     daemon = make_daemon(env=socket_env(harness))
     pid_file = tmp_path / "pids"
     async with daemon.client() as client:
         ids = []
         for index in range(3):
-            reply = await call_ok(client, "run", {"cmd": f"trap '' TERM; sleep 1000 & echo $! >> {pid_file}; wait",
-                                                  "wait_seconds": 0})
+            reply = await call_ok(
+                client, "run", {"cmd": f"trap '' TERM; sleep 1000 & echo $! >> {pid_file}; wait", "wait_seconds": 0}
+            )
             ids.append(reply.structured["id"])
         wait_until(lambda: pid_file.exists() and len(pid_file.read_text().split()) == 3, 10, what="children")
     leaders = [daemon.record(task_id)["pid"] for task_id in ids]
@@ -203,8 +211,17 @@ async def test_records_are_json_written_with_private_modes(make_daemon) -> None:
     for suffix in (".json", ".out", ".err"):
         assert (daemon.tasks_dir / f"{task_id}{suffix}").stat().st_mode & 0o777 == 0o600
     record = daemon.ended_record(task_id)
-    assert {"id", "cmd", "status", "exit_code", "created_at", "started_at", "ended_at", "pid",
-            "proc_start_ticks"} <= set(record)
+    assert {
+        "id",
+        "cmd",
+        "status",
+        "exit_code",
+        "created_at",
+        "started_at",
+        "ended_at",
+        "pid",
+        "proc_start_ticks",
+    } <= set(record)
     assert not list(daemon.tasks_dir.glob(".*.tmp"))
 
 
@@ -212,8 +229,9 @@ async def test_restart_ends_what_a_dead_leader_left_in_its_group(make_daemon, tm
     daemon = make_daemon()
     pid_file = tmp_path / "orphan.pid"
     async with daemon.client() as client:
-        task_id = (await call_ok(client, "run", {"cmd": f"sleep 1000 & echo $! > {pid_file}; sleep 0.5",
-                                                 "wait_seconds": 0})).structured["id"]
+        task_id = (
+            await call_ok(client, "run", {"cmd": f"sleep 1000 & echo $! > {pid_file}; sleep 0.5", "wait_seconds": 0})
+        ).structured["id"]
         wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 10, what="child pid")
     leader = daemon.record(task_id)["pid"]
     daemon.stop(signal.SIGKILL)

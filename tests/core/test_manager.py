@@ -113,8 +113,9 @@ async def test_kill_sends_sigint_to_the_group(daemon: Daemon) -> None:
 
 async def test_force_kill_ends_a_task_that_ignores_sigint(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        started = await call_ok(client, "run", {"cmd": "trap '' INT; echo armed; while :; do sleep 0.1; done",
-                                                "wait_seconds": 0})
+        started = await call_ok(
+            client, "run", {"cmd": "trap '' INT; echo armed; while :; do sleep 0.1; done", "wait_seconds": 0}
+        )
         task_id = started.structured["id"]
         await call_ok(client, "logs", {"id": task_id, "wait_seconds": 10})  # the trap is armed
         await call_ok(client, "kill", {"id": task_id})
@@ -192,8 +193,9 @@ async def test_a_command_reading_stdin_gets_eof_at_once(daemon: Daemon) -> None:
 async def test_runs_in_the_daemon_directory_without_startup_files(make_daemon, tmp_path: Path) -> None:
     rc_file = tmp_path / "rc.sh"
     rc_file.write_text("echo STARTUP-FILE-RAN\n")
-    other = make_daemon(env={"BASH_ENV": str(rc_file), "ENV": str(rc_file), "ZDOTDIR": "/x", "ZSH_THEME": "y"},
-                        workdir=tmp_path / "w")
+    other = make_daemon(
+        env={"BASH_ENV": str(rc_file), "ENV": str(rc_file), "ZDOTDIR": "/x", "ZSH_THEME": "y"}, workdir=tmp_path / "w"
+    )
     async with other.client() as client:
         reply = await call_ok(client, "run", {"cmd": "pwd; env | sort"})
     out = Path(reply.structured["stdout_path"]).read_text()
@@ -234,15 +236,19 @@ async def test_large_output_keeps_daemon_memory_flat(daemon: Daemon) -> None:
     assert Path(reply.structured["stdout_path"]).stat().st_size == 50_000_000
     head, marker, tail = reply.structured["stdout"].split("\n")  # one line: cut inside it
     assert set(head) == set(tail) == {"a"} and len(reply.structured["stdout"]) <= 6000
-    assert marker == f"[... {50_000_000 - len(head) - len(tail)} bytes left out: logs(id='{reply.structured['id']}', offset={len(head)}) pages them, logs(id='{reply.structured['id']}', pattern=...) searches ...]"
+    assert (
+        marker
+        == f"[... {50_000_000 - len(head) - len(tail)} bytes left out: logs(id='{reply.structured['id']}', offset={len(head)}) pages them, logs(id='{reply.structured['id']}', pattern=...) searches ...]"
+    )
     assert after - before < 10 * 1024, f"daemon RSS grew by {after - before} KiB"
 
 
 async def test_tails_of_multibyte_output_cut_on_character_boundaries(daemon: Daemon) -> None:
     async with daemon.client() as client:
         # 1 + 3000 * 2 bytes: the 4 KiB tail starts in the middle of an 'é'.
-        reply = await call_ok(client, "run", {"cmd": "printf x; for i in $(seq 3000); do printf 'é'; done; "
-                                                     "printf '€' >&2"})
+        reply = await call_ok(
+            client, "run", {"cmd": "printf x; for i in $(seq 3000); do printf 'é'; done; printf '€' >&2"}
+        )
     head, _, tail = reply.structured["stdout"].split("\n")  # one 6,001-byte line: cut inside it
     assert "\ufffd" not in head + tail and head.startswith("xé") and set(head[1:]) == set(tail) == {"é"}
     assert len(head) + len(tail) <= 4400

@@ -96,7 +96,7 @@ def test_one_huge_line_is_cut_inside_it_on_a_character_boundary(tmp_path: Path) 
 
 def test_escape_heavy_output_stays_within_the_budget_as_json(tmp_path: Path) -> None:
     path = tmp_path / "x.out"
-    path.write_bytes(b"\x1b[31mred\x1b[0m \"quoted\" \\ \t\n" * 5000)
+    path.write_bytes(b'\x1b[31mred\x1b[0m "quoted" \\ \t\n' * 5000)
     cut = output.excerpt(path, 4000)
     shown = cut.head + cut.tail
     assert len(json.dumps(shown, ensure_ascii=False)) - 2 <= 4000

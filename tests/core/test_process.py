@@ -34,8 +34,12 @@ async def test_recorded_start_time_is_the_kernels(tmp_path: Path, pty: bool) -> 
     try:
         for index in range(60):
             request = process.SpawnRequest(
-                cmd="sleep 30", cwd=str(tmp_path), env=env, pty=pty,
-                stdout_path=tmp_path / f"{index}.out", stderr_path=tmp_path / f"{index}.err",
+                cmd="sleep 30",
+                cwd=str(tmp_path),
+                env=env,
+                pty=pty,
+                stdout_path=tmp_path / f"{index}.out",
+                stderr_path=tmp_path / f"{index}.err",
                 script_path=tmp_path / f"{index}.cmd",
             )
             procs.append(process.spawn(request))

@@ -11,10 +11,25 @@ from hive_bash.core.records import RecordStore, Status, TaskRecord, TodoProgress
 
 def test_a_record_from_before_the_todo_field_still_loads(tmp_path: Path) -> None:
     legacy = {
-        "id": "build", "cmd": "make", "status": "done", "exit_code": 0, "signal": None, "end_reason": None,
-        "created_at": 1.0, "started_at": 1.0, "ended_at": 2.0, "timeout_secs": None, "idle_timeout_secs": None,
-        "cwd": "/", "pty": False, "stdin": "null", "pid": 42, "proc_start_ticks": 7,
-        "todo_wanted": "final", "todo_delivered": False, "todo_ever_sent": True,
+        "id": "build",
+        "cmd": "make",
+        "status": "done",
+        "exit_code": 0,
+        "signal": None,
+        "end_reason": None,
+        "created_at": 1.0,
+        "started_at": 1.0,
+        "ended_at": 2.0,
+        "timeout_secs": None,
+        "idle_timeout_secs": None,
+        "cwd": "/",
+        "pty": False,
+        "stdin": "null",
+        "pid": 42,
+        "proc_start_ticks": 7,
+        "todo_wanted": "final",
+        "todo_delivered": False,
+        "todo_ever_sent": True,
     }
     (tmp_path / "build.json").write_text(json.dumps(legacy))
     [record] = RecordStore(tmp_path).load_all()

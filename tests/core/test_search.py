@@ -63,7 +63,25 @@ def test_matches_a_line_by_line_reference(tmp_path: Path, small_chunks: None, se
     data = (text + ("\n" if rng.random() < 0.7 else "")).encode()
     path = tmp_path / "out"
     path.write_bytes(data)
-    pattern = rng.choice(["error", "^error", "warning$", "é|日本", r"(?i)error\b", "a.*b", r"^$", "beta(?= e)", r"\s\n?x", "$", "z*", r"\Aerror", "beta|warning", "error: x|alpha beta|a #b", "(?i)beta|error"])
+    pattern = rng.choice(
+        [
+            "error",
+            "^error",
+            "warning$",
+            "é|日本",
+            r"(?i)error\b",
+            "a.*b",
+            r"^$",
+            "beta(?= e)",
+            r"\s\n?x",
+            "$",
+            "z*",
+            r"\Aerror",
+            "beta|warning",
+            "error: x|alpha beta|a #b",
+            "(?i)beta|error",
+        ]
+    )
     offset = rng.choice([0, 0, rng.randint(0, len(data))])
     max_matches, context = rng.choice([1, 3, 50]), rng.choice([0, 1, 2, 10])
     result = run(path, pattern, offset, max_matches, context)
@@ -80,7 +98,9 @@ def test_reports_line_numbers_offsets_and_total(tmp_path: Path) -> None:
     path.write_bytes(b"ok 1\nerror: one\nok 2\nok 3\nerror: two\n")
     result = run(path, "error", context=1, max_matches=1)
     assert [(line.number, line.offset, line.text, line.is_match) for line in result.lines] == [
-        (1, 0, "ok 1", False), (2, 5, "error: one", True), (3, 16, "ok 2", False)
+        (1, 0, "ok 1", False),
+        (2, 5, "error: one", True),
+        (3, 16, "ok 2", False),
     ]
     assert (result.listed_matches, result.total_matches, result.next_offset) == (1, 2, 26)
     rest = run(path, "error", offset=result.next_offset)

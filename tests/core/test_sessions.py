@@ -46,8 +46,13 @@ class Shell:
             script_path=self.dir / f"{task_id}.cmd",
         )
         popen = subprocess.Popen(
-            request.prepare_argv(), cwd=request.cwd, env=env, start_new_session=True,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            request.prepare_argv(),
+            cwd=request.cwd,
+            env=env,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         return task_id, popen
 

@@ -54,8 +54,9 @@ async def test_stdin_is_a_terminal_under_pty_with_the_documented_size(daemon: Da
 
 async def test_stdin_pipe_answers_after_write(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        task_id = (await call_ok(client, "run", {"cmd": "read name; echo hi $name", "stdin": "pipe",
-                                                 "wait_seconds": 0})).structured["id"]
+        task_id = (
+            await call_ok(client, "run", {"cmd": "read name; echo hi $name", "stdin": "pipe", "wait_seconds": 0})
+        ).structured["id"]
         written = await call_ok(client, "write", {"id": task_id, "data": "bob\n"})
         assert written.structured["out_offset"] == 0
         final = (await call_ok(client, "status", {"id": task_id, "wait_seconds": 10})).structured
@@ -68,8 +69,9 @@ async def test_eof_ends_cat(daemon: Daemon) -> None:
         await call_ok(client, "write", {"id": task_id, "data": "one\ntwo", "eof": True})
         final = (await call_ok(client, "status", {"id": task_id, "wait_seconds": 10})).structured
         assert final["status"] == "done" and final["stdout"] == "one\ntwo"
-        pty_task = (await call_ok(client, "run", {"cmd": "cat > /dev/null; echo got-eof", "pty": True,
-                                                  "wait_seconds": 0})).structured["id"]
+        pty_task = (
+            await call_ok(client, "run", {"cmd": "cat > /dev/null; echo got-eof", "pty": True, "wait_seconds": 0})
+        ).structured["id"]
         await call_ok(client, "write", {"id": pty_task, "data": "partial line", "eof": True})
         pty_final = (await call_ok(client, "status", {"id": pty_task, "wait_seconds": 10})).structured
     assert pty_final["status"] == "done" and "got-eof" in pty_final["stdout"]
@@ -77,8 +79,9 @@ async def test_eof_ends_cat(daemon: Daemon) -> None:
 
 async def test_ctrl_c_interrupts_a_sleep_under_a_pty(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        task_id = (await call_ok(client, "run", {"cmd": "echo ready; exec sleep 1000", "pty": True,
-                                                 "wait_seconds": 0})).structured["id"]
+        task_id = (
+            await call_ok(client, "run", {"cmd": "echo ready; exec sleep 1000", "pty": True, "wait_seconds": 0})
+        ).structured["id"]
         await follow_until(client, task_id, 0, "ready")
         await call_ok(client, "write", {"id": task_id, "data": "\u0003"})
         final = (await call_ok(client, "status", {"id": task_id, "wait_seconds": 10})).structured
@@ -111,8 +114,9 @@ async def test_write_errors(daemon: Daemon) -> None:
 async def test_a_task_that_does_not_read_gets_a_bounded_backlog(daemon: Daemon) -> None:
     chunk = "y" * 1_000_000
     async with daemon.client() as client:
-        task_id = (await call_ok(client, "run", {"cmd": "sleep 1000", "stdin": "pipe",
-                                                 "wait_seconds": 0})).structured["id"]
+        task_id = (await call_ok(client, "run", {"cmd": "sleep 1000", "stdin": "pipe", "wait_seconds": 0})).structured[
+            "id"
+        ]
         queued = []
         message = ""
         for _ in range(10):
@@ -133,8 +137,9 @@ async def test_one_megabyte_in_chunks_arrives_byte_for_byte(daemon: Daemon) -> N
     chunks = ["".join(rng.choice("abcdefghij\n") for _ in range(62_500)) for _ in range(16)]
     expected = hashlib.sha256("".join(chunks).encode()).hexdigest()
     async with daemon.client() as client:
-        task_id = (await call_ok(client, "run", {"cmd": "sha256sum | cut -d' ' -f1", "stdin": "pipe",
-                                                 "wait_seconds": 0})).structured["id"]
+        task_id = (
+            await call_ok(client, "run", {"cmd": "sha256sum | cut -d' ' -f1", "stdin": "pipe", "wait_seconds": 0})
+        ).structured["id"]
         for index, chunk in enumerate(chunks):
             await call_ok(client, "write", {"id": task_id, "data": chunk, "eof": index == len(chunks) - 1})
         final = (await call_ok(client, "status", {"id": task_id, "wait_seconds": 20})).structured
@@ -145,8 +150,9 @@ async def test_write_to_a_pending_task_waits_until_it_starts(make_daemon) -> Non
     daemon = make_daemon(env={"HIVE_BASH_MAX_RUNNING": "1"})
     async with daemon.client() as client:
         blocker = (await call_ok(client, "run", {"cmd": "sleep 1000", "wait_seconds": 0})).structured["id"]
-        pending = (await call_ok(client, "run", {"cmd": "read a; echo got $a", "stdin": "pipe",
-                                                 "wait_seconds": 0})).structured
+        pending = (
+            await call_ok(client, "run", {"cmd": "read a; echo got $a", "stdin": "pipe", "wait_seconds": 0})
+        ).structured
         assert pending["status"] == "pending"
         await call_ok(client, "write", {"id": pending["id"], "data": "early\n"})
         await call_ok(client, "kill", {"id": blocker, "force": True})

@@ -99,7 +99,9 @@ async def test_output_caps_are_checked_round_robin(tmp_path: Path) -> None:
 async def test_after_the_end_only_growth_past_the_cap_is_reported(tmp_path: Path) -> None:
     store = RecordStore(tmp_path)
     after: list[tuple[str, str]] = []
-    watcher = Watcher(store, 10, Ends(), over_cap_after_end=lambda record, stream, path: after.append((record.id, stream)))
+    watcher = Watcher(
+        store, 10, Ends(), over_cap_after_end=lambda record, stream, path: after.append((record.id, stream))
+    )
     over, quiet = started("over"), started("quiet")
     store.out_path("over").write_bytes(b"x" * 20)  # the task itself passed the cap before it ended
     store.err_path("quiet").write_bytes(b"x" * 5)

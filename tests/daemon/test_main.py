@@ -45,8 +45,14 @@ async def test_healthz_and_sigterm_with_an_open_stream(make_daemon) -> None:
     ],
 )
 def test_bad_configuration_exits_with_one_clear_line(tmp_path: Path, args: list[str], expected: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "hive_bash.daemon.main", *args], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=30, env={k: v for k, v in os.environ.items() if not k.startswith("HIVE_")})
+    proc = subprocess.run(
+        [sys.executable, "-m", "hive_bash.daemon.main", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={k: v for k, v in os.environ.items() if not k.startswith("HIVE_")},
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], proc.stderr

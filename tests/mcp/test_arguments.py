@@ -23,12 +23,25 @@ def refusal(call: Any, *args: Any, **kwargs: Any) -> str:
 
 def test_task_options_keep_what_was_asked(tmp_path: Path) -> None:
     options = arguments.task_options(
-        SETTINGS, "echo hi", name="build", timeout_secs=5, idle_timeout_secs=2, cwd=str(tmp_path),
-        env={"A_1": "x"}, pty=False, stdin="pipe",
+        SETTINGS,
+        "echo hi",
+        name="build",
+        timeout_secs=5,
+        idle_timeout_secs=2,
+        cwd=str(tmp_path),
+        env={"A_1": "x"},
+        pty=False,
+        stdin="pipe",
     )
     assert options == arguments.TaskOptions(
-        cmd="echo hi", name="build", timeout_secs=5.0, idle_timeout_secs=2.0, cwd=str(tmp_path.resolve()),
-        env={"A_1": "x"}, pty=False, stdin="pipe",
+        cmd="echo hi",
+        name="build",
+        timeout_secs=5.0,
+        idle_timeout_secs=2.0,
+        cwd=str(tmp_path.resolve()),
+        env={"A_1": "x"},
+        pty=False,
+        stdin="pipe",
     )
 
 
@@ -84,12 +97,23 @@ def test_whole_numbers_and_input_data() -> None:
 
 @pytest.mark.parametrize(
     "given, expected",
-    [("timeout_seconds", "timeout_secs"), ("timeout", "timeout_secs (in seconds)"), ("wait", "wait_seconds"),
-     ("idle_timeout", "idle_timeout_secs"), ("command", "cmd"), ("id", "name"), ("cwdir", "cwd")],
+    [
+        ("timeout_seconds", "timeout_secs"),
+        ("timeout", "timeout_secs (in seconds)"),
+        ("wait", "wait_seconds"),
+        ("idle_timeout", "idle_timeout_secs"),
+        ("command", "cmd"),
+        ("id", "name"),
+        ("cwdir", "cwd"),
+    ],
 )
 def test_an_unknown_argument_is_refused_with_the_closest_valid_name(given: str, expected: str) -> None:
-    schema = {"properties": {name: {"type": "string"} for name in
-                             ["cmd", "timeout_secs", "wait_seconds", "name", "idle_timeout_secs", "cwd"]}}
+    schema = {
+        "properties": {
+            name: {"type": "string"}
+            for name in ["cmd", "timeout_secs", "wait_seconds", "name", "idle_timeout_secs", "cwd"]
+        }
+    }
     with pytest.raises(InvalidArgument) as caught:
         arguments.check_call("run", schema, {given: "x"})
     message = str(caught.value)
@@ -98,11 +122,16 @@ def test_an_unknown_argument_is_refused_with_the_closest_valid_name(given: str, 
 
 @pytest.mark.parametrize(
     "value, expected",
-    [(123, "invalid argument 'cmd': must be a string"), (None, "invalid argument 'cmd': is required (run needs a string)")],
+    [
+        (123, "invalid argument 'cmd': must be a string"),
+        (None, "invalid argument 'cmd': is required (run needs a string)"),
+    ],
 )
 def test_type_errors_are_one_line_in_our_words(value: object, expected: str) -> None:
-    schema = {"properties": {"cmd": {"type": "string"}, "stdin": {"enum": ["null", "pipe"], "type": "string"}},
-              "required": ["cmd"]}
+    schema = {
+        "properties": {"cmd": {"type": "string"}, "stdin": {"enum": ["null", "pipe"], "type": "string"}},
+        "required": ["cmd"],
+    }
     with pytest.raises(InvalidArgument, match="^" + expected.replace("(", r"\(").replace(")", r"\)") + "$"):
         arguments.check_call("run", schema, {"cmd": value})
     with pytest.raises(InvalidArgument, match="""^invalid argument 'stdin': must be one of "null", "pipe"$"""):
@@ -111,18 +140,30 @@ def test_type_errors_are_one_line_in_our_words(value: object, expected: str) -> 
 
 @pytest.mark.parametrize(
     "tool, given, expected",
-    [("status", "task_id", "did you mean id?"), ("status", "bash_id", "did you mean id?"),
-     ("kill", "shell_id", "did you mean id?"), ("status", "block", "did you mean wait_seconds?"),
-     ("status", "timeout", "did you mean wait_seconds?"), ("logs", "filter", "did you mean pattern?"),
-     ("logs", "tail", "did you mean offset"), ("write", "keys", "did you mean data?"),
-     ("write", "text", "did you mean data?"), ("write", "input", "did you mean data?"),
-     ("run", "description", "leave it out"), ("run", "run_in_background", "leave it out (every run is a background task")],
+    [
+        ("status", "task_id", "did you mean id?"),
+        ("status", "bash_id", "did you mean id?"),
+        ("kill", "shell_id", "did you mean id?"),
+        ("status", "block", "did you mean wait_seconds?"),
+        ("status", "timeout", "did you mean wait_seconds?"),
+        ("logs", "filter", "did you mean pattern?"),
+        ("logs", "tail", "did you mean offset"),
+        ("write", "keys", "did you mean data?"),
+        ("write", "text", "did you mean data?"),
+        ("write", "input", "did you mean data?"),
+        ("run", "description", "leave it out"),
+        ("run", "run_in_background", "leave it out (every run is a background task"),
+    ],
 )
 def test_names_models_borrow_from_other_shells_map_to_ours(tool: str, given: str, expected: str) -> None:
     """Issue 26, item 6: Claude Code's Bash/TaskOutput/KillShell names and the usual synonyms."""
-    valid = {"status": ["id", "wait_seconds", "offset"], "kill": ["id", "force"], "write": ["id", "data", "eof"],
-             "logs": ["id", "stream", "offset", "max_bytes", "wait_seconds", "pattern"],
-             "run": ["cmd", "timeout_secs", "wait_seconds", "name", "cwd", "session"]}[tool]
+    valid = {
+        "status": ["id", "wait_seconds", "offset"],
+        "kill": ["id", "force"],
+        "write": ["id", "data", "eof"],
+        "logs": ["id", "stream", "offset", "max_bytes", "wait_seconds", "pattern"],
+        "run": ["cmd", "timeout_secs", "wait_seconds", "name", "cwd", "session"],
+    }[tool]
     with pytest.raises(InvalidArgument) as caught:
         arguments.check_call(tool, {"properties": {name: {"type": "string"} for name in valid}}, {given: "x"})
     assert expected in str(caught.value), caught.value

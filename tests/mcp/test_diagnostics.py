@@ -33,14 +33,15 @@ def parsed(rows: list[str]) -> list[dict]:
     return found
 
 
-BUILD_LOG = "for i in $(seq 1 2000); do echo \"cc file$i.c\"; [ $((i % 500)) = 0 ] && echo \"file$i.c:3: error: boom $i\"; done; true"
+BUILD_LOG = 'for i in $(seq 1 2000); do echo "cc file$i.c"; [ $((i % 500)) = 0 ] && echo "file$i.c:3: error: boom $i"; done; true'
 
 
 async def test_logs_pattern_lists_matching_lines_with_numbers_offsets_and_total(daemon: Daemon) -> None:
     async with daemon.client() as client:
         task = (await call_ok(client, "run", {"cmd": BUILD_LOG, "wait_seconds": 20})).structured
-        reply = await call_ok(client, "logs", {"id": task["id"], "pattern": r"error: boom \d+", "max_matches": 2,
-                                               "context_lines": 1})
+        reply = await call_ok(
+            client, "logs", {"id": task["id"], "pattern": r"error: boom \d+", "max_matches": 2, "context_lines": 1}
+        )
         page = reply.structured
         page["matches"] = parsed(page["matches"])
         data = Path(task["stdout_path"]).read_bytes()
@@ -55,11 +56,15 @@ async def test_logs_pattern_lists_matching_lines_with_numbers_offsets_and_total(
         assert f"501:{hits[0]['offset']}:file500.c:3: error: boom 500" in reply.text
         assert reply.structured["verdict"].startswith("4 lines of stdout bytes 0-"), reply.structured
         # continue from next_offset: the remaining two, numbered as in the whole file
-        rest = (await call_ok(client, "logs", {"id": task["id"], "pattern": "error", "offset": page["next_offset"]})).structured
+        rest = (
+            await call_ok(client, "logs", {"id": task["id"], "pattern": "error", "offset": page["next_offset"]})
+        ).structured
         assert [line["line"] for line in parsed(rest["matches"])] == [1503, 2004]
         assert rest["total_matches"] == 2 and rest["eof"] is True
         # and logs(offset=...) reads on from a hit
-        after = (await call_ok(client, "logs", {"id": task["id"], "offset": hits[1]["offset"], "max_bytes": 30})).structured
+        after = (
+            await call_ok(client, "logs", {"id": task["id"], "offset": hits[1]["offset"], "max_bytes": 30})
+        ).structured
         assert after["data"].startswith("file1000.c:3: error: boom 1000")
 
 
@@ -96,7 +101,7 @@ async def test_cpu_and_peak_memory_in_status_record_and_list(daemon: Daemon) -> 
             if status["status"] not in ("running", "pending"):
                 break
             status = (await call_ok(client, "status", {"id": status["id"], "wait_seconds": 30})).structured
-        listed = (await call_ok(client, "list", {"limit": 5}))
+        listed = await call_ok(client, "list", {"limit": 5})
         small = (await call_ok(client, "run", {"cmd": "echo hi", "wait_seconds": 30})).structured
     assert status["status"] == "done", status
     record = daemon.ended_record(status["id"])

@@ -48,8 +48,11 @@ async def test_a_read_on_a_pipe_reads_as_waiting_for_input_and_gets_a_write(daem
     async with daemon.client() as client:
         # a task with a pipe that does not read it: never waiting, however long it runs
         busy = (await call_ok(client, "run", {"cmd": "sleep 60", "stdin": "pipe", "wait_seconds": 0})).structured
-        started = await call_ok(client, "run", {"cmd": "printf 'name? ' >&2; read who; echo hi $who", "stdin": "pipe",
-                                                "name": "asker", "wait_seconds": 0})
+        started = await call_ok(
+            client,
+            "run",
+            {"cmd": "printf 'name? ' >&2; read who; echo hi $who", "stdin": "pipe", "name": "asker", "wait_seconds": 0},
+        )
         assert "waiting_for_input" not in started.structured  # blocked for under 2 s: not yet
         waiting = await until_waiting(client, "asker")
         assert waiting["next"] == "it waits for input: write(id='asker', data='...\\n') answers it"
@@ -66,8 +69,11 @@ async def test_a_read_on_a_pipe_reads_as_waiting_for_input_and_gets_a_write(daem
 
 
 @needs_known_syscalls
-@pytest.mark.parametrize("cmd", ["read -p 'name? ' who; echo hi $who", f"{shlex.quote(sys.executable)} -q -i"],
-                         ids=["bash-read", "python-repl"])
+@pytest.mark.parametrize(
+    "cmd",
+    ["read -p 'name? ' who; echo hi $who", f"{shlex.quote(sys.executable)} -q -i"],
+    ids=["bash-read", "python-repl"],
+)
 async def test_a_pty_task_whose_foreground_process_reads_its_terminal_waits_for_input(daemon: Daemon, cmd: str) -> None:
     """The terminal's foreground group (tcgetpgrp on the master); Python's REPL waits in pselect6, bash in read."""
     async with daemon.client() as client:
@@ -83,8 +89,16 @@ async def test_a_pty_task_whose_foreground_process_reads_its_terminal_waits_for_
 async def test_the_todo_of_a_task_waiting_for_input_says_so_with_its_prompt(make_daemon, harness: TodoHarness) -> None:
     daemon = make_daemon(env={"HIVE_AGENT_SOCKET": str(harness.socket_path)})
     async with daemon.client() as client:
-        await call_ok(client, "run", {"cmd": "printf 'Continue? [y/N] '; read answer; echo $answer", "stdin": "pipe",
-                                      "name": "confirm", "wait_seconds": 0})
+        await call_ok(
+            client,
+            "run",
+            {
+                "cmd": "printf 'Continue? [y/N] '; read answer; echo $answer",
+                "stdin": "pipe",
+                "name": "confirm",
+                "wait_seconds": 0,
+            },
+        )
         harness.wait_for(lambda h: "waits for input" in h.snapshot().get("confirm", ""), timeout=15)
         assert harness.snapshot()["confirm"].startswith("bash task confirm waits for input: Continue? [y/N]")
         await call_ok(client, "write", {"id": "confirm", "data": "y\n"})
@@ -95,8 +109,16 @@ async def test_a_logs_wait_with_no_stream_named_returns_when_stderr_grows(daemon
     """python -m http.server logs to stderr: following stdout used to wait the whole window.
     Requests keep arriving (one line of input each) until the wait returns: no guessed delay."""
     async with daemon.client() as client, daemon.client() as feeder:
-        await call_ok(client, "run", {"cmd": "while read path; do echo \"GET /$path 404\" >&2; done",
-                                      "name": "web", "stdin": "pipe", "wait_seconds": 0})
+        await call_ok(
+            client,
+            "run",
+            {
+                "cmd": 'while read path; do echo "GET /$path 404" >&2; done',
+                "name": "web",
+                "stdin": "pipe",
+                "wait_seconds": 0,
+            },
+        )
         returned = asyncio.Event()
 
         async def requests() -> None:
@@ -123,18 +145,26 @@ async def test_a_logs_wait_with_no_stream_named_returns_when_stderr_grows(daemon
 
 async def test_a_search_on_stdout_says_what_stderr_holds(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        await call_ok(client, "run", {"cmd": "echo serving; for i in 1 2 3; do echo \"GET /x$i 404\" >&2; done",
-                                      "name": "srv"})
+        await call_ok(
+            client, "run", {"cmd": 'echo serving; for i in 1 2 3; do echo "GET /x$i 404" >&2; done', "name": "srv"}
+        )
         found = (await call_ok(client, "logs", {"id": "srv", "pattern": "404"})).structured
-    assert found["verdict"] == ("0 lines of stdout bytes 0-8 match '404' (end of output); "
-                                "stderr has 36 bytes, 3 lines match: logs(id='srv', stream='stderr', pattern='404')")
+    assert found["verdict"] == (
+        "0 lines of stdout bytes 0-8 match '404' (end of output); "
+        "stderr has 36 bytes, 3 lines match: logs(id='srv', stream='stderr', pattern='404')"
+    )
 
 
 async def test_a_session_run_says_where_its_session_is_and_what_it_exported(daemon: Daemon, tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     async with daemon.client() as client:
-        reply = (await call_ok(client, "run", {"cmd": "cd sub && export BUILD_MODE=fast LEVEL=3",
-                                               "cwd": str(tmp_path), "session": "dev"})).structured
+        reply = (
+            await call_ok(
+                client,
+                "run",
+                {"cmd": "cd sub && export BUILD_MODE=fast LEVEL=3", "cwd": str(tmp_path), "session": "dev"},
+            )
+        ).structured
         again = (await call_ok(client, "run", {"cmd": "export LEVEL=4", "session": "dev"})).structured
     assert reply["session_cwd"] == str(tmp_path / "sub") and reply["exported"] == "BUILD_MODE, LEVEL"
     assert again["exported"] == "LEVEL"  # only what this run changed

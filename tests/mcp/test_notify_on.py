@@ -21,16 +21,27 @@ def socket_env(harness: TodoHarness) -> dict[str, str]:
 
 def notices(harness: TodoHarness, task_id: str) -> list[str]:
     """The bodies of the line-match upserts the harness got for the task, in order."""
-    return [message["body"] for message in harness.messages_for(task_id)
-            if message["cmd"] == "todo_upsert" and " matched " in message["body"]]
+    return [
+        message["body"]
+        for message in harness.messages_for(task_id)
+        if message["cmd"] == "todo_upsert" and " matched " in message["body"]
+    ]
 
 
 async def test_a_matching_line_reaches_the_harness_as_the_tasks_todo(make_daemon, harness: TodoHarness) -> None:
     daemon = make_daemon(env=socket_env(harness))
     async with daemon.client() as client:
-        started = await call_ok(client, "run", {
-            "cmd": "echo booting; read go; echo 'ERROR: disk full on /var' >&2; sleep 60", "stdin": "pipe",
-            "notify_on": "ERROR", "name": "web", "wait_seconds": 0})
+        started = await call_ok(
+            client,
+            "run",
+            {
+                "cmd": "echo booting; read go; echo 'ERROR: disk full on /var' >&2; sleep 60",
+                "stdin": "pipe",
+                "notify_on": "ERROR",
+                "name": "web",
+                "wait_seconds": 0,
+            },
+        )
         assert started.structured["verdict"] == "task started: id=web, running"
         harness.wait_for(lambda h: "running" in h.snapshot().get("web", ""))
         await call_ok(client, "write", {"id": "web", "data": "\n"})
@@ -44,9 +55,17 @@ async def test_a_matching_line_reaches_the_harness_as_the_tasks_todo(make_daemon
 async def test_matches_are_coalesced_the_latest_kept_with_a_count(make_daemon, harness: TodoHarness) -> None:
     daemon = make_daemon(env=socket_env(harness))
     async with daemon.client() as client:
-        await call_ok(client, "run", {
-            "cmd": "read go; for i in $(seq 1 50); do echo \"warn $i\"; done; read go; sleep 60", "stdin": "pipe",
-            "notify_on": r"^warn \d+", "name": "burst", "wait_seconds": 0})
+        await call_ok(
+            client,
+            "run",
+            {
+                "cmd": 'read go; for i in $(seq 1 50); do echo "warn $i"; done; read go; sleep 60',
+                "stdin": "pipe",
+                "notify_on": r"^warn \d+",
+                "name": "burst",
+                "wait_seconds": 0,
+            },
+        )
         await call_ok(client, "write", {"id": "burst", "data": "\n"})
         harness.wait_for(lambda h: "line 50 matched" in h.snapshot().get("burst", ""), 20)
         body = harness.snapshot()["burst"]
@@ -55,16 +74,27 @@ async def test_matches_are_coalesced_the_latest_kept_with_a_count(make_daemon, h
         assert len(sent) <= 2, sent
         assert body.splitlines()[0] == "bash task burst: stdout line 50 matched '^warn \\\\d+': warn 50"
         if len(sent) == 1:  # the whole burst was in the first look
-            assert body.splitlines()[1] == "50 lines matched since you last looked: logs(id='burst', pattern='^warn \\\\d+')"
+            assert (
+                body.splitlines()[1]
+                == "50 lines matched since you last looked: logs(id='burst', pattern='^warn \\\\d+')"
+            )
         await call_ok(client, "kill", {"id": "burst", "force": True})
 
 
 async def test_a_status_that_shows_the_task_clears_the_notice(make_daemon, harness: TodoHarness) -> None:
     daemon = make_daemon(env=socket_env(harness))
     async with daemon.client() as client:
-        await call_ok(client, "run", {
-            "cmd": "while read line; do echo \"got $line\"; done", "stdin": "pipe",
-            "notify_on": "got", "name": "echoer", "wait_seconds": 0})
+        await call_ok(
+            client,
+            "run",
+            {
+                "cmd": 'while read line; do echo "got $line"; done',
+                "stdin": "pipe",
+                "notify_on": "got",
+                "name": "echoer",
+                "wait_seconds": 0,
+            },
+        )
         await call_ok(client, "write", {"id": "echoer", "data": "one\n"})
         harness.wait_for(lambda h: "got one" in h.snapshot().get("echoer", ""))
         seen = (await call_ok(client, "status", {"id": "echoer"})).structured
@@ -104,11 +134,15 @@ async def test_notify_on_is_offered_and_accepted_only_with_todos(make_daemon, ha
 async def test_a_pattern_that_backtracks_without_end_says_so_in_the_todo(make_daemon, harness: TodoHarness) -> None:
     daemon = make_daemon(env=socket_env(harness))
     async with daemon.client() as client:
-        await call_ok(client, "run", {"cmd": f"echo {'a' * 40}b; sleep 60", "notify_on": "(a+)+$", "name": "slow",
-                                      "wait_seconds": 0})
+        await call_ok(
+            client,
+            "run",
+            {"cmd": f"echo {'a' * 40}b; sleep 60", "notify_on": "(a+)+$", "name": "slow", "wait_seconds": 0},
+        )
         harness.wait_for(lambda h: "stopped" in h.snapshot().get("slow", ""), 60)
         assert harness.snapshot()["slow"] == (
             "bash task slow: notify_on '(a+)+$' stopped: matching one piece of new output took over 1s of CPU; "
-            "the pattern backtracks too much")
+            "the pattern backtracks too much"
+        )
         assert (await call_ok(client, "status", {"id": "slow"})).structured["verdict"].startswith("running for ")
         await call_ok(client, "kill", {"id": "slow", "force": True})

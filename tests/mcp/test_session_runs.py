@@ -129,7 +129,11 @@ async def test_concurrent_tasks_of_one_session_the_one_that_ends_last_wins(daemo
             go_first, go_second = tmp_path / f"{order}-1", tmp_path / f"{order}-2"
             first = await started(client, f"export WHO=first; {marker_wait(go_first)}", "race")
             second = await started(client, f"export WHO=second; {marker_wait(go_second)}", "race")
-            ends = [(go_second, second), (go_first, first)] if order == "first-ends-last" else [(go_first, first), (go_second, second)]
+            ends = (
+                [(go_second, second), (go_first, first)]
+                if order == "first-ends-last"
+                else [(go_first, first), (go_second, second)]
+            )
             for marker, task_id in ends:
                 marker.touch()
                 assert (await final(client, task_id))["exit_code"] == 0
@@ -172,7 +176,9 @@ async def test_hidden_and_daemon_variables_are_never_carried(make_daemon) -> Non
     daemon = make_daemon(env={"HIVE_BASH_HIDE_ENV": "SECRET_TOKEN"})
     async with daemon.client() as client:
         await run(client, "export SECRET_TOKEN=leak HIVE_BASH_PORT=1 HIVE_BASH_MINE=x VISIBLE=1", session="hide")
-        after = await run(client, 'echo "[${SECRET_TOKEN-}] [${HIVE_BASH_PORT-}] [${HIVE_BASH_MINE-}] $VISIBLE"', session="hide")
+        after = await run(
+            client, 'echo "[${SECRET_TOKEN-}] [${HIVE_BASH_PORT-}] [${HIVE_BASH_MINE-}] $VISIBLE"', session="hide"
+        )
     assert after["stdout"] == "[] [] [] 1\n"
     stored = (daemon.tasks_dir / "hide.session").read_text()
     assert "SECRET_TOKEN" not in stored and "HIVE_BASH" not in stored and "leak" not in stored
@@ -236,7 +242,9 @@ async def test_state_files_are_private_and_task_files_go_with_the_task(daemon: D
     session_file = daemon.tasks_dir / "private.session"
     assert session_file.stat().st_mode & 0o777 == 0o600
     assert json.loads(session_file.read_text())["cwd"] == "/"
-    assert not (daemon.tasks_dir / f"{task['id']}.rc").exists() and not (daemon.tasks_dir / f"{task['id']}.state").exists()
+    assert (
+        not (daemon.tasks_dir / f"{task['id']}.rc").exists() and not (daemon.tasks_dir / f"{task['id']}.state").exists()
+    )
 
 
 async def test_pty_tasks_carry_too(daemon: Daemon) -> None:

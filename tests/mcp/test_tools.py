@@ -33,8 +33,9 @@ async def test_list_newest_first_with_filter_and_limit(daemon: Daemon) -> None:
 
 async def test_logs_pages_by_offset_and_follows_a_growing_file(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        task_id = (await call_ok(client, "run", {
-            "cmd": "for i in 1 2 3; do echo line$i; sleep 0.3; done", "wait_seconds": 0})).structured["id"]
+        task_id = (
+            await call_ok(client, "run", {"cmd": "for i in 1 2 3; do echo line$i; sleep 0.3; done", "wait_seconds": 0})
+        ).structured["id"]
         seen, offset, eof = "", 0, False
         for _ in range(50):
             page = (await call_ok(client, "logs", {"id": task_id, "offset": offset, "wait_seconds": 10})).structured
@@ -78,8 +79,9 @@ async def test_logs_cut_on_utf8_boundaries_and_say_what_was_skipped(daemon: Daem
 
 async def test_liveness_while_running(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        task_id = (await call_ok(client, "run", {"cmd": "echo 12345; echo ab >&2; sleep 1000",
-                                                 "wait_seconds": 0})).structured["id"]
+        task_id = (
+            await call_ok(client, "run", {"cmd": "echo 12345; echo ab >&2; sleep 1000", "wait_seconds": 0})
+        ).structured["id"]
         await call_ok(client, "logs", {"id": task_id, "stream": "stderr", "wait_seconds": 10})
         first = (await call_ok(client, "status", {"id": task_id, "wait_seconds": 0.3})).structured
         second = (await call_ok(client, "status", {"id": task_id, "wait_seconds": 0.3})).structured
@@ -107,8 +109,9 @@ async def test_liveness_while_running(daemon: Daemon) -> None:
         ("grep x /dev/null; true; grep y /dev/null", 1, "error", "exit 1"),
     ],
 )
-async def test_semantic_status(daemon: Daemon, cmd: str, exit_code: int, semantic_status: str,
-                               message: str | None) -> None:
+async def test_semantic_status(
+    daemon: Daemon, cmd: str, exit_code: int, semantic_status: str, message: str | None
+) -> None:
     async with daemon.client() as client:
         reply = await call_ok(client, "run", {"cmd": cmd})
     assert reply.structured["exit_code"] == exit_code
@@ -143,8 +146,9 @@ async def test_run_reports_the_warning_and_still_runs(daemon: Daemon, tmp_path: 
 
 async def test_text_block_shows_head_and_tail_of_long_output(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        reply = await call_ok(client, "run", {"cmd": "echo FIRST-LINE; head -c 20000 /dev/zero | tr '\\0' x; "
-                                                     "echo; echo LAST-LINE"})
+        reply = await call_ok(
+            client, "run", {"cmd": "echo FIRST-LINE; head -c 20000 /dev/zero | tr '\\0' x; echo; echo LAST-LINE"}
+        )
     # the 20,001-byte line between them is cut whole: head and tail stay on line boundaries
     marker = f"[... 20001 bytes, 1 line left out: logs(id='{reply.structured['id']}', offset=11) pages them, logs(id='{reply.structured['id']}', pattern=...) searches ...]"
     assert reply.structured["stdout"] == f"FIRST-LINE\n{marker}\nLAST-LINE\n"
@@ -153,8 +157,9 @@ async def test_text_block_shows_head_and_tail_of_long_output(daemon: Daemon) -> 
 
 async def test_cwd_and_env(daemon: Daemon, tmp_path: Path) -> None:
     async with daemon.client() as client:
-        reply = await call_ok(client, "run", {"cmd": "pwd; echo $GREETING", "cwd": str(tmp_path),
-                                              "env": {"GREETING": "hello there"}})
+        reply = await call_ok(
+            client, "run", {"cmd": "pwd; echo $GREETING", "cwd": str(tmp_path), "env": {"GREETING": "hello there"}}
+        )
         missing = await call_error(client, "run", {"cmd": "true", "cwd": str(tmp_path / "nope")})
         bad_name = await call_error(client, "run", {"cmd": "true", "env": {"BAD-NAME": "x"}})
         status = await call_ok(client, "status", {"id": reply.structured["id"]})
@@ -167,14 +172,15 @@ async def test_cwd_and_env(daemon: Daemon, tmp_path: Path) -> None:
 async def test_hidden_environment_variables_do_not_reach_tasks(make_daemon) -> None:
     daemon = make_daemon(env={"SECRET_TOKEN": "s3cret", "HIVE_BASH_HIDE_ENV": "SECRET_TOKEN"})
     async with daemon.client() as client:
-        reply = await call_ok(client, "run", {"cmd": "echo \"[${SECRET_TOKEN:-unset}]\""})
+        reply = await call_ok(client, "run", {"cmd": 'echo "[${SECRET_TOKEN:-unset}]"'})
     assert reply.structured["stdout"] == "[unset]\n"
 
 
 async def test_idle_timeout_fires_for_a_silent_task_and_keeps_partial_output(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        reply = await call_ok(client, "run", {"cmd": "echo partial; sleep 1000", "idle_timeout_secs": 1,
-                                              "wait_seconds": 20})
+        reply = await call_ok(
+            client, "run", {"cmd": "echo partial; sleep 1000", "idle_timeout_secs": 1, "wait_seconds": 20}
+        )
     assert reply.structured["status"] == "timed_out"
     assert "idle" in reply.structured["end_reason"]
     assert reply.structured["stdout"] == "partial\n"
@@ -182,6 +188,9 @@ async def test_idle_timeout_fires_for_a_silent_task_and_keeps_partial_output(dae
 
 async def test_idle_timeout_does_not_fire_while_output_flows(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        reply = await call_ok(client, "run", {"cmd": "for i in $(seq 12); do echo $i; sleep 0.2; done",
-                                              "idle_timeout_secs": 1, "wait_seconds": 20})
+        reply = await call_ok(
+            client,
+            "run",
+            {"cmd": "for i in $(seq 12); do echo $i; sleep 0.2; done", "idle_timeout_secs": 1, "wait_seconds": 20},
+        )
     assert reply.structured["status"] == "done" and reply.structured["exit_code"] == 0

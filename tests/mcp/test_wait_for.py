@@ -40,9 +40,16 @@ def matcher_children(daemon: Daemon) -> list[int]:
 
 async def test_run_returns_at_the_matching_line_with_the_task_running(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        reply = await call_ok(client, "run", {
-            "cmd": "echo starting >&2; sleep 0.3; echo 'Listening on 8000' >&2; sleep 60",
-            "wait_for": "Listening on", "wait_seconds": 20, "name": "web"})
+        reply = await call_ok(
+            client,
+            "run",
+            {
+                "cmd": "echo starting >&2; sleep 0.3; echo 'Listening on 8000' >&2; sleep 60",
+                "wait_for": "Listening on",
+                "wait_seconds": 20,
+                "name": "web",
+            },
+        )
         found = reply.structured
         assert found["verdict"] == "task started: id=web, running; matched 'Listening on' at stderr line 2"
         assert found["matched_line"] == "Listening on 8000"
@@ -54,9 +61,18 @@ async def test_run_returns_at_the_matching_line_with_the_task_running(daemon: Da
 
 async def test_stdout_lines_match_too_with_their_line_number(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        found = (await call_ok(client, "run", {
-            "cmd": "seq 1 1000; echo 'ready: é ok'; sleep 60", "wait_for": r"^ready: \w+", "wait_seconds": 20,
-            "name": "numbered"})).structured
+        found = (
+            await call_ok(
+                client,
+                "run",
+                {
+                    "cmd": "seq 1 1000; echo 'ready: é ok'; sleep 60",
+                    "wait_for": r"^ready: \w+",
+                    "wait_seconds": 20,
+                    "name": "numbered",
+                },
+            )
+        ).structured
         assert found["verdict"] == "task started: id=numbered, running; matched '^ready: \\\\w+' at stdout line 1001"
         assert found["matched_line"] == "ready: é ok"
         await call_ok(client, "kill", {"id": "numbered", "force": True})
@@ -64,9 +80,19 @@ async def test_stdout_lines_match_too_with_their_line_number(daemon: Daemon) -> 
 
 async def test_a_prompt_without_a_newline_matches(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        found = (await call_ok(client, "run", {
-            "cmd": "printf 'name? '; read name; echo \"hello $name\"", "stdin": "pipe",
-            "wait_for": r"name\? ", "wait_seconds": 20, "name": "prompt"})).structured
+        found = (
+            await call_ok(
+                client,
+                "run",
+                {
+                    "cmd": "printf 'name? '; read name; echo \"hello $name\"",
+                    "stdin": "pipe",
+                    "wait_for": r"name\? ",
+                    "wait_seconds": 20,
+                    "name": "prompt",
+                },
+            )
+        ).structured
         assert found["verdict"] == r"task started: id=prompt, running; matched 'name\\? ' at stdout line 1"
         assert found["matched_line"] == "name? "
         await call_ok(client, "write", {"id": "prompt", "data": "bob\n"})
@@ -76,10 +102,13 @@ async def test_a_prompt_without_a_newline_matches(daemon: Daemon) -> None:
 
 async def test_the_end_or_the_window_ends_the_wait_and_the_verdict_says_which(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        ended = (await call_ok(client, "run", {"cmd": "echo hi; exit 3", "wait_for": "never", "wait_seconds": 20})).structured
+        ended = (
+            await call_ok(client, "run", {"cmd": "echo hi; exit 3", "wait_for": "never", "wait_seconds": 20})
+        ).structured
         assert ended["verdict"].startswith("done, exit 3 after ") and "matched" not in ended["verdict"]
-        closed = (await call_ok(client, "run", {"cmd": "sleep 60", "wait_for": "never", "wait_seconds": 0.5,
-                                                "name": "quiet"})).structured
+        closed = (
+            await call_ok(client, "run", {"cmd": "sleep 60", "wait_for": "never", "wait_seconds": 0.5, "name": "quiet"})
+        ).structured
         assert closed["verdict"] == "task started: id=quiet, running; no line matched 'never' within 500ms"
         again = (await call_ok(client, "status", {"id": "quiet", "wait_for": "never", "wait_seconds": 0.3})).structured
         assert again["verdict"].endswith("; no new line matched 'never' within 300ms")
@@ -89,11 +118,21 @@ async def test_the_end_or_the_window_ends_the_wait_and_the_verdict_says_which(da
 
 async def test_status_matches_only_lines_that_arrive_during_the_call(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        await call_ok(client, "run", {"cmd": "for i in $(seq 1 600); do echo \"tick $i\"; sleep 0.1; done",
-                                      "wait_for": "tick 3$", "wait_seconds": 20, "name": "ticks"})
+        await call_ok(
+            client,
+            "run",
+            {
+                "cmd": 'for i in $(seq 1 600); do echo "tick $i"; sleep 0.1; done',
+                "wait_for": "tick 3$",
+                "wait_seconds": 20,
+                "name": "ticks",
+            },
+        )
         out = daemon.tasks_dir / "ticks.out"
         lines_before = out.read_bytes().count(b"\n")  # what the file holds before status is asked
-        found = (await call_ok(client, "status", {"id": "ticks", "wait_for": r"^tick \d+$", "wait_seconds": 20})).structured
+        found = (
+            await call_ok(client, "status", {"id": "ticks", "wait_for": r"^tick \d+$", "wait_seconds": 20})
+        ).structured
         number = int(found["matched_line"].split()[1])
         assert number > lines_before, (number, lines_before)
         assert found["verdict"].startswith("running for ")
@@ -104,19 +143,33 @@ async def test_status_matches_only_lines_that_arrive_during_the_call(daemon: Dae
 async def test_a_bad_pattern_is_refused_naming_wait_for(daemon: Daemon) -> None:
     async with daemon.client() as client:
         assert (await call_error(client, "run", {"cmd": "true", "wait_for": "("})).startswith(
-            "invalid argument 'wait_for': is not a valid regular expression: ")
+            "invalid argument 'wait_for': is not a valid regular expression: "
+        )
         assert await call_error(client, "status", {"id": "nope", "wait_for": ""}) == (
-            "invalid argument 'wait_for': must be a non-empty regular expression")
+            "invalid argument 'wait_for': must be a non-empty regular expression"
+        )
         too_long = await call_error(client, "run", {"cmd": "true", "wait_for": "x" * 1001})
         assert too_long == "invalid argument 'wait_for': is 1001 characters; the limit is 1000"
-        assert await call_error(client, "run", {"cmd": "true", "wait_for": 3}) == "invalid argument 'wait_for': must be a string"
+        assert (
+            await call_error(client, "run", {"cmd": "true", "wait_for": 3})
+            == "invalid argument 'wait_for': must be a string"
+        )
 
 
 async def test_a_pathological_pattern_stops_without_freezing_the_daemon(daemon: Daemon) -> None:
     async with daemon.client() as client, daemon.client() as other:
-        stuck = asyncio.ensure_future(call_ok(client, "run", {
-            "cmd": f"echo {BACKTRACKING_LINE}; sleep 60", "name": "backtrack", "wait_for": PATHOLOGICAL,
-            "wait_seconds": 30}))
+        stuck = asyncio.ensure_future(
+            call_ok(
+                client,
+                "run",
+                {
+                    "cmd": f"echo {BACKTRACKING_LINE}; sleep 60",
+                    "name": "backtrack",
+                    "wait_for": PATHOLOGICAL,
+                    "wait_seconds": 30,
+                },
+            )
+        )
         [matcher] = await poll(lambda: matcher_children(daemon), 20, "the matcher child started")
         # While the matcher backtracks, the daemon answers, and starts and ends other work.
         echo = (await call_ok(other, "run", {"cmd": "echo still here"})).structured
@@ -124,8 +177,10 @@ async def test_a_pathological_pattern_stops_without_freezing_the_daemon(daemon: 
         assert (await call_ok(other, "status", {"id": "backtrack"})).structured["verdict"].startswith("running for ")
         assert not stuck.done() and matcher in matcher_children(daemon)  # it was still at it meanwhile
         reply = (await stuck).structured
-        assert reply["verdict"] == ("task started: id=backtrack, running; wait_for '(a+)+$' stopped: matching one "
-                                    "piece of new output took over 1s of CPU; the pattern backtracks too much")
+        assert reply["verdict"] == (
+            "task started: id=backtrack, running; wait_for '(a+)+$' stopped: matching one "
+            "piece of new output took over 1s of CPU; the pattern backtracks too much"
+        )
         await call_ok(client, "kill", {"id": "backtrack", "force": True})
     wait_until(lambda: not matcher_children(daemon), 10, what="the matcher child reaped")
 
@@ -142,7 +197,9 @@ async def poll(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
 # ---- the matcher over real files -----------------------------------------
 
 
-def follow(tmp_path: Path, pattern: str, content: bytes, offset: int = 0, first_only: bool = False) -> list[dict[str, Any]]:
+def follow(
+    tmp_path: Path, pattern: str, content: bytes, offset: int = 0, first_only: bool = False
+) -> list[dict[str, Any]]:
     """Run the matcher child's loop in-process over a file, once through what it holds."""
     path = tmp_path / "out"
     path.write_bytes(content)
@@ -159,8 +216,13 @@ def test_lines_are_numbered_across_pieces_and_counted(tmp_path: Path) -> None:
     lines = [f"line {index}" for index in range(1, 400_001)]  # about 4.4 MiB: several pieces
     content = ("\n".join(lines) + "\n").encode()
     [last] = follow(tmp_path, r"^line \d*7$", content)
-    assert last == {"stream": "stdout", "line": 399_997, "offset": content.index(b"line 399997\n"),
-                    "text": "line 399997", "count": 40_000}
+    assert last == {
+        "stream": "stdout",
+        "line": 399_997,
+        "offset": content.index(b"line 399997\n"),
+        "text": "line 399997",
+        "count": 40_000,
+    }
     [first] = follow(tmp_path, r"^line \d*7$", content, first_only=True)
     assert (first["line"], first["text"]) == (7, "line 7")
 
@@ -192,8 +254,9 @@ def test_an_unended_line_reported_once_is_not_reported_again_when_it_ends(tmp_pa
     child.run(lambda pause: True)
     child.reporter.flush(0.0)
     assert [(report["match"]["line"], report["match"]["text"], report["match"]["count"]) for report in reports] == [
-        (2, "name? ", 1), (3, "name again", 1)]
-
+        (2, "name? ", 1),
+        (3, "name again", 1),
+    ]
 
 
 def test_the_model_gets_the_matching_line_in_one_call_through_claude_code(make_daemon: Any, tmp_path: Path) -> None:
@@ -203,8 +266,15 @@ def test_the_model_gets_the_matching_line_in_one_call_through_claude_code(make_d
     binary = claude_binary()
     daemon = make_daemon(args=["--generate-token"])
     script = [
-        ToolCall(TOOLS + "run", {"cmd": "echo starting; sleep 0.3; echo 'Listening on 8000' >&2; sleep 60",
-                                 "wait_for": "Listening on", "wait_seconds": 20, "name": "web"}),
+        ToolCall(
+            TOOLS + "run",
+            {
+                "cmd": "echo starting; sleep 0.3; echo 'Listening on 8000' >&2; sleep 60",
+                "wait_for": "Listening on",
+                "wait_seconds": 20,
+                "name": "web",
+            },
+        ),
         ToolCall(TOOLS + "kill", {"id": "web", "force": True}),
     ]
     exchange = claude_turns(binary, daemon, tmp_path, script)
@@ -223,8 +293,16 @@ def test_the_cli_waits_for_a_line_on_run_and_status(daemon: Daemon, capsys: pyte
         code = cli.main(["--url", daemon.url, *args], env={})
         return code, capsys.readouterr().out
 
-    code, out = hive_bash("run", "echo a; sleep 0.3; echo 'ready now'; for i in $(seq 1 600); do echo tick $i; sleep 0.1; done",
-                          "--wait", "60", "--wait-for", "^ready", "--name", "cli-web")
+    code, out = hive_bash(
+        "run",
+        "echo a; sleep 0.3; echo 'ready now'; for i in $(seq 1 600); do echo tick $i; sleep 0.1; done",
+        "--wait",
+        "60",
+        "--wait-for",
+        "^ready",
+        "--name",
+        "cli-web",
+    )
     assert code == 0 and out.startswith("task started: id=cli-web, running; matched '^ready' at stdout line 2\n"), out
     assert "matched_line: ready now\n" in out
     code, out = hive_bash("--json", "status", "cli-web", "--wait", "60", "--wait-for", "^tick")
@@ -244,10 +322,29 @@ def test_hive_bash_ls_shows_a_task_waiting_for_input(daemon: Daemon, capsys: pyt
         return capsys.readouterr().out
 
     capsys.readouterr()
-    cli.main(["--url", daemon.url, "run", "read -p 'name? ' who; echo hi $who", "--stdin", "pipe",
-                     "--wait", "0", "--name", "cli-asker"], env={})
-    row = wait_until(lambda: next((line for line in listing().splitlines()
-                                   if line.startswith("cli-asker") and "waits for input" in line), None),
-                     20, 0.1, "hive-bash ls to show cli-asker waiting for input")
+    cli.main(
+        [
+            "--url",
+            daemon.url,
+            "run",
+            "read -p 'name? ' who; echo hi $who",
+            "--stdin",
+            "pipe",
+            "--wait",
+            "0",
+            "--name",
+            "cli-asker",
+        ],
+        env={},
+    )
+    row = wait_until(
+        lambda: next(
+            (line for line in listing().splitlines() if line.startswith("cli-asker") and "waits for input" in line),
+            None,
+        ),
+        20,
+        0.1,
+        "hive-bash ls to show cli-asker waiting for input",
+    )
     assert row.split(None, 1)[1].startswith("running for ") and ", waits for input: read -p 'name? '" in row
     cli.main(["--url", daemon.url, "kill", "cli-asker", "--force"], env={})

@@ -33,8 +33,11 @@ OPT = "services.hyperhive.agent"
 DAEMON_DEFAULT_PORT = 7523  # hive_bash.settings.DEFAULT_PORT; checked below
 TOKEN_FILE = "/var/lib/hyperhive-agent/harness/bash-token"
 TEST_TOKEN = "test-token"
-BASH_WITH_TOKEN = {"type": "http", "url": f"http://127.0.0.1:{DAEMON_DEFAULT_PORT}/mcp",
-                   "headers": {"Authorization": f"Bearer {TEST_TOKEN}"}}
+BASH_WITH_TOKEN = {
+    "type": "http",
+    "url": f"http://127.0.0.1:{DAEMON_DEFAULT_PORT}/mcp",
+    "headers": {"Authorization": f"Bearer {TEST_TOKEN}"},
+}
 NIXPKGS_LIB_REASON = (
     "module evaluation needs nixpkgs' lib: set NIXPKGS to a nixpkgs checkout or NIXPKGS_LIB to a "
     "checkout of github:nix-community/nixpkgs.lib"
@@ -99,8 +102,14 @@ def test_nix_file_parses(path: Path) -> None:
 
 def test_the_parse_check_sees_the_nix_files() -> None:
     names = {str(p.relative_to(ROOT)) for p in nix_files()}
-    assert {"flake.nix", "nixos/agent.nix", "nixos/standalone.nix", "vm-tests/default.nix",
-            "tests/nix/stubs.nix", "tests/nix/hyperhive-standin.nix"} <= names
+    assert {
+        "flake.nix",
+        "nixos/agent.nix",
+        "nixos/standalone.nix",
+        "vm-tests/default.nix",
+        "tests/nix/stubs.nix",
+        "tests/nix/hyperhive-standin.nix",
+    } <= names
 
 
 # --- module evaluation ----------------------------------------------------------
@@ -117,8 +126,11 @@ def test_the_modules_defaults_are_the_daemons(cases: dict[str, Any]) -> None:
     the loopback token, which the module turns on (bash.requireToken) and the plain daemon leaves opt-in."""
     settings = pytest.importorskip("hive_bash.settings", reason="hive_bash.settings needs pydantic-settings")
     environment = cases["defaults"]["service"]["environment"]
-    passed = {name.removeprefix("HIVE_BASH_").lower(): value for name, value in environment.items()
-              if name.startswith("HIVE_BASH_")}
+    passed = {
+        name.removeprefix("HIVE_BASH_").lower(): value
+        for name, value in environment.items()
+        if name.startswith("HIVE_BASH_")
+    }
     assert passed.pop("tasks_dir") == f"/var/lib/hyperhive-agent/{settings.DEFAULT_TASKS_DIR}"
     assert passed.pop("generate_token") == "true"
     assert passed.pop("token_file") == "/var/lib/hyperhive-agent/harness/bash-token"
@@ -324,7 +336,9 @@ def test_without_require_token_the_daemon_and_entry_carry_none(cases: dict[str, 
     assert "HIVE_BASH_TOKEN_FILE" not in environment and "HIVE_BASH_GENERATE_TOKEN" not in environment
     assert servers(case)["bash"]["bearerTokenFile"] is None
     assert render(case, tmp_path)["mcpConfig"]["mcpServers"]["bash"] == {
-        "type": "http", "url": f"http://127.0.0.1:{DAEMON_DEFAULT_PORT}/mcp"}
+        "type": "http",
+        "url": f"http://127.0.0.1:{DAEMON_DEFAULT_PORT}/mcp",
+    }
 
 
 def test_the_token_file_is_where_the_daemon_writes_it(cases: dict[str, Any]) -> None:
@@ -348,18 +362,41 @@ def test_each_module_declares_only_its_own_options(cases: dict[str, Any]) -> Non
     declares the hyperhive side it reads, and nothing of hive-bash's."""
     declares = cases["_meta"]["declares"]
     assert declares["agent"] == ["bash"] and declares["agentMcp"] == ["bashHttpPort"]
-    assert declares["agentBash"] == ["enable", "environmentFile", "extraPackages", "package", "requireToken",
-                                     "serversFile", "settings", "tokenFile"]
-    assert declares["standalone"] == ["agentSocket", "createUser", "enable", "extraMcpServers", "group", "mcp",
-                                      "stateDir", "toolGroups", "user"]
+    assert declares["agentBash"] == [
+        "enable",
+        "environmentFile",
+        "extraPackages",
+        "package",
+        "requireToken",
+        "serversFile",
+        "settings",
+        "tokenFile",
+    ]
+    assert declares["standalone"] == [
+        "agentSocket",
+        "createUser",
+        "enable",
+        "extraMcpServers",
+        "group",
+        "mcp",
+        "stateDir",
+        "toolGroups",
+        "user",
+    ]
     assert declares["standaloneMcp"] == ["httpPort"]
 
 
 def test_beside_hyperhive_the_entry_sets_only_the_fields_its_type_has(cases: dict[str, Any]) -> None:
     case = cases["hyperhive"]["defaults"]
     assert case["failedAssertions"] == []
-    assert case["bashEntry"] == {"type": "http", "url": f"http://127.0.0.1:{DAEMON_DEFAULT_PORT}/mcp",
-                                 "allowedTools": ["*"], "args": [], "command": None, "availableToSubagents": False}
+    assert case["bashEntry"] == {
+        "type": "http",
+        "url": f"http://127.0.0.1:{DAEMON_DEFAULT_PORT}/mcp",
+        "allowedTools": ["*"],
+        "args": [],
+        "command": None,
+        "availableToSubagents": False,
+    }
     service = case["service"]
     assert service["serviceConfig"]["User"] == "agent"
     assert service["serviceConfig"]["WorkingDirectory"] == "/var/lib/hyperhive-agent"
@@ -369,7 +406,8 @@ def test_beside_hyperhive_the_entry_sets_only_the_fields_its_type_has(cases: dic
 
 
 def test_beside_hyperhive_without_bearer_token_file_the_daemon_runs_without_a_token(
-        cases: dict[str, Any], tmp_path: Path) -> None:
+    cases: dict[str, Any], tmp_path: Path
+) -> None:
     case = cases["hyperhive"]["defaults"]
     assert case["requireToken"] is False
     environment = case["service"]["environment"]
@@ -378,7 +416,8 @@ def test_beside_hyperhive_without_bearer_token_file_the_daemon_runs_without_a_to
     # the server file still gates bash on execution, though hyperhive's type has no requiredPermission
     assert servers(case)["bash"]["requiredPermission"] == "execution"
     assert render(case, tmp_path)["mcpConfig"]["mcpServers"] == {
-        "bash": {"type": "http", "url": f"http://127.0.0.1:{DAEMON_DEFAULT_PORT}/mcp"}}
+        "bash": {"type": "http", "url": f"http://127.0.0.1:{DAEMON_DEFAULT_PORT}/mcp"}
+    }
     assert render(case, tmp_path, "--tool-groups", "messaging")["mcpConfig"]["mcpServers"] == {}
 
 
@@ -390,7 +429,8 @@ def test_beside_hyperhive_saying_no_token_is_meant_silences_the_warning(cases: d
 def test_beside_hyperhive_requiring_a_token_no_entry_can_carry_is_refused(cases: dict[str, Any]) -> None:
     failed = cases["hyperhive"]["requireTokenAnyway"]["failedAssertions"]
     assert len(failed) == 1 and failed[0].startswith(
-        f"{OPT}.bash.requireToken is on, but hyperhive's extraMcpServers entries have no bearerTokenFile"), failed
+        f"{OPT}.bash.requireToken is on, but hyperhive's extraMcpServers entries have no bearerTokenFile"
+    ), failed
 
 
 def test_beside_hyperhive_options_are_read_from_hyperhive(cases: dict[str, Any]) -> None:
@@ -407,8 +447,13 @@ def test_beside_hyperhive_options_are_read_from_hyperhive(cases: dict[str, Any])
 
 
 def test_beside_hyperhive_other_entries_render_with_the_defaults_of_missing_fields(
-        cases: dict[str, Any], tmp_path: Path) -> None:
+    cases: dict[str, Any], tmp_path: Path
+) -> None:
     rendered = render(cases["hyperhive"]["mixed"], tmp_path, "--tool-groups", "execution")
     assert rendered["mcpConfig"]["mcpServers"]["matrix"] == {
-        "type": "stdio", "command": "/run/current-system/sw/bin/matrix-mcp", "args": ["--stdio"], "env": {}}
+        "type": "stdio",
+        "command": "/run/current-system/sw/bin/matrix-mcp",
+        "args": ["--stdio"],
+        "env": {},
+    }
     assert rendered["allowedTools"] == ["mcp__bash__*", "mcp__matrix__*"]

@@ -150,9 +150,7 @@ def module_settings(unit: dict[str, Any], daemon_defaults: dict[str, str]) -> di
     return settings
 
 
-def file_settings(
-    path: Path, module: dict[str, str], daemon_defaults: dict[str, str]
-) -> dict[str, str]:
+def file_settings(path: Path, module: dict[str, str], daemon_defaults: dict[str, str]) -> dict[str, str]:
     settings: dict[str, str] = {}
     for section, keys in read_unit_file(path).items():
         for key, values in keys.items():

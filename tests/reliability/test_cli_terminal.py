@@ -89,8 +89,9 @@ def test_logs_on_a_terminal_is_escaped_and_to_a_pipe_byte_exact(daemon: Daemon, 
     assert code == 0, shown
     assert not any(control in shown for control in CONTROL_BYTES), shown
     assert b"before\\x1b]52;c;" in shown
-    piped = subprocess.run([console_script(), "--url", daemon.url, "logs", hostile_task], capture_output=True,
-                           env=cli_env(), timeout=60)
+    piped = subprocess.run(
+        [console_script(), "--url", daemon.url, "logs", hostile_task], capture_output=True, env=cli_env(), timeout=60
+    )
     assert piped.returncode == 0, piped.stderr
     out_file = daemon.tasks_dir / f"{hostile_task}.out"
     assert piped.stdout == out_file.read_bytes() and CLIPBOARD.encode() in piped.stdout

@@ -42,8 +42,15 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def render(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*installed("hive-bash-mcp-config", "hive_bash.client.mcp_config"), *args], capture_output=True,
-                          text=True, env=clean_env(), timeout=TIMEOUT_SECS, preexec_fn=limit_memory, check=False)
+    return subprocess.run(
+        [*installed("hive-bash-mcp-config", "hive_bash.client.mcp_config"), *args],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=TIMEOUT_SECS,
+        preexec_fn=limit_memory,
+        check=False,
+    )
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess[str], *expected: str) -> None:
@@ -83,7 +90,12 @@ def test_hive_bash_with_a_fifo_as_servers_file_does_not_hang(tmp_path: Path) -> 
     fifo = tmp_path / "servers.json"
     os.mkfifo(fifo)
     with dead_url() as url:
-        proc = subprocess.run([*installed("hive-bash", "hive_bash.client.cli"), "--url", url, "status", "x"],
-                              capture_output=True, text=True, env=clean_env(HIVE_MCP_SERVERS_FILE=str(fifo)),
-                              timeout=TIMEOUT_SECS, check=False)
+        proc = subprocess.run(
+            [*installed("hive-bash", "hive_bash.client.cli"), "--url", url, "status", "x"],
+            capture_output=True,
+            text=True,
+            env=clean_env(HIVE_MCP_SERVERS_FILE=str(fifo)),
+            timeout=TIMEOUT_SECS,
+            check=False,
+        )
     assert proc.returncode == 3 and "cannot reach" in proc.stderr, (proc.returncode, proc.stderr)

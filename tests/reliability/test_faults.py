@@ -32,8 +32,9 @@ async def test_misbehaving_harness_never_slows_tool_calls_and_gets_the_state_lat
     daemon = make_daemon(env={"HIVE_AGENT_SOCKET": str(harness.socket_path)})
     async with daemon.client() as client:
         started = time.monotonic()
-        ids = [(await call_ok(client, "run", {"cmd": f"exit {i}", "wait_seconds": 0})).structured["id"]
-               for i in range(10)]
+        ids = [
+            (await call_ok(client, "run", {"cmd": f"exit {i}", "wait_seconds": 0})).structured["id"] for i in range(10)
+        ]
         for task_id in ids:
             wait_until(lambda: daemon.record(task_id)["status"] == "done", 10, what="task end")
         elapsed = time.monotonic() - started
@@ -41,13 +42,16 @@ async def test_misbehaving_harness_never_slows_tool_calls_and_gets_the_state_lat
         backlog = daemon.health()["todo_backlog"]
         assert backlog <= len(ids)  # one wanted state per key, however many retries
         harness.mode = "ok"
-        harness.wait_for(lambda h: all(f"done, exit {i}" in h.snapshot().get(task_id, "")
-                                       for i, task_id in enumerate(ids)), timeout=30)
+        harness.wait_for(
+            lambda h: all(f"done, exit {i}" in h.snapshot().get(task_id, "") for i, task_id in enumerate(ids)),
+            timeout=30,
+        )
     wait_until(lambda: daemon.health()["todo_backlog"] == 0, 10, what="backlog drained")
 
 
-async def test_client_disconnecting_during_an_inline_wait_leaves_the_task_running(make_daemon,
-                                                                                   harness: TodoHarness) -> None:
+async def test_client_disconnecting_during_an_inline_wait_leaves_the_task_running(
+    make_daemon, harness: TodoHarness
+) -> None:
     daemon = make_daemon(env={"HIVE_AGENT_SOCKET": str(harness.socket_path)})
     with anyio.move_on_after(1):
         async with daemon.client() as client:
@@ -60,8 +64,12 @@ async def test_client_disconnecting_during_an_inline_wait_leaves_the_task_runnin
 async def test_sigkill_under_load_then_restart_interrupts_everything_cleanly(make_daemon, harness: TodoHarness) -> None:
     daemon = make_daemon(env={"HIVE_AGENT_SOCKET": str(harness.socket_path), "HIVE_BASH_MAX_RUNNING": "100"})
     async with daemon.client() as client:
-        ids = [(await call_ok(client, "run", {"cmd": f"echo start-{i}; exec sleep 1000",
-                                              "wait_seconds": 0})).structured["id"] for i in range(50)]
+        ids = [
+            (await call_ok(client, "run", {"cmd": f"echo start-{i}; exec sleep 1000", "wait_seconds": 0})).structured[
+                "id"
+            ]
+            for i in range(50)
+        ]
         for task_id in ids:
             page = (await call_ok(client, "logs", {"id": task_id, "wait_seconds": 10})).structured
             assert page["data"].startswith("start-")
@@ -94,8 +102,9 @@ async def test_any_harness_reply_leaves_the_todo_worker_alive_and_each_failure_i
             # a second attempt in the same mode: the worker survived the first reply and retried
             wait_until(lambda: harness.served.count(mode) >= 2, 15, what=f"a retry after a {mode!r} reply")
         harness.mode = "ok"
-        harness.wait_for(lambda h: all("done, exit 3" in h.snapshot().get(f"after-{mode}", "") for mode in modes),
-                         timeout=30)
+        harness.wait_for(
+            lambda h: all("done, exit 3" in h.snapshot().get(f"after-{mode}", "") for mode in modes), timeout=30
+        )
     wait_until(lambda: daemon.health()["todo_backlog"] == 0, 10, what="backlog drained")
     log = daemon.log_path.read_text()
     failures = [line for line in log.splitlines() if "todo delivery to" in line and "failing" in line]
@@ -128,20 +137,25 @@ def _bpf(code: int, jump_true: int, jump_false: int, k: int) -> bytes:
 
 
 # Built before any fork: the child only makes two prctl calls.
-_PIDFD_FILTER = ctypes.create_string_buffer(b"".join([
-    _bpf(BPF_LD_W_ABS, 0, 0, 0),  # A = seccomp_data.nr
-    _bpf(BPF_JEQ_K, 0, 1, SYS_PIDFD_OPEN),
-    _bpf(BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),
-    _bpf(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
-]))
+_PIDFD_FILTER = ctypes.create_string_buffer(
+    b"".join(
+        [
+            _bpf(BPF_LD_W_ABS, 0, 0, 0),  # A = seccomp_data.nr
+            _bpf(BPF_JEQ_K, 0, 1, SYS_PIDFD_OPEN),
+            _bpf(BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),
+            _bpf(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+        ]
+    )
+)
 _PIDFD_PROGRAM = _SockFprog(4, ctypes.cast(_PIDFD_FILTER, ctypes.c_char_p))
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def refuse_pidfd_open() -> None:  # runs in the child, before exec
-    if _LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or _LIBC.prctl(
-        PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(_PIDFD_PROGRAM), 0, 0
-    ) != 0:
+    if (
+        _LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+        or _LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(_PIDFD_PROGRAM), 0, 0) != 0
+    ):
         raise OSError(ctypes.get_errno(), "cannot install the seccomp filter")
 
 
@@ -178,8 +192,9 @@ async def test_a_child_that_cannot_be_supervised_is_ended_and_reaped(make_daemon
     try:
         async with daemon.client() as client:
             # The command outlives any test: only the daemon ending its group can stop it.
-            message = await call_error(client, "run", {"cmd": "sleep 1000 & sleep 1000; wait",
-                                                       "env": {name: value}, **options})
+            message = await call_error(
+                client, "run", {"cmd": "sleep 1000 & sleep 1000; wait", "env": {name: value}, **options}
+            )
             listed = await call_ok(client, "list", {})
         leftovers = processes_with(marker)
     finally:

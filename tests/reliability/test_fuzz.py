@@ -41,8 +41,11 @@ scalars = st.one_of(
     st.text(max_size=40),
     st.sampled_from(["", "\x00", "ü💥", "../../etc", "a" * 70, "running", "stdout", "pipe", "null"]),
 )
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                                          max_size=3), max_leaves=4)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=4,
+)
 # A command that could run is a comment; anything else is a type or rule violation.
 harmless_cmd = st.one_of(
     st.text(alphabet=st.characters(blacklist_characters="\n\r\x00"), max_size=60).map(lambda text: "#" + text),
@@ -102,8 +105,11 @@ def test_fuzzed_arguments_get_an_answer_naming_the_argument(
 def raw_tool_call(port: int, tool: str, arguments_json: str) -> dict[str, Any]:
     """A JSON-RPC tools/call sent as raw text, so NaN/Infinity reach the server as such
     (the SDK's client would turn them into null before sending)."""
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": "2025-06-18"}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
 
     def post(body: str, extra: dict[str, str]) -> tuple[dict[str, str], str]:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
@@ -114,8 +120,10 @@ def raw_tool_call(port: int, tool: str, arguments_json: str) -> dict[str, Any]:
         finally:
             connection.close()
 
-    init = ('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
-            '"capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}}')
+    init = (
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        '"capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}}'
+    )
     response_headers, _ = post(init, {})
     session = {"mcp-session-id": response_headers["mcp-session-id"]}
     post('{"jsonrpc":"2.0","method":"notifications/initialized"}', session)

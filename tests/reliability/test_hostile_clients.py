@@ -98,9 +98,13 @@ def test_huge_key_and_flat_list_bodies_leave_memory_flat_and_healthz_fast(make_d
     healthz_bound = max(0.1, 4 * max(idle_latencies))
     attacks = {
         "1,000,000-character key": b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"'
-        + b"k" * 1_000_000 + b'":[' + b",".join([b"0"] * 1000) + b"]}}",
+        + b"k" * 1_000_000
+        + b'":['
+        + b",".join([b"0"] * 1000)
+        + b"]}}",
         "flat 4 MiB list": b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"x":['
-        + b",".join([b"0"] * (2 * MIB - 40)) + b"]}}",
+        + b",".join([b"0"] * (2 * MIB - 40))
+        + b"]}}",
     }
     for name, body in attacks.items():
         with polling_healthz(daemon.port) as latencies:
@@ -215,8 +219,11 @@ async def test_accept_errors_are_logged_once_per_burst(make_daemon) -> None:
         flood = _open_idle_connections(daemon.port, 200)
         try:
             failing = (b"cannot accept", b"out of system resource")  # our line, asyncio's traceback
-            wait_until(lambda: any(mark in daemon.log_path.read_bytes()[log_size:] for mark in failing), 10,
-                       what=f"the daemon to fail accepting\n{daemon.log()}")
+            wait_until(
+                lambda: any(mark in daemon.log_path.read_bytes()[log_size:] for mark in failing),
+                10,
+                what=f"the daemon to fail accepting\n{daemon.log()}",
+            )
         finally:
             for sock in flood:  # closed, what waits in the backlog ends as soon as it is accepted
                 sock.close()
@@ -239,7 +246,7 @@ def test_incomplete_requests_are_closed_after_the_request_timeout(make_daemon) -
         "half the headers": b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty",
         "half the body": (
             b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            b"Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\""
+            b'Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{"jsonrpc"'
         ),
     }
     sockets = {}
@@ -294,8 +301,11 @@ async def test_session_flood_cannot_lock_the_agent_out(make_daemon) -> None:
         reply = await call_ok(client, "run", {"cmd": "echo my-turn"})
     assert reply.structured["stdout"] == "my-turn\n"
     # The flood's oldest session was ended to make room, and the flood did not grow the daemon.
-    status, _, _ = post(daemon.port, b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}',
-                        {"mcp-session-id": first_session, "mcp-protocol-version": "2025-06-18"})
+    status, _, _ = post(
+        daemon.port,
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}',
+        {"mcp-session-id": first_session, "mcp-protocol-version": "2025-06-18"},
+    )
     assert status == 404
     assert memory_mib(pid) - idle < 25, f"RSS {memory_mib(pid):.0f} MiB after the flood, {idle:.0f} MiB before"
     # The live session, least recently used of all but with its stream in flight, was spared.

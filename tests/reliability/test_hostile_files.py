@@ -47,8 +47,9 @@ async def test_an_output_file_replaced_by_a_fifo_never_freezes_replies(make_daem
     daemon = make_daemon()
     async with daemon.client() as client:
         with anyio.fail_after(CALL_DEADLINE_SECS):
-            ran = await call_ok(client, "run", {"cmd": f"{REPLACE_STDOUT_WITH_FIFO}; echo done >&2",
-                                                "wait_seconds": 20})
+            ran = await call_ok(
+                client, "run", {"cmd": f"{REPLACE_STDOUT_WITH_FIFO}; echo done >&2", "wait_seconds": 20}
+            )
             task_id = ran.structured["id"]
             status = await call_ok(client, "status", {"id": task_id})
             page = await call_ok(client, "logs", {"id": task_id})
@@ -82,8 +83,11 @@ async def test_a_sparse_2_gib_state_file_is_never_read(make_daemon) -> None:
     async with daemon.client() as client:
         await call_ok(client, "run", {"cmd": "true", "session": "s", "wait_seconds": 20})
         before = peak_rss_mib(daemon.proc.pid)
-        grown = await call_ok(client, "run", {"cmd": f'{TASKS_DIR}; truncate -s 2G "$d/$HIVE_BASH_TASK_ID.state"',
-                                              "session": "s", "wait_seconds": 20})
+        grown = await call_ok(
+            client,
+            "run",
+            {"cmd": f'{TASKS_DIR}; truncate -s 2G "$d/$HIVE_BASH_TASK_ID.state"', "session": "s", "wait_seconds": 20},
+        )
     assert grown.structured["status"] == "done"
     assert "not usable" in grown.structured["session_note"] and "larger than" in grown.structured["session_note"]
     assert peak_rss_mib(daemon.proc.pid) - before < 64  # was +2,048 MiB: the file was read whole
@@ -117,11 +121,17 @@ def _plant(tasks_dir: Path) -> dict[str, str]:
         big.truncate(2 * 1024**3)
     os.mkfifo(tasks_dir / "fifo.json")
     (tasks_dir / "dir.json").mkdir()
-    (tasks_dir / "junk.json").write_bytes(b"{\"id\": \"junk\", " + b"[" * 5000)
+    (tasks_dir / "junk.json").write_bytes(b'{"id": "junk", ' + b"[" * 5000)
     with open(tasks_dir / "s.session", "wb") as session:
         session.truncate(100 * 1024**3)
-    return {"huge.json": "larger than", "big.json": "larger than", "fifo.json": "not a regular file",
-            "dir.json": "not a regular file", "junk.json": "unreadable task record", "s.session": "larger than"}
+    return {
+        "huge.json": "larger than",
+        "big.json": "larger than",
+        "fifo.json": "not a regular file",
+        "dir.json": "not a regular file",
+        "junk.json": "unreadable task record",
+        "s.session": "larger than",
+    }
 
 
 async def test_planted_records_and_session_files_are_set_aside_never_fatal(make_daemon, tmp_path: Path) -> None:
@@ -177,8 +187,11 @@ async def test_an_escaped_writer_cannot_grow_an_ended_tasks_output_past_the_cap(
         escapee = int(pid_file.read_text())
         out = Path(ran.structured["stdout_path"])
         # A write in flight when it was killed may land after the cut: the next check cuts again.
-        wait_until(lambda: not pid_alive(escapee) and out.stat().st_size <= cap, 20,
-                   what="the escaped writer ended and the file within the cap")  # was 5.7 MB after 3 s, growing
+        wait_until(
+            lambda: not pid_alive(escapee) and out.stat().st_size <= cap,
+            20,
+            what="the escaped writer ended and the file within the cap",
+        )  # was 5.7 MB after 3 s, growing
         said = f"task {ran.structured['id']} had ended, but processes it left ({escapee})"
         wait_until(lambda: said in daemon.log_path.read_text(), 10, what="the log line (written after the cut)")
     finally:

@@ -70,16 +70,20 @@ async def test_input_waiting_for_all_tasks_together_is_bounded(make_daemon) -> N
 async def test_a_terminal_line_longer_than_the_terminal_keeps_is_refused_naming_data(daemon) -> None:
     long_line = "a" * 10_000 + "\n"
     async with daemon.client() as client:
-        task_id = (await call_ok(client, "run", {"cmd": "echo ready; read -r line; echo got ${#line}",
-                                                 "pty": True, "wait_seconds": 0})).structured["id"]
+        task_id = (
+            await call_ok(
+                client, "run", {"cmd": "echo ready; read -r line; echo got ${#line}", "pty": True, "wait_seconds": 0}
+            )
+        ).structured["id"]
         await follow_until(client, task_id, "ready")
         message = await call_error(client, "write", {"id": task_id, "data": long_line})
         fitting = "b" * task_input.TERMINAL_LINE_MAX + "\n"
         sent = (await call_ok(client, "write", {"id": task_id, "data": fitting})).structured
         assert sent["bytes_accepted"] == len(fitting)
         out = await follow_until(client, task_id, "got ")
-        piped = (await call_ok(client, "run", {"cmd": "read -r line; echo got ${#line}", "stdin": "pipe",
-                                               "wait_seconds": 0})).structured["id"]
+        piped = (
+            await call_ok(client, "run", {"cmd": "read -r line; echo got ${#line}", "stdin": "pipe", "wait_seconds": 0})
+        ).structured["id"]
         await call_ok(client, "write", {"id": piped, "data": long_line, "eof": True})
         piped_result = (await call_ok(client, "status", {"id": piped, "wait_seconds": 20})).structured
     assert message.startswith("invalid argument 'data': would make a line of 10000 bytes"), message

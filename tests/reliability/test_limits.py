@@ -19,8 +19,9 @@ pytestmark = pytest.mark.anyio
 async def test_pending_queue_is_bounded(make_daemon) -> None:
     daemon = make_daemon(env={"HIVE_BASH_MAX_RUNNING": "1", "HIVE_BASH_MAX_PENDING": "2"})
     async with daemon.client() as client:
-        ids = [(await call_ok(client, "run", {"cmd": "sleep 1000", "wait_seconds": 0})).structured["id"]
-               for _ in range(3)]
+        ids = [
+            (await call_ok(client, "run", {"cmd": "sleep 1000", "wait_seconds": 0})).structured["id"] for _ in range(3)
+        ]
         message = await call_error(client, "run", {"cmd": "true", "wait_seconds": 0})
         assert "too many pending tasks (limit 2)" in message
         for task_id in ids:
@@ -53,12 +54,17 @@ async def test_output_cap_ends_the_task_and_keeps_output_up_to_the_cap(make_daem
 def _mount_tmpfs(target: Path, size: str) -> bool:
     if os.geteuid() != 0 or shutil.which("mount") is None:
         return False
-    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(target)],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(target)], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
-async def test_disk_full_ends_the_writer_with_the_reason_and_the_daemon_keeps_serving(make_daemon,
-                                                                                        tmp_path: Path) -> None:
+async def test_disk_full_ends_the_writer_with_the_reason_and_the_daemon_keeps_serving(
+    make_daemon, tmp_path: Path
+) -> None:
     tasks_dir = tmp_path / "small"
     tasks_dir.mkdir()
     if not _mount_tmpfs(tasks_dir, "1m"):
@@ -78,8 +84,9 @@ async def test_disk_full_ends_the_writer_with_the_reason_and_the_daemon_keeps_se
         subprocess.run(["umount", "-l", str(tasks_dir)], check=False)
 
 
-async def test_pty_output_on_a_full_disk_ends_the_task_failed_with_the_reason(make_daemon, harness: TodoHarness,
-                                                                              tmp_path: Path) -> None:
+async def test_pty_output_on_a_full_disk_ends_the_task_failed_with_the_reason(
+    make_daemon, harness: TodoHarness, tmp_path: Path
+) -> None:
     # A PTY task's output is the one stream the daemon itself writes (terminal -> .out).
     tasks_dir, pid_file = tmp_path / "small", tmp_path / "leader.pid"
     tasks_dir.mkdir()

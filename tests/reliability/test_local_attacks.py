@@ -33,8 +33,14 @@ NOBODY = 65534
 def start_daemon_process(workdir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run hive-bash-daemon expecting it to refuse to start; returns the finished process."""
     base = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
-    return subprocess.run([sys.executable, "-m", "hive_bash.daemon.main", "--port", "1", *args], cwd=workdir,
-                          env={**base, **(env or {})}, capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [sys.executable, "-m", "hive_bash.daemon.main", "--port", "1", *args],
+        cwd=workdir,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def start_ticks(pid: int) -> int:
@@ -81,8 +87,12 @@ def test_an_unsafe_tasks_dir_is_refused_with_one_line(tmp_path: Path, kind: str)
     proc = start_daemon_process(tmp_path, "--tasks-dir", str(tasks_dir))
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-    expected = {"symlink": "is a symlink", "group-writable": "writable by group or others",
-                "other-writable": "writable by group or others", "foreign-owner": "owned by uid 65534"}[kind]
+    expected = {
+        "symlink": "is a symlink",
+        "group-writable": "writable by group or others",
+        "other-writable": "writable by group or others",
+        "foreign-owner": "owned by uid 65534",
+    }[kind]
     assert lines[0].startswith(f"hive-bash-daemon: tasks dir {tasks_dir}: {expected}"), lines[0]
 
 
@@ -108,8 +118,9 @@ async def test_planted_symlinks_and_loose_modes_are_not_followed_or_kept(make_da
     loose.chmod(0o666)
     daemon = make_daemon()
     async with daemon.client() as client:
-        built = await call_ok(client, "run", {"cmd": "echo overwritten; echo oops >&2", "name": "build",
-                                              "wait_seconds": 10})
+        built = await call_ok(
+            client, "run", {"cmd": "echo overwritten; echo oops >&2", "name": "build", "wait_seconds": 10}
+        )
         await call_ok(client, "run", {"cmd": "echo mine", "name": "loose", "wait_seconds": 10})
     assert built.structured["stdout"] == "overwritten\n"
     daemon.ended_record("build")  # its last write done: no temp file of it is on its way
@@ -123,8 +134,14 @@ async def test_planted_symlinks_and_loose_modes_are_not_followed_or_kept(make_da
 
 def _forged_record(task_id: str, pid: int, kind: str) -> dict[str, object]:
     forged: dict[str, object] = {
-        "id": task_id, "cmd": "sleep 1000", "status": "running", "created_at": time.time() - 5,
-        "started_at": time.time() - 5, "cwd": "/", "pid": pid, "proc_start_ticks": start_ticks(pid),
+        "id": task_id,
+        "cmd": "sleep 1000",
+        "status": "running",
+        "created_at": time.time() - 5,
+        "started_at": time.time() - 5,
+        "cwd": "/",
+        "pid": pid,
+        "proc_start_ticks": start_ticks(pid),
         "boot_id": Path("/proc/sys/kernel/random/boot_id").read_text().strip(),
     }
     if kind == "another-boot":
@@ -139,8 +156,9 @@ def _forged_record(task_id: str, pid: int, kind: str) -> dict[str, object]:
 # A record is trusted only from the daemon's user (who could signal the process directly
 # anyway), and then names a process only with its pid, start time and boot.
 @pytest.mark.parametrize("kind", ["another-user", "another-boot", "recycled-pid", "no-boot-id"])
-async def test_a_forged_running_record_never_gets_an_innocent_process_killed(make_daemon, tmp_path: Path,
-                                                                              kind: str) -> None:
+async def test_a_forged_running_record_never_gets_an_innocent_process_killed(
+    make_daemon, tmp_path: Path, kind: str
+) -> None:
     if kind == "another-user" and os.geteuid() != 0:
         pytest.skip("needs root to plant a record owned by another user")
     tasks_dir = tmp_path / "harness" / "bash-tasks"
@@ -167,13 +185,23 @@ async def test_a_forged_running_record_never_gets_an_innocent_process_killed(mak
 
 # --- finding 7 and 8: a token on loopback ------------------------------------------------------
 
-INIT = (b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
-        b'"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}')
+INIT = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+    b'"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}'
+)
 
 
 def post_mcp(port: int, headers: dict[str, str] | None = None) -> int:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=INIT, method="POST", headers={
-        "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(headers or {})})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/mcp",
+        data=INIT,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            **(headers or {}),
+        },
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status
@@ -211,25 +239,40 @@ async def test_generated_token_is_required_kept_across_restarts_and_never_reache
 async def test_the_cli_finds_the_token_through_the_module_server_file(make_daemon, tmp_path: Path) -> None:
     daemon = make_daemon(args=["--generate-token"])
     servers = tmp_path / "mcp-servers.json"
-    servers.write_text(json.dumps({"version": 1, "mcpServers": {"bash": {
-        "type": "http", "url": daemon.url, "bearerTokenFile": str(daemon.workdir / "harness" / "bash-token")}}}))
+    servers.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "mcpServers": {
+                    "bash": {
+                        "type": "http",
+                        "url": daemon.url,
+                        "bearerTokenFile": str(daemon.workdir / "harness" / "bash-token"),
+                    }
+                },
+            }
+        )
+    )
     env = {"HIVE_BASH_URL": daemon.url, "HIVE_MCP_SERVERS_FILE": str(servers)}
     ran = hive_bash("run", "echo through the module", "--wait", "10", env=env)
     assert ran.returncode == 0 and "through the module" in ran.stdout, ran.stderr
-    refused = hive_bash("run", "echo no", env={"HIVE_BASH_URL": daemon.url,
-                                                "HIVE_MCP_SERVERS_FILE": str(tmp_path / "absent.json")})
+    refused = hive_bash(
+        "run", "echo no", env={"HIVE_BASH_URL": daemon.url, "HIVE_MCP_SERVERS_FILE": str(tmp_path / "absent.json")}
+    )
     assert refused.returncode == 3 and len(refused.stderr.splitlines()) == 1, refused.stderr
 
 
-@pytest.mark.parametrize(("content", "mode", "message"), [
-    ("s3cret-token\n", 0o644, "mode 0644 lets other users read or change the token; chmod 600 it"),
-    ("s3cret-token\n", 0o620, "mode 0620 lets other users read or change the token"),
-    ("sécret\n", 0o600, "the token must be printable ASCII without spaces (it is sent in an HTTP header)"),
-    ("two words\n", 0o600, "the token must be printable ASCII without spaces"),
-    ("\n", 0o600, "is empty"),
-])
-def test_an_unusable_token_file_is_refused_with_one_line(tmp_path: Path, content: str, mode: int,
-                                                        message: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "mode", "message"),
+    [
+        ("s3cret-token\n", 0o644, "mode 0644 lets other users read or change the token; chmod 600 it"),
+        ("s3cret-token\n", 0o620, "mode 0620 lets other users read or change the token"),
+        ("sécret\n", 0o600, "the token must be printable ASCII without spaces (it is sent in an HTTP header)"),
+        ("two words\n", 0o600, "the token must be printable ASCII without spaces"),
+        ("\n", 0o600, "is empty"),
+    ],
+)
+def test_an_unusable_token_file_is_refused_with_one_line(tmp_path: Path, content: str, mode: int, message: str) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(content, encoding="utf-8")
     token_file.chmod(mode)
@@ -245,4 +288,6 @@ def test_a_group_readable_token_file_is_used_with_a_warning(make_daemon, tmp_pat
     token_file.chmod(0o640)
     daemon = make_daemon(args=["--token-file", str(token_file)])
     assert post_mcp(daemon.port, {"Authorization": "Bearer s3cret-token"}) == 200
-    assert f"token file {token_file}: mode 0640: the token is readable by the file's group" in daemon.log_path.read_text()
+    assert (
+        f"token file {token_file}: mode 0640: the token is readable by the file's group" in daemon.log_path.read_text()
+    )

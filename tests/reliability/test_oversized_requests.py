@@ -39,7 +39,9 @@ def refusals(daemon: Daemon) -> list[str]:
 
 
 @pytest.mark.parametrize("call", ["run with a 5 MiB cmd", "write of 16 MiB"])
-async def test_an_oversized_call_gets_an_error_naming_the_limit_and_the_client_goes_on(daemon: Daemon, call: str) -> None:
+async def test_an_oversized_call_gets_an_error_naming_the_limit_and_the_client_goes_on(
+    daemon: Daemon, call: str
+) -> None:
     async with daemon.client() as client:
         if call.startswith("run"):
             tool, arguments = "run", {"cmd": "echo " + "x" * (5 * MIB)}
@@ -64,8 +66,14 @@ async def test_an_oversized_call_gets_an_error_naming_the_limit_and_the_client_g
 
 def test_the_connection_serves_the_next_request_after_an_oversized_body(daemon: Daemon) -> None:
     """Read and dropped, not reset: the same keep-alive connection answers the next request."""
-    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                       "params": {"name": "run", "arguments": {"cmd": "x" * (5 * MIB)}}}).encode()
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "run", "arguments": {"cmd": "x" * (5 * MIB)}},
+        }
+    ).encode()
     connection = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
     try:
         connection.request("POST", "/mcp", body=body, headers=MCP_HEADERS)
@@ -110,7 +118,8 @@ def test_a_body_past_the_drain_bound_is_refused_at_once_and_closed(daemon: Daemo
         sock.sendall(
             b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Accept: application/json, text/event-stream\r\n"
-            + f"Content-Length: {DRAIN_BODY_BYTES + 1}\r\n\r\n".encode() + b'{"jsonrpc":"2.0","id":1,'
+            + f"Content-Length: {DRAIN_BODY_BYTES + 1}\r\n\r\n".encode()
+            + b'{"jsonrpc":"2.0","id":1,'
         )
         answer = b""
         while chunk := sock.recv(4096):  # until the daemon closes: the timeout bounds the wait
@@ -134,8 +143,9 @@ async def cli(daemon: Daemon, *args: str, stdin: Path | None = None) -> subproce
     env = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
     with open(stdin or os.devnull, "rb") as source:
         with anyio.fail_after(120):
-            return await anyio.run_process([console_script(), "--url", daemon.url, *args], stdin=source, env=env,
-                                           check=False)
+            return await anyio.run_process(
+                [console_script(), "--url", daemon.url, *args], stdin=source, env=env, check=False
+            )
 
 
 async def piped_task(client: BashClient, cmd: str) -> str:
@@ -144,7 +154,9 @@ async def piped_task(client: BashClient, cmd: str) -> str:
 
 
 @pytest.mark.parametrize("content", ["text", "control characters"])
-async def test_cli_write_splits_8_mb_of_stdin_into_writes_the_tool_accepts(daemon: Daemon, tmp_path: Path, content: str) -> None:
+async def test_cli_write_splits_8_mb_of_stdin_into_writes_the_tool_accepts(
+    daemon: Daemon, tmp_path: Path, content: str
+) -> None:
     """`hive-bash write ID - < file`: every byte arrives, in order, in writes within the per-write limit.
 
     A control character (NUL, ESC, ...) costs six JSON characters: the writes are cut so their

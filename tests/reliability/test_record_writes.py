@@ -31,8 +31,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         pytest.skip("needs root to mount a 2 MiB tmpfs for the tasks dir")
     target = tmp_path / "small"
     target.mkdir(mode=0o700)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(target)],
-                             capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(target)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"could not mount a tmpfs: {mounted.stderr.strip()}")
     try:
@@ -76,8 +77,9 @@ def test_a_record_that_does_not_fit_is_never_written_in_part(small_disk: Path) -
     assert sorted(path.name for path in small_disk.iterdir()) == ["filler", "x.json"]  # no partial temp file
 
 
-async def test_a_start_whose_record_cannot_be_saved_is_refused_and_never_runs(make_daemon, small_disk: Path,
-                                                                               tmp_path: Path) -> None:
+async def test_a_start_whose_record_cannot_be_saved_is_refused_and_never_runs(
+    make_daemon, small_disk: Path, tmp_path: Path
+) -> None:
     marker = tmp_path / "ran"
     daemon = make_daemon(env={"HIVE_BASH_TASKS_DIR": str(small_disk)})
     daemon.tasks_dir = small_disk
@@ -95,15 +97,24 @@ async def test_a_start_whose_record_cannot_be_saved_is_refused_and_never_runs(ma
     assert ran.structured["stdout"] == "recorded\n"
 
 
-async def test_after_a_sigkill_every_tasks_pid_and_end_are_on_disk_on_a_full_disk(make_daemon,
-                                                                                  small_disk: Path) -> None:
+async def test_after_a_sigkill_every_tasks_pid_and_end_are_on_disk_on_a_full_disk(
+    make_daemon, small_disk: Path
+) -> None:
     daemon = make_daemon(env={"HIVE_BASH_TASKS_DIR": str(small_disk)})
     daemon.tasks_dir = small_disk
     assert daemon.proc is not None
     async with daemon.client() as client:
         for name in ("killed", "exits", "runs"):
-            await call_ok(client, "run", {"cmd": "read -r line; exit 7" if name == "exits" else "sleep 600",
-                                          "name": name, "stdin": "pipe", "wait_seconds": 0})
+            await call_ok(
+                client,
+                "run",
+                {
+                    "cmd": "read -r line; exit 7" if name == "exits" else "sleep 600",
+                    "name": name,
+                    "stdin": "pipe",
+                    "wait_seconds": 0,
+                },
+            )
         pids = {name: daemon.record(name)["pid"] for name in ("killed", "exits", "runs")}
         fill(small_disk)  # not one more byte fits
         await call_ok(client, "kill", {"id": "killed", "force": True})

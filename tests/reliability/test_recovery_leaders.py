@@ -46,8 +46,11 @@ async def test_a_leader_without_its_environment_is_ended_after_a_daemon_sigkill(
         await call_ok(client, "run", {"cmd": LEADERS[kind], "name": kind, "wait_seconds": 0})
     pid = daemon.record(kind)["pid"]
     # The command has dropped its environment: no HIVE_BASH_TASK_ID left in the leader's.
-    wait_until(lambda: b"HIVE_BASH_TASK_ID" not in environ_of(pid) and runs_sleep(pid),
-               10, what=f"{kind}: the leader's environment dropped and its sleep running")
+    wait_until(
+        lambda: b"HIVE_BASH_TASK_ID" not in environ_of(pid) and runs_sleep(pid),
+        10,
+        what=f"{kind}: the leader's environment dropped and its sleep running",
+    )
     daemon.stop(signal.SIGKILL)
     assert pid_alive(pid)  # it outlived the daemon, as a leftover does
     try:

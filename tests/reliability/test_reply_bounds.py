@@ -48,8 +48,11 @@ async def test_a_search_with_a_1000_character_pattern_stays_within_the_reply_bud
     pattern = pattern + "|" + "x" * (1000 - len(pattern) - 1)
     assert len(pattern) == 1000
     async with daemon.client() as client:
-        ran = await call_ok(client, "run", {"cmd": "for i in $(seq 3000); do echo \"line $i $(printf '%0150d' 0)\"; done",
-                                            "wait_seconds": 20})
+        ran = await call_ok(
+            client,
+            "run",
+            {"cmd": "for i in $(seq 3000); do echo \"line $i $(printf '%0150d' 0)\"; done", "wait_seconds": 20},
+        )
         task_id = ran.structured["id"]
         assert ran.structured["status"] == "done", ran.text
         found = await call_ok(client, "logs", {"id": task_id, "pattern": pattern})

@@ -103,8 +103,10 @@ async def test_concurrent_searches_are_bounded_and_the_rest_refused_by_name(make
                 group.cancel_scope.cancel()
         assert most <= search.MAX_RUNNING_SEARCHES, f"{most} search children ran at once"
         assert len(refusals) == calls - allowed, refusals
-        assert all("too many searches at once" in text and f"the limit is {search.MAX_RUNNING_SEARCHES} running"
-                   in text for text in refusals), refusals
+        assert all(
+            "too many searches at once" in text and f"the limit is {search.MAX_RUNNING_SEARCHES} running" in text
+            for text in refusals
+        ), refusals
         assert daemon.health()["ok"] is True
     wait_until(lambda: not search_children(daemon), 15, what="every search child ended with its caller")
 
@@ -114,7 +116,8 @@ def cli_search(daemon: Daemon, task_id: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "hive_bash.client.cli", "--url", daemon.url, "logs", task_id, "--grep", PATHOLOGICAL],
         env={key: value for key, value in os.environ.items() if not key.startswith("HIVE_")},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
 
 
@@ -152,10 +155,15 @@ async def test_search_children_die_with_the_daemon(make_daemon) -> None:
     daemon = make_daemon()
     async with daemon.client() as client:
         task_id = await a_task(client)
-    clients = [cli_search(daemon, task_id) for _ in range(2)]  # separate processes: the daemon's death ends no test code
+    clients = [
+        cli_search(daemon, task_id) for _ in range(2)
+    ]  # separate processes: the daemon's death ends no test code
     try:
-        pids = wait_until(lambda: len(found := search_children(daemon)) == len(clients) and found, CLI_START_SECS,
-                          what="a search child per client")
+        pids = wait_until(
+            lambda: len(found := search_children(daemon)) == len(clients) and found,
+            CLI_START_SECS,
+            what="a search child per client",
+        )
         daemon.stop(signal.SIGKILL)
         wait_until(lambda: not any(pid_alive(pid) for pid in pids), 10, what="no search child outliving the daemon")
     finally:

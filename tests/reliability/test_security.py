@@ -40,8 +40,10 @@ async def test_non_loopback_bind_needs_a_token_and_every_request_carries_it(make
     token_file = tmp_path / "token"
     token_file.write_text("s3cret-token\n")
     token_file.chmod(0o600)  # a token others can read is refused
-    daemon = make_daemon(env={"HIVE_BASH_HOST": "0.0.0.0", "HIVE_BASH_TOKEN_FILE": str(token_file)},
-                         health_headers={"Authorization": "Bearer s3cret-token"})
+    daemon = make_daemon(
+        env={"HIVE_BASH_HOST": "0.0.0.0", "HIVE_BASH_TOKEN_FILE": str(token_file)},
+        health_headers={"Authorization": "Bearer s3cret-token"},
+    )
     assert post(daemon.port, "/mcp", MCP_HEADERS) == 401
     assert post(daemon.port, "/healthz", {}, method="GET") == 401
     assert post(daemon.port, "/mcp", {**MCP_HEADERS, "Authorization": "Bearer wrong"}) == 401
@@ -55,8 +57,14 @@ def test_non_loopback_bind_without_token_refuses_to_start(tmp_path: Path) -> Non
     env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_")}
     with reserve_port() as held:
         port = str(held.getsockname()[1])
-        proc = subprocess.run([sys.executable, "-m", "hive_bash.daemon.main", "--host", "0.0.0.0", "--port", port],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            [sys.executable, "-m", "hive_bash.daemon.main", "--host", "0.0.0.0", "--port", port],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     assert proc.returncode == 2 and "HIVE_BASH_TOKEN_FILE" in proc.stderr
 
 

@@ -50,8 +50,7 @@ async def test_an_environment_past_the_exec_total_is_cut_to_fit_and_named(make_d
     assert kept[-1] == "started" and sorted(kept[:-1] + dropped) == [f"V{index}" for index in range(5)]
 
 
-async def test_an_exported_shellopts_carries_the_commands_options_not_the_captures(make_daemon,
-                                                                                     tmp_path: Path) -> None:
+async def test_an_exported_shellopts_carries_the_commands_options_not_the_captures(make_daemon, tmp_path: Path) -> None:
     daemon = make_daemon()
     async with daemon.client() as client:
         await run(client, "set -o pipefail; export SHELLOPTS", cwd=str(tmp_path))
@@ -69,8 +68,7 @@ async def test_a_readonly_loop_variable_cannot_empty_the_session(make_daemon, tm
     assert after["stdout"] == f"1 2\n{os.environ['PATH']}\n{tmp_path}\n"
 
 
-async def test_a_broken_capture_keeps_the_previous_state_and_the_reply_says_so(make_daemon,
-                                                                                tmp_path: Path) -> None:
+async def test_a_broken_capture_keeps_the_previous_state_and_the_reply_says_so(make_daemon, tmp_path: Path) -> None:
     daemon = make_daemon()
     async with daemon.client() as client:
         await run(client, "export KEEP=1", cwd=str(tmp_path))

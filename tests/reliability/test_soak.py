@@ -28,8 +28,13 @@ def rss_kib(pid: int) -> int:
 
 
 async def soak(make_daemon, harness: TodoHarness, count: int, concurrency: int) -> None:
-    daemon = make_daemon(env={"HIVE_AGENT_SOCKET": str(harness.socket_path), "HIVE_BASH_RETAIN_COUNT": str(count),
-                              "HIVE_BASH_LOG_LEVEL": "info"})
+    daemon = make_daemon(
+        env={
+            "HIVE_AGENT_SOCKET": str(harness.socket_path),
+            "HIVE_BASH_RETAIN_COUNT": str(count),
+            "HIVE_BASH_LOG_LEVEL": "info",
+        }
+    )
     pid = daemon.proc.pid
     fd_count = lambda: len(os.listdir(f"/proc/{pid}/fd"))  # noqa: E731
     ids: list[str] = []
@@ -65,10 +70,14 @@ async def soak(make_daemon, harness: TodoHarness, count: int, concurrency: int) 
 
     wait_until(all_terminal, 60, 0.2, "every record terminal")
     wait_until(lambda: daemon.health()["running"] == 0, 30, what="nothing running")
-    harness.wait_for(lambda h: all(task_id in h.snapshot() and "running:" not in h.snapshot()[task_id]
-                                   for task_id in ids), timeout=60)
+    harness.wait_for(
+        lambda h: all(task_id in h.snapshot() and "running:" not in h.snapshot()[task_id] for task_id in ids),
+        timeout=60,
+    )
     for task_id in ids:
-        finals = [m for m in harness.messages_for(task_id) if m["cmd"] == "todo_upsert" and " running: " not in m["body"]]
+        finals = [
+            m for m in harness.messages_for(task_id) if m["cmd"] == "todo_upsert" and " running: " not in m["body"]
+        ]
         assert len(finals) == 1, f"{task_id}: {finals}"
     wait_until(lambda: fd_count() <= baseline_fds + 2, 10, what="fd count back to its start")
     assert [child for child, state in children_of(pid) if state == "Z"] == []

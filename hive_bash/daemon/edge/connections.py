@@ -169,7 +169,9 @@ class ConnectionGuard:
                     before,
                 )
         else:
-            logger.debug("closing %s, waiting longest, to admit a new connection (%d open)", oldest.peer, len(self.open))
+            logger.debug(
+                "closing %s, waiting longest, to admit a new connection (%d open)", oldest.peer, len(self.open)
+            )
         self.close(oldest)
 
     def _victim(self, newcomer: GuardedH11Protocol) -> GuardedH11Protocol:

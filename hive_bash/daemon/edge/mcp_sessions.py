@@ -85,8 +85,12 @@ class SessionLimit:
             others = [key for key in self.sessions if key != newcomer]
             victim = next((key for key in others if not self.sessions[key].in_flight), others[0])
             del self.sessions[victim]
-            logger.debug("ending session %s: %d sessions open, the limit is %d", victim, len(self.sessions) + 1,
-                         self.max_sessions)
+            logger.debug(
+                "ending session %s: %d sessions open, the limit is %d",
+                victim,
+                len(self.sessions) + 1,
+                self.max_sessions,
+            )
             await self._end(victim)
 
     async def reap_idle(self) -> None:
@@ -95,7 +99,9 @@ class SessionLimit:
         while True:
             await asyncio.sleep(interval)
             deadline = time.monotonic() - self.idle_secs
-            idle = [key for key, session in self.sessions.items() if not session.in_flight and session.last_used < deadline]
+            idle = [
+                key for key, session in self.sessions.items() if not session.in_flight and session.last_used < deadline
+            ]
             for key in idle:
                 session = self.sessions.get(key)
                 if session is None or session.in_flight:  # ended or used while an earlier one was ended

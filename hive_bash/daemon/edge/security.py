@@ -72,8 +72,10 @@ class RequestGuard:
         await self.app(scope, receive, send)
 
 
-REFUSAL = ("missing or wrong bearer token: this server takes a fixed token, not OAuth; send the header "
-           "'Authorization: Bearer <token>' with the token from its token file (harness/bash-token by default)")
+REFUSAL = (
+    "missing or wrong bearer token: this server takes a fixed token, not OAuth; send the header "
+    "'Authorization: Bearer <token>' with the token from its token file (harness/bash-token by default)"
+)
 
 
 def _bearer_matches(header: str, token: str) -> bool:

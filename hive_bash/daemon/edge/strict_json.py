@@ -354,8 +354,14 @@ def _too_large(scope: Scope, body: Oversized) -> BodyRefused:
     ending = "read and dropped" if body.drained else "connection closed"
     client = scope.get("client")
     peer = "%s:%d" % tuple(client) if client else "a client"
-    logger.warning("refused %s from %s: body of %s over the %d-byte limit (%s)",
-                   request.describe(), peer, size, MAX_BODY_BYTES, ending)
+    logger.warning(
+        "refused %s from %s: body of %s over the %d-byte limit (%s)",
+        request.describe(),
+        peer,
+        size,
+        MAX_BODY_BYTES,
+        ending,
+    )
     answered = request.id is not None and body.drained
     return BodyRefused(200 if answered else 413, INVALID_REQUEST, message, request.id, close=not body.drained)
 
