@@ -55,6 +55,38 @@ WRITE_ERROR_NAMES = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceed
 OutputFailed = Callable[[str], None]
 
 
+# Ignored dispositions survive exec, so a daemon started under nohup or as a background job
+# would hand its tasks an ignored SIGHUP or SIGINT that bash cannot even trap. SIGPIPE and
+# SIGXFSZ are Python's own and subprocess restores them for every child.
+SIGNALS_TASKS_GET_AT_DEFAULT = frozenset(signal.valid_signals()) - {
+    signal.SIGKILL,
+    signal.SIGSTOP,
+    signal.SIGPIPE,
+    signal.SIGXFSZ,
+}
+
+
+def give_tasks_default_signals() -> list[int]:
+    """Swap each ignored disposition for a handler that does nothing, and return those signals.
+
+    The daemon still ignores them; a handler, unlike SIG_IGN, is reset to the default by exec,
+    so every task starts with the dispositions a shell started from a terminal has, at no cost
+    per spawn (a reset in the child would need preexec_fn, which forbids vfork)."""
+    swapped = []
+    for sig in sorted(SIGNALS_TASKS_GET_AT_DEFAULT):
+        try:
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                signal.signal(sig, _ignored)
+                swapped.append(sig)
+        except (OSError, ValueError):  # a real-time signal the C library keeps for itself
+            continue
+    return swapped
+
+
+def _ignored(signum: int, frame: object) -> None:
+    """Stands for SIG_IGN in the daemon (see give_tasks_default_signals)."""
+
+
 def base_environment(environ: Mapping[str, str], hidden: frozenset[str]) -> dict[str, str]:
     """The daemon's environment minus startup-file hooks, its own settings and hidden names.
 

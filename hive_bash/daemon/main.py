@@ -14,7 +14,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from hive_bash import __version__, tokens
-from hive_bash.core import cgroups
+from hive_bash.core import cgroups, process
 from hive_bash.daemon.app import create_app
 from hive_bash.daemon.edge.connections import (
     ConnectionGuard,
@@ -219,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     # handler that was installed before it; a no-op one lets us exit 0 as a clean stop.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _stopped_cleanly)
+    swapped = process.give_tasks_default_signals()
+    if swapped:
+        names = ", ".join(signal.Signals(sig).name for sig in swapped)
+        logger.info("started with %s ignored: still ignored by the daemon, at their defaults in tasks", names)
     server.run(sockets=[listener])
     return 0 if server.started else 1
 

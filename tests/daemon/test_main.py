@@ -1,4 +1,5 @@
-"""hive_bash.daemon.main: flags over the environment, one clear line for bad settings, a clean stop on SIGTERM/SIGINT."""
+"""hive_bash.daemon.main: flags over the environment, one clear line for bad settings, a clean stop on
+SIGTERM/SIGINT, and tasks that start with default signals whoever started the daemon."""
 
 from __future__ import annotations
 
@@ -62,3 +63,26 @@ def test_bad_configuration_exits_with_one_clear_line(tmp_path: Path, args: list[
 def test_sigint_also_stops_the_daemon(make_daemon) -> None:
     daemon = make_daemon()
     assert daemon.stop(signal.SIGINT, timeout=10) == 0
+
+
+def ignore_hangup_and_quit() -> None:  # runs in the daemon's child before exec, as nohup would
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+
+
+def ignored_signals(status_text: str) -> set[int]:
+    mask = int(next(line for line in status_text.splitlines() if line.startswith("SigIgn:")).split()[1], 16)
+    return {sig for sig in range(1, 65) if mask & (1 << (sig - 1))}
+
+
+async def test_a_daemon_started_under_nohup_gives_its_tasks_default_signals(make_daemon) -> None:
+    daemon = make_daemon(preexec=ignore_hangup_and_quit)
+    async with daemon.client() as client:
+        reply = await call_ok(client, "run", {"cmd": "grep SigIgn: /proc/$$/status", "wait_seconds": 10})
+        assert reply.structured["status"] == "done", reply.text
+    assert not ignored_signals(reply.structured["stdout"]) & {signal.SIGHUP, signal.SIGQUIT}, reply.text
+    # The daemon itself still ignores them, as its starter asked.
+    assert daemon.proc is not None
+    os.kill(daemon.proc.pid, signal.SIGHUP)
+    assert daemon.health()["ok"] is True
+    assert "SIGHUP, SIGQUIT ignored" in daemon.log()
