@@ -12,27 +12,28 @@ right after that reply (RecordSaver).
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
 import functools
 import logging
 import os
 import secrets
 import signal
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from hive_bash.core import cgroups, escapees, oom, output, process, recovery, summaries
 from hive_bash.core.sessions import SessionState, SessionStore
 from hive_bash.mcp.arguments import TaskOptions
 from hive_bash.core.input_wait import InputEnd, InputWait
-from hive_bash.errors import InvalidArgument, NameInUse, NoInput, QueueFull, SpawnFailed, TaskFinished, TaskNotFound
+from hive_bash.errors import InvalidArgument, NameInUse, SpawnFailed, TaskFinished, TaskNotFound
+from hive_bash.core.record_saver import RecordSaver
 from hive_bash.core.records import RecordNotSaved, RecordStore, Status, Stream, TaskRecord, max_record_bytes
 from hive_bash.core.retention import Retention
 from hive_bash.settings import Settings, memory_bytes
-from hive_bash.core.task_input import InputBudget, InputChannel
+from hive_bash.core.slots import Slots
+from hive_bash.core.task import KillAction, Task
+from hive_bash.core.task_input import InputBudget
 from hive_bash.core.todo_state import TodoStateMachine
 from hive_bash.core.watcher import Watcher
 
@@ -40,210 +41,6 @@ logger = logging.getLogger(__name__)
 
 SHUTDOWN_TODO_FLUSH_SECS = 3.0
 ID_BYTES = 6
-SETTLE_SAVE_SECS = 0.05
-BOOT_ID = process.boot_id()
-
-KillAction = Literal["SIGINT", "SIGHUP", "SIGKILL", "cancelled"]
-
-
-class Task:
-    """A record plus what only lives while the daemon runs: its process, input channel and how it is being ended."""
-
-    def __init__(
-        self,
-        record: TaskRecord,
-        env: dict[str, str] | None = None,
-        cwd: str | None = None,
-        notify_on: str | None = None,
-        input_budget: InputBudget | None = None,
-    ) -> None:
-        self.record = record
-        self.env = env or {}
-        self.cwd = cwd  # the cwd `run` asked for; a session's task otherwise starts in its session's
-        self.notify_on = notify_on  # a regex: a matching output line updates its todo while it runs
-        self.ended = asyncio.Event()
-        self.process: process.TaskProcess | None = None
-        # Input for `write`: only for tasks started with pty or stdin='pipe'.
-        self.input: InputChannel | None = None
-        if record.pty or record.stdin == "pipe":
-            self.input = InputChannel(record.id, record.pty, budget=input_budget)
-        self.end_cause: Status | None = None  # set when the daemon or `kill` decided how it ends
-        self.end_reason: str | None = None
-        self.kill_signal: str | None = None  # what `kill` last sent, and when: status says so while it runs
-        self.kill_sent_at: float | None = None
-        self.terminating = False
-        self.oom_kills_at_start: int | None = None  # the cgroup's OOM-kill count when it started
-        self.input_wait: InputWait | None = None  # whether it is blocked reading its input (pipe or pty)
-        self.input_writes = 0  # `write` calls so far: a wait for input starts over at each
-        self.session_env_before: dict[str, str] | None = None  # its session's variables when it started
-        self.limits = cgroups.Limits()  # its own cgroup's limits (none without a cgroup tree)
-        if record.status.is_terminal:
-            self.ended.set()
-
-    @property
-    def id(self) -> str:
-        return self.record.id
-
-    @property
-    def status(self) -> Status:
-        return self.record.status
-
-    def write(self, data: bytes, eof: bool) -> None:
-        if self.input is None:
-            raise NoInput(self.id)
-        if self.ended.is_set():
-            raise TaskFinished(self.id, self.status.value)
-        self.input.write(data, eof)
-        self.input_writes += 1
-
-    def send_kill(self, force: bool) -> KillAction:
-        """Signal the running task's group the way `kill` does; it will end as killed however it exits."""
-        assert self.process is not None
-        # Closing a terminal sends SIGHUP; a REPL under a PTY ignores SIGINT.
-        action: KillAction = "SIGKILL" if force else "SIGHUP" if self.record.pty else "SIGINT"
-        self.end_cause, self.end_reason = Status.KILLED, f"killed with {action}"
-        self.kill_signal, self.kill_sent_at = action, time.time()
-        self.process.signal(signal.Signals[action])
-        return action
-
-    async def terminate(self, cause: Status, reason: str, grace_secs: float) -> None:
-        """SIGTERM the group, wait a grace period, then SIGKILL it; returns once the task has ended."""
-        if self.ended.is_set() or self.process is None:
-            return
-        if self.terminating:
-            await self.ended.wait()
-            return
-        self.terminating = True
-        if self.end_cause is None:
-            self.end_cause, self.end_reason = cause, reason
-        self.process.signal(signal.SIGTERM)
-        try:
-            async with asyncio.timeout(grace_secs):
-                await asyncio.shield(self.process.exited)
-        except TimeoutError:
-            self.process.signal(signal.SIGKILL)
-        await self.ended.wait()
-
-    def started(self, proc: process.TaskProcess, started_at: float) -> None:
-        self.process = proc
-        if self.input is not None:
-            self.input.attach(proc)
-        record = self.record
-        record.status, record.started_at = Status.RUNNING, started_at
-        record.pid, record.proc_start_ticks, record.boot_id = proc.pid, proc.start_ticks, BOOT_ID
-
-    def exited(self, wait_status: int) -> None:
-        """Its process has ended and been reaped: release what the daemon held for it, put its end in the record."""
-        assert self.process is not None
-        if self.input_wait is not None:
-            self.input_wait.stop()  # before release: it asks the PTY master for its foreground group
-        if self.input is not None:
-            self.input.detach()
-        self.process.release()
-        record = self.record
-        record.ended_at = time.time()
-        if os.WIFEXITED(wait_status):
-            record.exit_code = os.WEXITSTATUS(wait_status)
-        elif os.WIFSIGNALED(wait_status):
-            record.signal = summaries.signal_name(os.WTERMSIG(wait_status))
-        record.status = self.end_cause or Status.DONE
-        record.end_reason = self.end_reason
-
-
-class Slots:
-    """Which tasks run and which wait: at most max_running at once, then up to max_pending in order."""
-
-    def __init__(self, max_running: int, max_pending: int) -> None:
-        self.max_running = max_running
-        self.max_pending = max_pending
-        self.running: set[Task] = set()
-        self.pending: collections.deque[Task] = collections.deque()
-        self.closed = False  # stopping: nothing more starts
-
-    def free(self) -> bool:
-        return len(self.running) < self.max_running and not self.closed
-
-    def check_room(self) -> None:
-        if len(self.running) >= self.max_running and len(self.pending) >= self.max_pending:
-            raise QueueFull(self.max_pending)
-
-    def next_pending(self) -> Task | None:
-        return self.pending.popleft() if self.pending and self.free() else None
-
-    def close(self) -> list[Task]:
-        """Start nothing more; returns the tasks that were still waiting."""
-        self.closed = True
-        waiting = list(self.pending)
-        self.pending.clear()
-        return waiting
-
-    def cancel(self, task: Task) -> bool:
-        """Take a pending task out of the queue; False if it is not waiting."""
-        if task not in self.pending:
-            return False
-        self.pending.remove(task)
-        return True
-
-
-class RecordSaver:
-    """Saves records as they change; a change may settle for a moment first, never longer.
-
-    A task's end settles when a reply is about to report it: the reply need not wait
-    for the write, and the todo the reply settles rides on the same write. The app
-    writes what settled as soon as a response has gone out (`write_settled`), and
-    SETTLE_SAVE_SECS bounds the wait in any case. A restart after SIGKILL in between
-    finds the task `running` and reports it interrupted; its output is kept either way.
-    """
-
-    def __init__(self, store: RecordStore) -> None:
-        self._store = store
-        self._unsaved: dict[str, TaskRecord] = {}
-        self._settling = False
-
-    def save(self, record: TaskRecord) -> None:
-        if self._settling:
-            self.settle(record)
-        else:
-            self._write(record)
-
-    def _write(self, record: TaskRecord) -> None:
-        try:
-            self.write_now(record)
-        except OSError as exc:
-            # Disk full or gone: the in-memory record stays authoritative and is saved at the next change.
-            logger.error("could not save the record of task %s: %s", record.id, exc)
-
-    def write_now(self, record: TaskRecord, use_reserve: bool = True) -> None:
-        """Save `record` at once; raises RecordNotSaved (for a start, which must not go on unrecorded)."""
-        self._unsaved.pop(record.id, None)
-        self._store.save(record, use_reserve)
-
-    def settle(self, record: TaskRecord) -> None:
-        """Save `record` within SETTLE_SAVE_SECS, once for all the changes made meanwhile."""
-        if self._unsaved.get(record.id) is not record:
-            self._unsaved[record.id] = record
-            asyncio.get_running_loop().call_later(SETTLE_SAVE_SECS, self._save_if_unsaved, record)
-
-    @contextlib.contextmanager
-    def settling(self) -> Iterator[None]:
-        """Saves asked for inside settle instead: for changes the reply being built reports itself."""
-        self._settling = True
-        try:
-            yield
-        finally:
-            self._settling = False
-
-    def _save_if_unsaved(self, record: TaskRecord) -> None:
-        if self._unsaved.get(record.id) is record:
-            self._write(record)
-
-    def write_settled(self) -> None:
-        for record in list(self._unsaved.values()):
-            self._write(record)
-
-    def forget(self, record: TaskRecord) -> None:
-        if self._unsaved.get(record.id) is record:
-            del self._unsaved[record.id]
 
 
 class TaskManager:

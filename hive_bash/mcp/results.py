@@ -21,7 +21,7 @@ from hive_bash.mcp import replies
 from hive_bash.sdk.server import tool_result
 from hive_bash.core.records import Status, Stream, TaskRecord
 from hive_bash.core.sessions import SessionState
-from hive_bash.core.manager import KillAction, Task
+from hive_bash.core.task import KillAction, Task
 
 STATUS_WORDS = "pending, running, done, timed_out, interrupted, killed or failed"
 

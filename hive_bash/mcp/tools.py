@@ -26,7 +26,8 @@ from hive_bash.errors import HiveBashError, InvalidArgument
 from hive_bash.sdk.server import Context, McpServer, ToolError, add_tool, create_server, hide_argument
 from hive_bash.core.records import Status, Stream
 from hive_bash.settings import Settings
-from hive_bash.core.manager import Task, TaskManager
+from hive_bash.core.manager import TaskManager
+from hive_bash.core.task import Task
 
 TOOL_NAMES = ("run", "status", "kill", "list", "logs", "write")
 LOGS_MAX_BYTES = 1024 * 1024

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    monkeypatch.setattr("hive_bash.core.manager.SETTLE_SAVE_SECS", 600.0)
+    monkeypatch.setattr("hive_bash.core.record_saver.SETTLE_SAVE_SECS", 600.0)
     return Settings(tasks_dir=prepare_tasks_dir(tmp_path / "tasks"), agent_socket=None)
 
 
