@@ -32,6 +32,7 @@ from hive_bash.core.records import RecordNotSaved, RecordStore, Status, Stream, 
 from hive_bash.core.retention import Retention
 from hive_bash.settings import Settings, memory_bytes
 from hive_bash.core.slots import Slots
+from hive_bash.core.store import TaskFiles
 from hive_bash.core.task import KillAction, Task
 from hive_bash.core.task_input import InputBudget
 from hive_bash.core.todo_state import TodoStateMachine
@@ -49,11 +50,12 @@ class TaskManager:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.tasks_dir = settings.tasks_dir.resolve()
-        self._store = RecordStore(self.tasks_dir, max_record_bytes(settings.max_cmd_bytes))
+        self.files = TaskFiles(self.tasks_dir)
+        self._store = RecordStore(self.files, max_record_bytes(settings.max_cmd_bytes))
         self._saver = RecordSaver(self._store)
-        self._todos = TodoStateMachine(settings.agent_socket, self._store, self._saver.save)
+        self._todos = TodoStateMachine(settings.agent_socket, self.files, self._saver.save)
         self._watcher = Watcher(
-            self._store,
+            self.files,
             settings.max_output_bytes,
             self._end_for_watcher,
             self._todos.line_matched,
@@ -68,7 +70,7 @@ class TaskManager:
         self._cgroups = cgroups.locate(settings.cgroup_root)
         self._cgroup = oom.locate(settings.cgroup_dir or _counting_root(self._cgroups))
         self._default_limits = _default_limits(settings, self._cgroups)
-        self._sessions = SessionStore(self.tasks_dir, self._base_env, settings.hidden_env_names)
+        self._sessions = SessionStore(self.files, self._base_env, settings.hidden_env_names)
         self._background: set[asyncio.Task[None]] = set()
         self._watching: asyncio.Task[None] | None = None
 
@@ -129,7 +131,7 @@ class TaskManager:
         return self._sessions.listing((task.record.session for task in self._tasks.values()), name)
 
     def output_path(self, task: Task, stream: Stream) -> Path:
-        return self._store.output_path(task.id, stream)
+        return self.files.output(task.id, stream)
 
     @property
     def task_count(self) -> int:
@@ -313,7 +315,7 @@ class TaskManager:
     def write_input(self, task_id: str, data: bytes, eof: bool) -> tuple[Task, int]:
         """Queue input for a task; returns it and the .out size just before the write."""
         task = self.get(task_id)
-        out_offset = output.file_size(self._store.out_path(task_id))
+        out_offset = output.file_size(self.files.out(task_id))
         task.write(data, eof)
         return task, out_offset
 
@@ -383,7 +385,7 @@ class TaskManager:
         except OSError as exc:  # nothing to sample: the task runs on, never said to wait
             logger.warning("task %s: cannot watch its input: %s", record.id, exc)
             return
-        out, err = self._store.out_path(record.id), self._store.err_path(record.id)
+        out, err = self.files.out(record.id), self.files.err(record.id)
 
         def activity() -> tuple[int, int, int]:
             return task.input_writes, output.file_size(out), output.file_size(err)
@@ -524,9 +526,9 @@ def _spawn(
         cmd=record.cmd,
         cwd=record.cwd,
         env=env,
-        stdout_path=store.out_path(record.id),
-        stderr_path=store.err_path(record.id),
-        script_path=store.script_path(record.id),
+        stdout_path=store.files.out(record.id),
+        stderr_path=store.files.err(record.id),
+        script_path=store.files.script(record.id),
         stdin=record.stdin,
         pty=record.pty,
         on_output_failed=on_output_failed,

@@ -20,12 +20,10 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from hive_bash.private_files import create_private, open_own, read_own_file, set_aside, write_all
-from hive_bash.core.sessions import SESSION_TASK_SUFFIXES
+from hive_bash.core.store import TaskFiles
 
 logger = logging.getLogger(__name__)
 
-RECORD_SUFFIX = ".json"
-RESERVE_SUFFIX = ".reserve"
 # A record holds its cmd (each byte at most 6 JSON characters, \u001b) and a few short
 # fields; a larger file is no record of ours and is never read.
 RECORD_OVERHEAD_BYTES = 256 * 1024
@@ -38,7 +36,6 @@ NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 # (on ext4 that was about 0.2 ms per run). At least this large, so spares fit most records.
 MIN_RESERVE_BYTES = 32 * 1024
 SPARE_LIMIT = 64
-SPARE_PATTERN = ".spare-*.reserve"
 
 
 def max_record_bytes(max_cmd_bytes: int) -> int:
@@ -129,32 +126,14 @@ class TaskRecord(BaseModel):
 
 
 class RecordStore:
-    """Reads and writes records in the tasks directory; owns the naming of every task file."""
+    """Reads and writes records in the tasks directory (`files` names them)."""
 
-    def __init__(self, tasks_dir: Path, max_bytes: int = max_record_bytes(256 * 1024)) -> None:
-        self.tasks_dir = tasks_dir
+    def __init__(self, files: TaskFiles, max_bytes: int = max_record_bytes(256 * 1024)) -> None:
+        self.files = files
         self.max_bytes = max_bytes  # a record file larger than this is set aside unread
         self._reserved: dict[str, int] = {}  # tasks whose reserve file may exist -> its size (0: unknown)
         self._spares: list[tuple[Path, int]] = []  # reserves to reuse, with their sizes
-        self._spare_names = (f".spare-{secrets.token_hex(4)}-{number}{RESERVE_SUFFIX}" for number in itertools.count())
-
-    def out_path(self, task_id: str) -> Path:
-        return self.tasks_dir / f"{task_id}.out"
-
-    def err_path(self, task_id: str) -> Path:
-        return self.tasks_dir / f"{task_id}.err"
-
-    def output_path(self, task_id: str, stream: Stream) -> Path:
-        return self.out_path(task_id) if stream == "stdout" else self.err_path(task_id)
-
-    def script_path(self, task_id: str) -> Path:
-        return self.tasks_dir / f"{task_id}.cmd"
-
-    def record_path(self, task_id: str) -> Path:
-        return self.tasks_dir / f"{task_id}{RECORD_SUFFIX}"
-
-    def reserve_path(self, task_id: str) -> Path:
-        return self.tasks_dir / f".{task_id}{RECORD_SUFFIX}{RESERVE_SUFFIX}"
+        self._spare_labels = (f"{secrets.token_hex(4)}-{number}" for number in itertools.count())
 
     def save(self, record: TaskRecord, use_reserve: bool = True) -> None:
         """Write-then-rename, so a reader (or a restart after SIGKILL) sees the old or the new record, never half.
@@ -162,7 +141,7 @@ class RecordStore:
         Raises RecordNotSaved when the new record could not be written whole: the old one
         stands. On a full disk the task's reserve (see `reserve`) takes the write instead,
         unless `use_reserve` is False (a start keeps it for the end)."""
-        final = self.record_path(record.id)
+        final = self.files.record(record.id)
         temp = final.with_name(f".{final.name}.tmp")
         data = record.model_dump_json().encode()
         try:
@@ -187,9 +166,9 @@ class RecordStore:
         return task_id in self._reserved
 
     def _release_reserve(self, task_id: str) -> None:
-        size, path = self._reserved.pop(task_id), self.reserve_path(task_id)
+        size, path = self._reserved.pop(task_id), self.files.reserve(task_id)
         if size and len(self._spares) < SPARE_LIMIT:
-            spare = self.tasks_dir / next(self._spare_names)
+            spare = self.files.spare(next(self._spare_labels))
             try:
                 os.replace(path, spare)
             except OSError:
@@ -206,7 +185,7 @@ class RecordStore:
                 _unlink(spare)
                 continue
             try:
-                os.replace(spare, self.reserve_path(task_id))
+                os.replace(spare, self.files.reserve(task_id))
             except OSError:
                 continue
             self._reserved[task_id] = spare_size
@@ -216,7 +195,7 @@ class RecordStore:
     def reserve(self, record: TaskRecord) -> None:
         """Set disk space aside for the task's end: a preallocated file the end's record is
         written into when nothing else can be (a nearly full disk). Raises RecordNotSaved."""
-        path = self.reserve_path(record.id)
+        path = self.files.reserve(record.id)
         size = max(MIN_RESERVE_BYTES, len(record.model_dump_json()) + END_ROOM_BYTES)
         if self._reuse_spare(record.id, size):
             return
@@ -240,7 +219,7 @@ class RecordStore:
 
     def _save_into_reserve(self, task_id: str, data: bytes) -> bool:
         """Write `data` into the task's reserve and rename it over the record; False if there is none that fits."""
-        path = self.reserve_path(task_id)
+        path = self.files.reserve(task_id)
         try:
             fd = open_own(path, os.O_WRONLY)
         except OSError:
@@ -260,7 +239,7 @@ class RecordStore:
         finally:
             os.close(fd)
         try:
-            os.replace(path, self.record_path(task_id))
+            os.replace(path, self.files.record(task_id))
         except OSError:
             return False
         logger.warning("disk full: the record of task %s was written into the space kept for it", task_id)
@@ -268,17 +247,17 @@ class RecordStore:
 
     def load_all(self) -> list[TaskRecord]:
         """Every record in the tasks dir; one that fails a check is set aside, never fatal."""
-        for spare in self.tasks_dir.glob(SPARE_PATTERN):
+        for spare in self.files.spares():
             _unlink(spare)  # a previous daemon's: only this one's are reused
         records = []
-        for path in sorted(self.tasks_dir.glob(f"*{RECORD_SUFFIX}")):
-            record = self._load(path)
+        for task_id, path in self.files.records():
+            record = self._load(task_id, path)
             if record is not None:
                 records.append(record)
                 self._reserved[record.id] = 0  # a previous daemon may have left its reserve
         return records
 
-    def _load(self, path: Path) -> TaskRecord | None:
+    def _load(self, task_id: str, path: Path) -> TaskRecord | None:
         try:
             # A record makes the daemon signal its pid at start: only one we wrote counts.
             record = TaskRecord.model_validate_json(read_own_file(path, self.max_bytes))
@@ -290,17 +269,14 @@ class RecordStore:
         except (ValidationError, ValueError, MemoryError) as exc:
             set_aside(path, f"unreadable task record ({_first_line(exc)})")
             return None
-        if record.id != path.name[: -len(RECORD_SUFFIX)]:
+        if record.id != task_id:
             set_aside(path, f"its id {record.id!r} does not match the file name")
             return None
         return record
 
     def delete(self, task_id: str) -> None:
-        paths = [self.record_path(task_id), self.out_path(task_id), self.err_path(task_id), self.script_path(task_id)]
-        paths.append(self.reserve_path(task_id))
         self._reserved.pop(task_id, None)
-        paths += [self.tasks_dir / f"{task_id}{suffix}" for suffix in SESSION_TASK_SUFFIXES]
-        for path in paths:
+        for path in self.files.of_task(task_id):
             _unlink(path)
 
 

@@ -47,14 +47,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hive_bash.mcp.arguments import ENV_NAME_PATTERN, NAME_PATTERN
+from hive_bash.core.store import TaskFiles
 from hive_bash.private_files import create_private, read_own_file, set_aside
 
 logger = logging.getLogger(__name__)
 
-SESSION_SUFFIX = ".session"
-RC_SUFFIX = ".rc"
-CAPTURE_SUFFIX = ".state"
-SESSION_TASK_SUFFIXES = (RC_SUFFIX, CAPTURE_SUFFIX)  # a task's files, deleted with its record
 CAPTURE_MAGIC = "hive-bash-state-1"
 CAPTURE_END = b"end"
 # A bigger environment could not be passed to the next task anyway (the kernel's
@@ -309,20 +306,11 @@ class SessionStore:
     inside the tasks dir; files are read without following symlinks.
     """
 
-    def __init__(self, tasks_dir: Path, base_env: Mapping[str, str], hidden: frozenset[str]) -> None:
-        self.tasks_dir = tasks_dir
+    def __init__(self, files: TaskFiles, base_env: Mapping[str, str], hidden: frozenset[str]) -> None:
+        self.files = files
         self.base_env = base_env
         self.hidden = hidden
         self._states: dict[str, SessionState] = {}
-
-    def session_path(self, name: str) -> Path:
-        return self.tasks_dir / f"{name}{SESSION_SUFFIX}"
-
-    def rc_path(self, task_id: str) -> Path:
-        return self.tasks_dir / f"{task_id}{RC_SUFFIX}"
-
-    def capture_path(self, task_id: str) -> Path:
-        return self.tasks_dir / f"{task_id}{CAPTURE_SUFFIX}"
 
     # ---- queries ------------------------------------------------------------
 
@@ -343,8 +331,7 @@ class SessionStore:
 
     def load(self) -> None:
         """Read every ``*.session`` file; an unreadable one is logged and skipped."""
-        for path in sorted(self.tasks_dir.glob(f"*{SESSION_SUFFIX}")):
-            name = path.name[: -len(SESSION_SUFFIX)]
+        for name, path in self.files.sessions():
             if not NAME_PATTERN.fullmatch(name):
                 continue  # not a file this daemon wrote: no session can be named so
             try:
@@ -360,7 +347,7 @@ class SessionStore:
         gone = [name for name in self._states if name not in keep]
         for name in gone:
             del self._states[name]
-            _unlink(self.session_path(name))
+            _unlink(self.files.session(name))
         return gone
 
     # ---- a task's start and end ----------------------------------------------
@@ -396,11 +383,11 @@ class SessionStore:
 
     def wrap(self, task_id: str, env: dict[str, str]) -> None:
         """Write the task's BASH_ENV file and point `env` at it (last, so nothing overrides it)."""
-        rc_path = self.rc_path(task_id)
-        _unlink(self.capture_path(task_id))  # the trap creates it exclusively
+        rc_path = self.files.rc(task_id)
+        _unlink(self.files.capture(task_id))  # the trap creates it exclusively
         fd = create_private(rc_path)
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as rc:
-            rc.write(wrapper_rc(rc_path, self.capture_path(task_id)))
+            rc.write(wrapper_rc(rc_path, self.files.capture(task_id)))
         env["BASH_ENV"] = str(rc_path)
 
     def collect(self, name: str, task_id: str, ended_at: float, signal: str | None = None) -> str | None:
@@ -409,7 +396,7 @@ class SessionStore:
         Returns None, or one line saying why the session stayed as it was. Called in the
         order tasks end, so of two tasks running at once the later end wins."""
         try:
-            data = _read_own(self.capture_path(task_id), MAX_STATE_BYTES)
+            data = _read_own(self.files.capture(task_id), MAX_STATE_BYTES)
         except SessionFileError as exc:
             logger.warning("task %s: its session state is not usable: %s", task_id, exc)
             return f"session {name} unchanged: the state its shell left is not usable ({exc})"
@@ -437,7 +424,7 @@ class SessionStore:
         state = SessionState(name, cwd or None, to_set, to_unset, ended_at, task_id)
         self._states[name] = state
         try:
-            write_atomically(self.session_path(name), _state_to_json(state))
+            write_atomically(self.files.session(name), _state_to_json(state))
         except OSError as exc:
             # Disk full or gone: the state holds in memory and is written at the next end.
             logger.error("could not save session %s: %s", name, exc)
@@ -445,5 +432,5 @@ class SessionStore:
 
     def discard(self, task_id: str) -> None:
         """Remove a task's wrapper and capture files (after its end, or with its record)."""
-        _unlink(self.rc_path(task_id))
-        _unlink(self.capture_path(task_id))
+        _unlink(self.files.rc(task_id))
+        _unlink(self.files.capture(task_id))

@@ -34,7 +34,8 @@ from pathlib import Path
 
 from hive_bash.core import summaries
 from hive_bash.core.line_match import Match
-from hive_bash.core.records import RecordStore, TaskRecord, TodoProgress, TodoState
+from hive_bash.core.store import TaskFiles
+from hive_bash.core.records import TaskRecord, TodoProgress, TodoState
 from hive_bash.core.harness import TodoMessage, TodoNotifier
 
 logger = logging.getLogger(__name__)
@@ -72,9 +73,9 @@ class _TaskTodo:
 class TodoStateMachine:
     """The completion todo of every known task: what is wanted, what the harness holds, what the agent has seen."""
 
-    def __init__(self, socket_path: Path | None, store: RecordStore, on_change: RecordChanged) -> None:
+    def __init__(self, socket_path: Path | None, files: TaskFiles, on_change: RecordChanged) -> None:
         self._notifier = TodoNotifier(socket_path, self._delivered)
-        self._store = store
+        self._files = files
         self._on_change = on_change
         self._todos: dict[str, _TaskTodo] = {}
 
@@ -233,7 +234,7 @@ class TodoStateMachine:
         elif state == "running":
             self._notifier.upsert(record.id, summaries.running_todo(record), "running")
         else:
-            body = summaries.final_todo(record, self._store.out_path(record.id), self._store.err_path(record.id))
+            body = summaries.final_todo(record, self._files.out(record.id), self._files.err(record.id))
             self._notifier.upsert(record.id, body, "final")
 
     def _delivered(self, message: TodoMessage) -> None:

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from hive_bash.core import output, summaries
 from hive_bash.core.line_match import FollowRequest, LineWatch, Match, StreamStart
-from hive_bash.core.records import RecordStore, Status, Stream, TaskRecord
+from hive_bash.core.store import TaskFiles
+from hive_bash.core.records import Status, Stream, TaskRecord
 
 WATCH_INTERVAL_SECS = 0.5
 STREAMS: tuple[Stream, ...] = ("stdout", "stderr")
@@ -46,13 +47,13 @@ class Watcher:
 
     def __init__(
         self,
-        store: RecordStore,
+        files: TaskFiles,
         max_output_bytes: int,
         end: EndTask,
         on_line: LineMatched | None = None,
         over_cap_after_end: OverCapAfterEnd = _ignore_after_end,
     ) -> None:
-        self._store = store
+        self._files = files
         self.max_output_bytes = max_output_bytes
         self._end = end
         self._on_line = on_line
@@ -92,7 +93,7 @@ class Watcher:
 
     def _watch_lines(self, record: TaskRecord, pattern: str, on_line: LineMatched) -> None:
         streams = tuple(
-            StreamStart(stream, str(self._store.output_path(record.id, stream))) for stream in ("stdout", "stderr")
+            StreamStart(stream, str(self._files.output(record.id, stream))) for stream in ("stdout", "stderr")
         )
         watch = LineWatch(
             FollowRequest(pattern, streams),
@@ -104,7 +105,7 @@ class Watcher:
 
     def keep_cap_after_end(self, record: TaskRecord) -> None:
         """The task has ended: keep its output within the cap until it is forgotten."""
-        sizes = {stream: output.file_size(self._store.output_path(record.id, stream)) for stream in STREAMS}
+        sizes = {stream: output.file_size(self._files.output(record.id, stream)) for stream in STREAMS}
         self._ended[record.id] = (record, sizes)
 
     def forget(self, record: TaskRecord) -> None:
@@ -132,7 +133,7 @@ class Watcher:
 
     def last_output_at(self, record: TaskRecord) -> float:
         """When stdout or stderr last grew (their mtimes), or the start if neither has any output."""
-        streams = (self._store.out_path(record.id), self._store.err_path(record.id))
+        streams = (self._files.out(record.id), self._files.err(record.id))
         return output.last_output_time(record.started_at or record.created_at, map(output.size_and_mtime, streams))
 
     def _deadline_passed(self, record: TaskRecord) -> None:
@@ -145,7 +146,7 @@ class Watcher:
 
     def _check_output_cap(self, record: TaskRecord) -> None:
         for stream in ("stdout", "stderr"):
-            path = self._store.output_path(record.id, stream)
+            path = self._files.output(record.id, stream)
             if output.file_size(path) > self.max_output_bytes:
                 reason = f"{stream} exceeded the output cap of {self.max_output_bytes} bytes"
                 self._report(record, Status.FAILED, reason, truncate=path)
@@ -153,7 +154,7 @@ class Watcher:
 
     def _check_cap_after_end(self, record: TaskRecord, sizes_at_end: dict[str, int]) -> None:
         for stream in STREAMS:
-            path = self._store.output_path(record.id, stream)
+            path = self._files.output(record.id, stream)
             size = output.file_size(path)
             if size > self.max_output_bytes and size > sizes_at_end[stream]:
                 self._over_cap_after_end(record, stream, path)

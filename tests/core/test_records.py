@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from hive_bash.core.records import RecordStore, Status, TaskRecord, TodoProgress
+from hive_bash.core.store import TaskFiles
 
 
 def test_a_record_from_before_the_todo_field_still_loads(tmp_path: Path) -> None:
@@ -32,13 +33,13 @@ def test_a_record_from_before_the_todo_field_still_loads(tmp_path: Path) -> None
         "todo_ever_sent": True,
     }
     (tmp_path / "build.json").write_text(json.dumps(legacy))
-    [record] = RecordStore(tmp_path).load_all()
+    [record] = RecordStore(TaskFiles(tmp_path)).load_all()
     assert record.status is Status.DONE and record.pid == 42
     assert record.todo == TodoProgress(wanted="final", wanted_delivered=False, harness_holds=True)
 
 
 def test_records_are_written_with_the_todo_object_only(tmp_path: Path) -> None:
-    store = RecordStore(tmp_path)
+    store = RecordStore(TaskFiles(tmp_path))
     record = TaskRecord(id="t1", cmd="true", created_at=time.time(), cwd="/")
     record.todo.wanted = "running"
     store.save(record)
@@ -52,4 +53,4 @@ def test_a_record_under_another_file_name_is_skipped(tmp_path: Path) -> None:
     record = TaskRecord(id="t1", cmd="true", created_at=time.time(), cwd="/")
     (tmp_path / "t2.json").write_text(record.model_dump_json())
     (tmp_path / "broken.json").write_text("{")
-    assert RecordStore(tmp_path).load_all() == []
+    assert RecordStore(TaskFiles(tmp_path)).load_all() == []

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from hive_bash.core import process, sessions
+from hive_bash.core.store import TaskFiles
 from hivetest import runs_child, wait_until
 
 BASE_ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp", "LANG": "C.UTF-8", "KEEP": "1"}
@@ -27,7 +28,7 @@ class Shell:
 
     def __init__(self, directory: Path, hidden: frozenset[str] = frozenset()) -> None:
         self.dir = directory
-        self.store = sessions.SessionStore(directory, BASE_ENV, hidden)
+        self.store = sessions.SessionStore(TaskFiles(directory), BASE_ENV, hidden)
         self.count = 0
 
     def start(self, cmd: str, wrapped: bool = True, cwd: str | None = None) -> tuple[str, subprocess.Popen[bytes]]:
@@ -188,7 +189,7 @@ def test_state_survives_a_new_store_and_is_pruned_with_its_tasks(shell: Shell, t
     assert shell.run("cd /; export P=1")[3]
     path = tmp_path / "s.session"
     assert path.stat().st_mode & 0o777 == 0o600
-    again = sessions.SessionStore(tmp_path, BASE_ENV, frozenset())
+    again = sessions.SessionStore(TaskFiles(tmp_path), BASE_ENV, frozenset())
     again.load()
     assert again.get("s") == shell.store.get("s")
     assert again.prune({"s"}) == [] and path.exists()
@@ -240,7 +241,7 @@ def test_a_state_too_large_to_pass_on_is_refused_with_the_reason(shell: Shell) -
 def test_files_no_session_could_be_named_are_left_alone(tmp_path: Path) -> None:
     stray = tmp_path / "Not A Name.session"
     stray.write_text('{"name": "Not A Name", "cwd": "/", "set": {}, "unset": [], "updated_at": 0, "task_id": null}')
-    store = sessions.SessionStore(tmp_path, BASE_ENV, frozenset())
+    store = sessions.SessionStore(TaskFiles(tmp_path), BASE_ENV, frozenset())
     store.load()
     assert store.all() == [] and store.prune(set()) == [] and stray.exists()
 

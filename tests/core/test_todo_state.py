@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness import TodoHarness
-from hive_bash.core.records import RecordStore, Status, TaskRecord, TodoProgress
+from hive_bash.core.records import Status, TaskRecord, TodoProgress
+from hive_bash.core.store import TaskFiles
 from hive_bash.core.todo_state import TodoStateMachine
 
 pytestmark = pytest.mark.anyio
@@ -36,7 +37,7 @@ def end(record: TaskRecord, exit_code: int = 0) -> None:
 
 
 def machine(tmp_path: Path, socket_path: Path | None, saves: Saves | None = None) -> TodoStateMachine:
-    return TodoStateMachine(socket_path, RecordStore(tmp_path), saves or Saves())
+    return TodoStateMachine(socket_path, TaskFiles(tmp_path), saves or Saves())
 
 
 def start_task(todos: TodoStateMachine) -> TaskRecord:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hive_bash.core.records import RecordStore, Status, TaskRecord
+from hive_bash.core.records import Status, TaskRecord
+from hive_bash.core.store import TaskFiles
 from hive_bash.core.watcher import CAP_CHECKS_PER_TICK, Watcher
 
 pytestmark = pytest.mark.anyio
@@ -33,7 +34,7 @@ def started(task_id: str, **limits: float) -> TaskRecord:
 
 async def test_the_deadline_ends_the_task_once(tmp_path: Path) -> None:
     ends = Ends()
-    watcher = Watcher(RecordStore(tmp_path), 1024, ends)
+    watcher = Watcher(TaskFiles(tmp_path), 1024, ends)
     watcher.watch(started("slow", timeout_secs=0.05))
     async with asyncio.timeout(10):
         await ends.event.wait()
@@ -42,7 +43,7 @@ async def test_the_deadline_ends_the_task_once(tmp_path: Path) -> None:
 
 async def test_an_unwatched_task_is_never_reported(tmp_path: Path) -> None:
     ends = Ends()
-    watcher = Watcher(RecordStore(tmp_path), 1024, ends)
+    watcher = Watcher(TaskFiles(tmp_path), 1024, ends)
     record = started("quick", timeout_secs=0.05, idle_timeout_secs=1)
     watcher.watch(record)
     watcher.unwatch(record)
@@ -55,12 +56,12 @@ async def test_an_unwatched_task_is_never_reported(tmp_path: Path) -> None:
 
 
 async def test_idle_deadline_counts_from_the_last_output(tmp_path: Path) -> None:
-    store = RecordStore(tmp_path)
+    files = TaskFiles(tmp_path)
     ends = Ends()
-    watcher = Watcher(store, 1024, ends)
+    watcher = Watcher(files, 1024, ends)
     record = started("quiet", idle_timeout_secs=5)
     watcher.watch(record)
-    store.out_path("quiet").write_text("hello\n")
+    files.out("quiet").write_text("hello\n")
     written_at = watcher.last_output_at(record)
     assert written_at >= record.started_at  # type: ignore[operator]
     watcher.tick(written_at + 4.9)
@@ -71,25 +72,25 @@ async def test_idle_deadline_counts_from_the_last_output(tmp_path: Path) -> None
 
 
 async def test_output_over_the_cap_ends_the_task_and_names_the_stream(tmp_path: Path) -> None:
-    store = RecordStore(tmp_path)
+    files = TaskFiles(tmp_path)
     ends = Ends()
-    watcher = Watcher(store, 10, ends)
+    watcher = Watcher(files, 10, ends)
     record = started("chatty")
     watcher.watch(record)
-    store.err_path("chatty").write_bytes(b"x" * 11)
+    files.err("chatty").write_bytes(b"x" * 11)
     watcher.tick(time.time())
     reason = "stderr exceeded the output cap of 10 bytes"
-    assert ends.calls == [("chatty", Status.FAILED, reason, store.err_path("chatty"))]
+    assert ends.calls == [("chatty", Status.FAILED, reason, files.err("chatty"))]
 
 
 async def test_output_caps_are_checked_round_robin(tmp_path: Path) -> None:
-    store = RecordStore(tmp_path)
+    files = TaskFiles(tmp_path)
     ends = Ends()
-    watcher = Watcher(store, 1, ends)
+    watcher = Watcher(files, 1, ends)
     count = CAP_CHECKS_PER_TICK + 6
     for index in range(count):
         watcher.watch(started(f"t{index}"))
-        store.out_path(f"t{index}").write_bytes(b"xx")
+        files.out(f"t{index}").write_bytes(b"xx")
     watcher.tick(time.time())
     assert len(ends.calls) == CAP_CHECKS_PER_TICK
     watcher.tick(time.time())
@@ -97,24 +98,24 @@ async def test_output_caps_are_checked_round_robin(tmp_path: Path) -> None:
 
 
 async def test_after_the_end_only_growth_past_the_cap_is_reported(tmp_path: Path) -> None:
-    store = RecordStore(tmp_path)
+    files = TaskFiles(tmp_path)
     after: list[tuple[str, str]] = []
     watcher = Watcher(
-        store, 10, Ends(), over_cap_after_end=lambda record, stream, path: after.append((record.id, stream))
+        files, 10, Ends(), over_cap_after_end=lambda record, stream, path: after.append((record.id, stream))
     )
     over, quiet = started("over"), started("quiet")
-    store.out_path("over").write_bytes(b"x" * 20)  # the task itself passed the cap before it ended
-    store.err_path("quiet").write_bytes(b"x" * 5)
+    files.out("over").write_bytes(b"x" * 20)  # the task itself passed the cap before it ended
+    files.err("quiet").write_bytes(b"x" * 5)
     for record in (over, quiet):
         watcher.keep_cap_after_end(record)
     watcher.tick(time.time())
     assert after == []  # left as the task left it
-    with open(store.err_path("quiet"), "ab") as err:
+    with open(files.err("quiet"), "ab") as err:
         err.write(b"y" * 10)  # something it left writes on
     watcher.tick(time.time())
     assert after == [("quiet", "stderr")]
     watcher.forget(quiet)
-    with open(store.err_path("quiet"), "ab") as err:
+    with open(files.err("quiet"), "ab") as err:
         err.write(b"z" * 10)
     watcher.tick(time.time())
     assert after == [("quiet", "stderr")]  # forgotten: no longer watched

@@ -18,6 +18,7 @@ import pytest
 
 from hivetest import call_error, call_ok, group_members, pid_alive, wait_until
 from hive_bash.core.records import RecordStore, TaskRecord
+from hive_bash.core.store import TaskFiles
 
 pytestmark = pytest.mark.anyio
 
@@ -68,7 +69,7 @@ def record(task_id: str, cmd: str) -> TaskRecord:
 
 
 def test_a_record_that_does_not_fit_is_never_written_in_part(small_disk: Path) -> None:
-    store = RecordStore(small_disk)
+    store = RecordStore(TaskFiles(small_disk))
     store.save(record("x", "echo small"))
     fill(small_disk, leave=40 * 1024)
     with pytest.raises(OSError, match="could not save the record of task x: No space left on device"):
