@@ -156,7 +156,7 @@ def pinned_versions() -> dict[str, str]:
     if versions["nixpkgs_rev"] != locked:
         raise BuildFailed(
             f"{VERSIONS.name} is for nixpkgs {versions['nixpkgs_rev']} but flake.lock pins {locked}: "
-            "refresh it (README, 'Updating flake.lock')"
+            "refresh it (docs/nixos.md, 'Updating flake.lock')"
         )
     return {name: entry["version"] for name, entry in versions["packages"].items()}
 

@@ -26,7 +26,7 @@ How the state is carried without the command noticing:
   reply says so; a variable no new process could be started with (over the kernel's
   per-string limit, or past the total an exec takes) is dropped, and the reply names it.
 
-Limits (documented in the README): a SIGKILL, ``exec otherprog`` (the shell is replaced)
+Limits (documented in docs/tools.md): a SIGKILL, ``exec otherprog`` (the shell is replaced)
 and a command that sets its own EXIT trap (it replaces ours) leave the state as it was,
 and the reply says so; ``trap -p`` shows the trap; under ``set -v`` bash echoes the trap's
 first line when it runs it; a DEBUG trap the command set runs once more, with its output

@@ -3,7 +3,7 @@
 Claude Code (and VS Code) give their model `JSON.stringify(structuredContent)` and drop
 the text blocks, other clients show the text. So the structured result *is* the reading
 written for the model, and the text block is the same dict rendered as lines: one reading
-whatever the client shows (README, "What the model reads"). The rules, for every reply:
+whatever the client shows (docs/tools.md, "What the model reads"). The rules, for every reply:
 
 - the first key is `verdict`, one line: `done, exit 3 after 1.2s`, `task started: id=...`;
 - no key whose value is null, empty or the default: absent means "nothing to say";

@@ -30,7 +30,7 @@ from hivetest import Daemon, call_ok
 pytestmark = pytest.mark.anyio
 
 MIB = 1024 * 1024
-DRAIN_BODY_BYTES = 64 * MIB  # what the daemon reads and drops of an oversized body (README, Guarantees)
+DRAIN_BODY_BYTES = 64 * MIB  # what the daemon reads and drops of an oversized body (docs/records-and-guarantees.md)
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
