@@ -146,7 +146,8 @@
           inherit (self.packages.${system}) hive-bash;
 
           # tests/nix/test_nix.py: every .nix file parses, and the module evaluation
-          # cases (nixos/agent.nix with nixpkgs' lib) hold.
+          # cases (nixos/agent.nix with nixpkgs' lib) hold; docs/nixos.md's option
+          # tables are the modules' own descriptions (tests/docs/test_nixos_options_doc.py).
           module-eval =
             pkgs.runCommand "hive-bash-module-eval"
               {
@@ -169,7 +170,8 @@
                 export NIX_STATE_DIR="$TEST_ROOT/var/nix"
                 export NIX_STORE_DIR="$TEST_ROOT/store"
                 nix-store --init
-                python -m pytest -p no:cacheprovider -m nix tests/nix/test_nix.py tests/nix/test_unit_equivalence.py
+                python -m pytest -p no:cacheprovider -m nix tests/nix/test_nix.py tests/nix/test_unit_equivalence.py \
+                  tests/docs/test_nixos_options_doc.py
                 touch "$out"
               '';
 

@@ -50,51 +50,100 @@ def memory_bytes(value: str | int) -> int:
 
 
 class Settings(BaseSettings):
-    """Everything the daemon can be told. Field docs double as the README's table."""
+    """Everything the daemon can be told. Field descriptions are docs/configuration.md's table (scripts/docs.py)."""
 
     model_config = SettingsConfigDict(env_prefix="HIVE_BASH_", extra="ignore", validate_default=True)
 
-    host: str = Field("127.0.0.1", description="Address to bind. Non-loopback needs a token file.")
-    port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="TCP port of the MCP endpoint.")
-    tasks_dir: Path = Field(DEFAULT_TASKS_DIR, description="Where <id>.out/.err/.json live (created 0700).")
+    host: str = Field("127.0.0.1", description="Address to bind; a non-loopback one needs a token file.")
+    port: int = Field(
+        DEFAULT_PORT,
+        ge=1,
+        le=65535,
+        description="TCP port of the MCP endpoint (the NixOS module's `mcp.bashHttpPort` has the same default).",
+    )
+    tasks_dir: Path = Field(
+        DEFAULT_TASKS_DIR, description="Task output and records (`<id>.out`, `.err`, `.json`), created 0700 if missing."
+    )
     agent_socket: Path | None = Field(
         None,
         validation_alias=AliasChoices("HIVE_AGENT_SOCKET", "agent_socket"),
-        description="Unix socket of the agent harness for todos (HIVE_AGENT_SOCKET). Unset: todos off.",
+        description="Unix socket of the agent harness for completion todos (`docs/harness-protocol.md`). "
+        "Unset: todos off.",
     )
-    token_file: Path | None = Field(None, description="File holding a bearer token every request must carry.")
+    token_file: Path | None = Field(
+        None,
+        description="File holding a bearer token every request must carry as `Authorization: Bearer <token>` "
+        "(`/healthz` excepted on loopback). Refused (exit 2) if others can read it or anyone but its owner "
+        "write it (group-readable: a warning); the token is printable ASCII without spaces.",
+    )
     generate_token: bool = Field(
-        False, description="Write a random token to token_file (default harness/bash-token) at start and require it."
+        False,
+        description="Require a token, written at start to the token file (default `harness/bash-token`, 0600) "
+        "unless that already holds a sound one of this user's: restarts keep it; delete it to rotate.",
     )
-    log_level: str = Field("info", description="debug, info, warning or error.")
+    log_level: str = Field("info", description="`debug`, `info`, `warning` or `error`; no level logs reply bodies.")
 
     max_running: int = Field(64, ge=1, description="Tasks running at once; more wait as pending.")
-    max_pending: int = Field(1000, ge=0, description="Pending queue length; run refuses beyond it.")
-    max_cmd_bytes: int = Field(256 * KIB, ge=1, description="Largest accepted cmd, in UTF-8 bytes.")
-    max_timeout_secs: float = Field(7 * 24 * 3600, gt=0, description="Largest accepted timeout_secs.")
-    max_output_bytes: int = Field(4 * GIB, ge=1, description="Per-stream output cap; a task past it is ended.")
-    kill_grace_secs: float = Field(3.0, ge=0, description="SIGTERM-to-SIGKILL grace when ending a group.")
+    max_pending: int = Field(1000, ge=0, description="Pending queue length; `run` refuses beyond it.")
+    max_cmd_bytes: int = Field(256 * KIB, ge=1, description="Largest accepted `cmd`, in UTF-8 bytes.")
+    max_timeout_secs: float = Field(
+        7 * 24 * 3600, gt=0, description="Largest accepted `timeout_secs` and `idle_timeout_secs`."
+    )
+    max_output_bytes: int = Field(
+        4 * GIB, ge=1, description="Per-stream output cap: a task past it ends `failed`, its file cut to the cap."
+    )
+    kill_grace_secs: float = Field(
+        3.0, ge=0, description="SIGTERM-to-SIGKILL grace when ending a task's process group."
+    )
     retain_count: int = Field(1000, ge=1, description="Finished task records kept (oldest pruned first).")
     retain_secs: float = Field(7 * 24 * 3600, gt=0, description="Finished task records older than this are pruned.")
-    hide_env: str = Field("", description="Comma-separated variable names never passed to tasks.")
-    max_connections: int = Field(256, ge=8, description="HTTP connections open at once; more close the idlest.")
-    request_timeout_secs: float = Field(10.0, gt=0, description="Time a request has to arrive whole.")
-    max_mcp_sessions: int = Field(64, ge=1, description="MCP sessions kept; more end the least recently used.")
-    mcp_session_idle_secs: float = Field(1800.0, gt=0, description="A session with nothing in flight this long ends.")
+    hide_env: str = Field(
+        "",
+        description="Comma-separated variable names never passed to tasks, and dropped from the daemon's own "
+        "environment (it re-executes itself without them at start, same pid).",
+    )
+    max_connections: int = Field(
+        256,
+        ge=8,
+        description="HTTP connections open at once (lowered to a quarter of the open files limit if that is "
+        "smaller); past it, the one that has waited longest without a whole request is closed.",
+    )
+    request_timeout_secs: float = Field(
+        10.0,
+        gt=0,
+        description="A request (headers and body) must arrive whole this soon after its connection opened or its "
+        "previous response; else the connection is closed.",
+    )
+    max_mcp_sessions: int = Field(
+        64,
+        ge=1,
+        description="MCP sessions kept; a new one past it ends the least recently used, preferring sessions "
+        "with no request in flight.",
+    )
+    mcp_session_idle_secs: float = Field(
+        1800.0,
+        gt=0,
+        description="An MCP session with no request in flight (no tool call, no event stream) this long is "
+        "ended; its client starts a new one.",
+    )
     cgroup_dir: Path | None = Field(
         None,
         description="The daemon's memory cgroup directory, read (never changed) for OOM diagnosis. "
-        "Unset: found from /proc/self/cgroup under /sys/fs/cgroup.",
+        "Unset: found from `/proc/self/cgroup` under `/sys/fs/cgroup`.",
     )
     cgroup_root: Path | None = Field(
         None,
         description="A cgroup v2 directory the daemon may write: a cgroup per task under it. "
-        "Unset: the daemon's own cgroup if systemd delegated it (Delegate=yes), else process groups.",
+        "Unset: the daemon's own cgroup if systemd delegated it (`Delegate=yes`), else process groups.",
     )
     task_memory_max: str | None = Field(
-        None, description="Default memory limit per task (bytes or 512M, 2G), where a cgroup tree is."
+        None,
+        description="Memory limit of each task's cgroup unless `run` sets `memory_max`: bytes, or `512M`, `2G` "
+        "(`docs/tools.md`, a cgroup per task).",
     )
-    task_pids_max: int | None = Field(None, ge=1, description="Default process limit per task, where a cgroup tree is.")
+    task_pids_max: int | None = Field(
+        None, ge=1, description="Process limit of each task's cgroup unless `run` sets `pids_max`."
+    )
 
     @field_validator("log_level")
     @classmethod

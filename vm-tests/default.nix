@@ -17,8 +17,8 @@
 #         '';
 #       }
 #
-#   - The file is discovered by its name alone: adding vm-tests/foo.nix adds
-#     checks.<system>.foo. Helpers that are not tests must not end in .nix here
+#   - The file is discovered by its name alone: adding vm-tests/<name>.nix adds
+#     checks.<system>.<name>. Helpers that are not tests must not end in .nix here
 #     (Python helpers such as scenarios.py are fine: `''${./.}` in a test script
 #     puts the directory on sys.path).
 #   - Nodes get pkgs from the test (pkgs is read-only there): use

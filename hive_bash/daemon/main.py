@@ -42,11 +42,12 @@ def _setting_help(name: str, text: str) -> str:
     return f"{text} (HIVE_BASH_{name.upper()}{shown})"
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The daemon's flags (docs/configuration.md's table reads them from here too)."""
     parser = argparse.ArgumentParser(
         prog="hive-bash-daemon",
         description="Serve the `bash` MCP server (run/status/kill/list/logs/write) over streamable HTTP.",
-        epilog="Every flag has an environment variable HIVE_BASH_<FLAG>; the flag wins. See the README.",
+        epilog="Every flag has an environment variable HIVE_BASH_<FLAG>; the flag wins. See docs/configuration.md.",
     )
     parser.add_argument("--host", help=_setting_help("host", "address to bind"))
     parser.add_argument("--port", help=_setting_help("port", "TCP port"))
@@ -65,7 +66,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--log-level", help=_setting_help("log_level", "debug, info, warning, error"))
     parser.add_argument("--version", action="version", version=f"hive-bash-daemon {__version__}")
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def load_settings(args: argparse.Namespace) -> Settings:

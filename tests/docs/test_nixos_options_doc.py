@@ -1,0 +1,35 @@
+"""docs/nixos.md's option tables are the modules' own option descriptions, rendered with nixpkgs'
+lib (scripts/docs.py nixos; scripts/nixos-options.nix evaluates the modules)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from nixeval import ROOT, nix_instantiate, nixpkgs_lib_dir  # noqa: E402
+
+pytestmark = pytest.mark.nix
+
+NIXPKGS_LIB_REASON = (
+    "the NixOS options table needs nixpkgs' lib: set NIXPKGS to a nixpkgs checkout or NIXPKGS_LIB to a "
+    "checkout of github:nix-community/nixpkgs.lib"
+)
+
+
+def test_the_nixos_options_tables_are_the_modules_own_descriptions() -> None:
+    nix_instantiate()
+    lib_dir = nixpkgs_lib_dir(NIXPKGS_LIB_REASON)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "docs.py"), "nixos"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "NIXPKGS_LIB": str(lib_dir), "NIXPKGS": ""},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
