@@ -2,7 +2,7 @@
 
 Test modules import from here (`from hivetest import ...`), never from a conftest:
 tests/ and tests/container/ each have a conftest.py, and both are called `conftest`.
-Tests talk to the daemon with the real MCP client over HTTP (hive_bash.sdk.open_client,
+Tests talk to the daemon with the real MCP client over HTTP (hive_bash.sdk.client.open_client,
 which is mcp.Client on the 2.x SDK line and ClientSession on 1.x).
 """
 
