@@ -64,7 +64,8 @@ REFERENCE = re.compile(
 )
 # `hive_bash.core.process.spawn`: a module of the package, and optionally a name in it.
 MODULE_NAME = re.compile(r"(?<![\w./-])hive_bash(?:\.[A-Za-z_]\w*)+")
-MARKDOWN_LINK = re.compile(r"\]\((?P<target>[^)\s#]+)(?:#[^)]*)?\)")
+MARKDOWN_LINK = re.compile(r"\]\((?P<target>[^)\s#]*)(?:#(?P<anchor>[^)\s]*))?\)")
+HEADING = re.compile(r"^#{1,6} +(?P<title>.+?) *#*$")
 
 
 @dataclass(frozen=True)
@@ -413,12 +414,41 @@ def reference_findings() -> list[Finding]:
                         findings.append(Finding(file, number, problem))
             if file.suffix == ".md":
                 for link in MARKDOWN_LINK.finditer(line):
-                    target = link["target"]
-                    if "://" in target or target.startswith("mailto:"):
-                        continue
-                    if not (file.parent / target).exists():
-                        findings.append(Finding(file, number, f"link target {target} does not exist"))
+                    problem = check_link(file, link["target"], link["anchor"])
+                    if problem is not None:
+                        findings.append(Finding(file, number, problem))
     return findings
+
+
+def heading_anchors(markdown: Path) -> set[str]:
+    """The anchors GitHub gives a file's headings: lower case, punctuation dropped, spaces as `-`."""
+    anchors: set[str] = set()
+    in_code = False
+    for line in markdown.read_text().splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        heading = None if in_code else HEADING.match(line)
+        if heading is None:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", heading["title"].lower()).replace(" ", "-")
+        unique, count = slug, 0
+        while unique in anchors:
+            count += 1
+            unique = f"{slug}-{count}"
+        anchors.add(unique)
+    return anchors
+
+
+def check_link(file: Path, target: str, anchor: str | None) -> str | None:
+    """Why a markdown link from `file` leads nowhere (no such file, or no such heading in it), or None."""
+    if "://" in target or target.startswith("mailto:"):
+        return None
+    linked = file.parent / target if target else file
+    if not linked.exists():
+        return f"link target {target} does not exist"
+    if anchor and linked.suffix == ".md" and anchor not in heading_anchors(linked):
+        return f"link target {target}#{anchor}: no such heading"
+    return None
 
 
 # -- the command --------------------------------------------------------------------------------
