@@ -350,13 +350,20 @@ def wheel_builder() -> Path:
     return dest / "bin" / "python"
 
 
+def top_level_packages(pyproject: dict) -> list[str]:
+    """The import packages the wheel holds, from `packages = [...]` or `packages.find`'s include globs."""
+    packages = pyproject.get("tool", {}).get("setuptools", {}).get("packages") or ["hive_bash"]
+    if isinstance(packages, dict):
+        packages = packages.get("find", {}).get("include") or ["hive_bash"]
+    return sorted({p.split(".")[0].rstrip("*") for p in packages})
+
+
 def build_project_wheel(out_dir: Path) -> Path:
     """The checkout's wheel (no deps), built from a copy so the tree gets no build/ dirs."""
     src = out_dir / "src"
     src.mkdir(parents=True)
     data = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    packages = data.get("tool", {}).get("setuptools", {}).get("packages") or ["hive_bash"]
-    top = sorted({p.split(".")[0] for p in packages})
+    top = top_level_packages(data)
     for name in os.listdir(REPO_ROOT):
         if name in ("pyproject.toml", "setup.py", "setup.cfg", "MANIFEST.in") or name.startswith(
             ("README", "LICENSE", "COPYING")
