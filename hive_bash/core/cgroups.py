@@ -16,10 +16,10 @@ so nothing of the task runs outside its cgroup. A move into a cgroup costs the m
 grace period of the kernel's cgroup_threadgroup_rwsem, 8-13 ms when moves are seconds
 apart (70 us when they come every 4 ms): paid by the task's first process, it never
 blocks the daemon's loop, as the daemon moving itself around the vfork did (measured:
-that blocked every client for those 8-13 ms). The other ways: a preexec_fn forces fork
-over vfork (~5 ms of the daemon's CPU), clone3's CLONE_INTO_CGROUP (no grace period) is
-out of Python's reach. Limits are written right after the spawn, before bash has
-finished starting.
+that blocked every client for those 8-13 ms; docs/performance.md, "A cgroup per task").
+The other ways: a preexec_fn forces fork over vfork (~5 ms of the daemon's CPU),
+clone3's CLONE_INTO_CGROUP (no grace period) is out of Python's reach. Limits are written
+right after the spawn, before bash has finished starting.
 
 The end: once the leader has exited, ``cgroup.kill`` ends whatever is left (setsid'd
 or not), the task counts as ended once ``cgroup.events`` says ``populated 0``, and

@@ -36,8 +36,8 @@ class CgroupMemory:
 
     directory: Path
     version: Literal[1, 2]
-    # The counter is read at every task's start: kept open and re-read with pread
-    # (1 us) instead of opened each time (12 us, 45 us under load).
+    # The counter is read at every task's start: kept open and re-read with pread instead of
+    # opened each time (bench/breakdown.py's figures: docs/performance.md, "What moved and why").
     _events_fd: int | None = field(default=None, compare=False, repr=False)
 
     @property

@@ -125,8 +125,8 @@ def start_ticks_between(before_ns: int, after_ns: int) -> int | None:
     The kernel stamps a new process with CLOCK_BOOTTIME in fork and shows it in
     /proc/<pid>/stat as that time in whole clock ticks (10 ms): when both readings fall in
     the same tick, so did the fork. Reading /proc instead while the child execs waits on
-    the exec (0.1-0.25 ms of `run` measured here); the readings straddle a tick in about
-    1 spawn of 20, and then the caller reads /proc.
+    the exec (bench/breakdown.py's figures: docs/performance.md, "What moved and why"); the
+    readings straddle a tick in about 1 spawn of 20, and then the caller reads /proc.
     """
     tick = before_ns // NS_PER_CLOCK_TICK
     return tick if after_ns // NS_PER_CLOCK_TICK == tick else None
@@ -458,8 +458,8 @@ def _popen(
     """
     argv = request.prepare_argv()
     if request.cgroup is not None:
-        # The move costs the mover a grace period of the kernel's cgroup lock (8-13 ms measured
-        # when tasks start seconds apart): paid by the task's first process, never by the loop.
+        # The move costs the mover a grace period of the kernel's cgroup lock (8-13 ms when tasks
+        # start seconds apart, docs/performance.md): paid by the task's first process, never by the loop.
         argv = [*PLACE_ARGV, str(request.cgroup.procs_path), *argv]
     before = boottime_ns()
     # start_new_session: the task is its own session and process group, so one

@@ -201,7 +201,7 @@ def warning(cmd: str) -> str | None:
     """The first matching rule's message, joined with any others; None for a command we see no danger in."""
     found: list[str] = []
     # A rule's program can only run if its name is in the text: most commands name none, and
-    # skip the tokenizer (shlex cost 40-50 us of every `run`).
+    # skip the tokenizer (the warning's main cost: docs/performance.md, "What moved and why").
     named = any(program in cmd for program in RULE_PROGRAMS)
     commands = [_strip_prefix(words) for words in _simple_commands(cmd)] if named else []
     for rule in WARNING_RULES:
