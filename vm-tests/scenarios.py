@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     # (scripts/typecheck-scenarios.sh); the driver itself at run time.
     from test_driver.machine import QemuMachine
 
-# The daemon's terminal status names (hive_bash.core.records.Status). A copy, because the
+# The daemon's terminal status names (hive_bash.model.Status). A copy, because the
 # NixOS test driver runs this file without hive_bash importable;
 # tests/nix/test_vm_scenarios.py proves the copy equals the daemon's.
 TERMINAL = ("done", "timed_out", "interrupted", "killed", "failed")

@@ -46,7 +46,7 @@ from hive_bash.client import mcp_config
 from hive_bash.mcp import replies
 from hive_bash import tokens
 from hive_bash.sdk.client import BashClient, ToolReply, open_client
-from hive_bash.core.records import Status
+from hive_bash.model import Status
 from hive_bash.settings import DEFAULT_PORT
 
 logger = logging.getLogger(__name__)

@@ -24,11 +24,11 @@ from typing import Any
 
 from hive_bash.core import cgroups, escapees, oom, output, process, recovery, summaries
 from hive_bash.core.sessions import SessionState, SessionStore
-from hive_bash.mcp.arguments import TaskOptions
 from hive_bash.core.input_wait import InputEnd, InputWait
 from hive_bash.errors import InvalidArgument, NameInUse, SpawnFailed, TaskFinished, TaskNotFound
 from hive_bash.core.record_saver import RecordSaver
-from hive_bash.core.records import RecordNotSaved, RecordStore, Status, Stream, TaskRecord, max_record_bytes
+from hive_bash.core.records import RecordNotSaved, RecordStore, TaskRecord, max_record_bytes
+from hive_bash.model import Status, Stream, TaskOptions
 from hive_bash.core.retention import Retention
 from hive_bash.settings import Settings, memory_bytes
 from hive_bash.core.slots import Slots

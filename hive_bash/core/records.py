@@ -7,7 +7,6 @@ task) and whether the agent has been told how the task ended.
 
 from __future__ import annotations
 
-import enum
 import errno
 import itertools
 import logging
@@ -19,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from hive_bash.model import Status
 from hive_bash.private_files import create_private, open_own, read_own_file, set_aside, write_all
 from hive_bash.core.store import TaskFiles
 
@@ -45,22 +45,6 @@ def max_record_bytes(max_cmd_bytes: int) -> int:
 class RecordNotSaved(OSError):
     """A record could not be written whole (disk full, I/O error); the old one, if any, stands."""
 
-
-class Status(str, enum.Enum):
-    PENDING = "pending"
-    RUNNING = "running"
-    DONE = "done"
-    TIMED_OUT = "timed_out"
-    INTERRUPTED = "interrupted"
-    KILLED = "killed"
-    FAILED = "failed"  # ended by the daemon for a resource limit (output cap, disk full)
-
-    @property
-    def is_terminal(self) -> bool:
-        return self not in (Status.PENDING, Status.RUNNING)
-
-
-Stream = Literal["stdout", "stderr"]
 
 # The todo state the daemon wants the harness to show for a task.
 TodoState = Literal["running", "final", "clear"]

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from hive_bash.core.records import Status, TaskRecord
+from hive_bash.core.records import TaskRecord
+from hive_bash.model import Status
 
 SemanticStatus = Literal["ok", "error", "signal", "timeout"]
 CONTROL_OPERATORS = frozenset({";", "&&", "||", "&", "\n", "(", ")", ";;", "|&"})

@@ -46,7 +46,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hive_bash.mcp.arguments import ENV_NAME_PATTERN, NAME_PATTERN
+from hive_bash.model import ENV_NAME_PATTERN, NAME_PATTERN
 from hive_bash.core.store import TaskFiles
 from hive_bash.private_files import create_private, read_own_file, set_aside
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # records names its files through this module
-    from hive_bash.core.records import Stream
+    from hive_bash.model import Stream
 
 OUT_SUFFIX = ".out"
 ERR_SUFFIX = ".err"

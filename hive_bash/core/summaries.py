@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
 from hive_bash.core import output, semantics
 from hive_bash.core.line_match import Match
-from hive_bash.core.records import Status, TaskRecord
+from hive_bash.core.records import TaskRecord
+from hive_bash.model import Status
 
 CMD_PREVIEW_CHARS = 120
 FAILED_TODO_LINES = 3
 FAILED_TODO_LINE_CHARS = 200
-
-
-def signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def seconds(value: float) -> str:

@@ -13,9 +13,10 @@ import signal
 import time
 from typing import Literal
 
-from hive_bash.core import cgroups, process, summaries
+from hive_bash.core import cgroups, process
 from hive_bash.core.input_wait import InputWait
-from hive_bash.core.records import Status, TaskRecord
+from hive_bash.core.records import TaskRecord
+from hive_bash.model import Status, signal_name
 from hive_bash.core.task_input import InputBudget, InputChannel
 from hive_bash.errors import NoInput, TaskFinished
 
@@ -123,6 +124,6 @@ class Task:
         if os.WIFEXITED(wait_status):
             record.exit_code = os.WEXITSTATUS(wait_status)
         elif os.WIFSIGNALED(wait_status):
-            record.signal = summaries.signal_name(os.WTERMSIG(wait_status))
+            record.signal = signal_name(os.WTERMSIG(wait_status))
         record.status = self.end_cause or Status.DONE
         record.end_reason = self.end_reason

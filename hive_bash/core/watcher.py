@@ -24,7 +24,8 @@ from pathlib import Path
 from hive_bash.core import output, summaries
 from hive_bash.core.line_match import FollowRequest, LineWatch, Match, StreamStart
 from hive_bash.core.store import TaskFiles
-from hive_bash.core.records import Status, Stream, TaskRecord
+from hive_bash.core.records import TaskRecord
+from hive_bash.model import Status, Stream
 
 WATCH_INTERVAL_SECS = 0.5
 STREAMS: tuple[Stream, ...] = ("stdout", "stderr")

@@ -9,42 +9,19 @@ from __future__ import annotations
 import difflib
 import json
 import math
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from hive_bash.core import line_match
 from hive_bash.errors import InvalidArgument
+from hive_bash.model import ENV_NAME_PATTERN, NAME_PATTERN, StdinMode, TaskOptions
 from hive_bash.settings import Settings, memory_bytes
 
-NAME_PATTERN = re.compile(r"[a-z0-9-]{1,63}")
-ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 WAIT_CAP_SECS = 30.0
 DEFAULT_RUN_WAIT_SECS = 3.0
 PATH_MAX = 4096  # Linux: the longest path a system call takes, NUL included
 SHOWN_CHARS = 200
-
-StdinMode = Literal["null", "pipe"]
-
-
-@dataclass(frozen=True)
-class TaskOptions:
-    """What `run` asked for, every rule checked (build it with `task_options`)."""
-
-    cmd: str
-    name: str | None = None
-    timeout_secs: float | None = None
-    idle_timeout_secs: float | None = None
-    cwd: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    pty: bool = False
-    stdin: StdinMode = "null"
-    session: str | None = None  # the shell session it starts from and leaves its state to
-    memory_max: int | None = None  # bytes; needs the daemon's cgroup tree (checked by the task manager)
-    pids_max: int | None = None
-    notify_on: str | None = None  # a regex (checked): a matching output line updates the task's todo
 
 
 def task_options(

@@ -24,7 +24,7 @@ from typing import Any
 
 from hive_bash.core import line_match, summaries
 from hive_bash.core.output import Excerpt
-from hive_bash.core.records import Status
+from hive_bash.model import Status
 
 # JSON characters a run/status reply may spend on output excerpts; the rest of the reply
 # (verdict, paths, markers) stays well under 1,000, so a reply stays under 6,000.

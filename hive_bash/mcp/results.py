@@ -19,7 +19,8 @@ from pydantic import BaseModel, Field
 from hive_bash.core import line_match, output, search, semantics
 from hive_bash.mcp import replies
 from hive_bash.sdk.server import tool_result
-from hive_bash.core.records import Status, Stream, TaskRecord
+from hive_bash.core.records import TaskRecord
+from hive_bash.model import Status, Stream
 from hive_bash.core.sessions import SessionState
 from hive_bash.core.task import KillAction, Task
 

@@ -24,7 +24,7 @@ from hive_bash.core import line_match, output, search, semantics
 from hive_bash.mcp.disconnects import client_gone
 from hive_bash.errors import HiveBashError, InvalidArgument
 from hive_bash.sdk.server import Context, McpServer, ToolError, add_tool, create_server, hide_argument
-from hive_bash.core.records import Status, Stream
+from hive_bash.model import StdinMode, Status, Stream
 from hive_bash.settings import Settings
 from hive_bash.core.manager import TaskManager
 from hive_bash.core.task import Task
@@ -101,9 +101,7 @@ class BashTools:
         cwd: Annotated[str | None, Field(description="Working directory (must exist)")] = None,
         env: Annotated[dict[str, str] | None, Field(description="Extra environment variables")] = None,
         pty: Annotated[bool, Field(description="Under a pseudo-terminal (40x200, TERM=dumb)")] = False,
-        stdin: Annotated[
-            arguments.StdinMode, Field(description="'pipe': input via write; 'null': reading gets EOF")
-        ] = "null",
+        stdin: Annotated[StdinMode, Field(description="'pipe': input via write; 'null': reading gets EOF")] = "null",
         session: Annotated[
             str | None, Field(description="Shell session: cwd and exported variables carry between its runs")
         ] = None,

@@ -6,7 +6,8 @@ import json
 import time
 from pathlib import Path
 
-from hive_bash.core.records import RecordStore, Status, TaskRecord, TodoProgress
+from hive_bash.core.records import RecordStore, TaskRecord, TodoProgress
+from hive_bash.model import Status
 from hive_bash.core.store import TaskFiles
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hive_bash.core.records import Status, TaskRecord
+from hive_bash.core.records import TaskRecord
+from hive_bash.model import Status
 from hive_bash.core.retention import Retention
 
 

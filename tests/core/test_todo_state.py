@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness import TodoHarness
-from hive_bash.core.records import Status, TaskRecord, TodoProgress
+from hive_bash.core.records import TaskRecord, TodoProgress
+from hive_bash.model import Status
 from hive_bash.core.store import TaskFiles
 from hive_bash.core.todo_state import TodoStateMachine
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hive_bash.core.records import Status, TaskRecord
+from hive_bash.core.records import TaskRecord
+from hive_bash.model import Status
 from hive_bash.core.store import TaskFiles
 from hive_bash.core.watcher import CAP_CHECKS_PER_TICK, Watcher
 

@@ -10,6 +10,7 @@ import pytest
 
 from hive_bash.mcp import arguments
 from hive_bash.errors import InvalidArgument
+from hive_bash.model import TaskOptions
 from hive_bash.settings import Settings
 
 SETTINGS = Settings(max_cmd_bytes=16, max_timeout_secs=100)
@@ -33,7 +34,7 @@ def test_task_options_keep_what_was_asked(tmp_path: Path) -> None:
         pty=False,
         stdin="pipe",
     )
-    assert options == arguments.TaskOptions(
+    assert options == TaskOptions(
         cmd="echo hi",
         name="build",
         timeout_secs=5.0,

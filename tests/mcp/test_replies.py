@@ -12,7 +12,7 @@ import pytest
 
 from hive_bash.core import output
 from hive_bash.mcp import replies
-from hive_bash.core.records import Status
+from hive_bash.model import Status
 
 
 def model_text(reply: dict) -> str:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from hive_bash.core.records import Status
+from hive_bash.model import Status
 
 SCENARIOS_PY = Path(__file__).resolve().parents[2] / "vm-tests" / "scenarios.py"
 
