@@ -9,17 +9,18 @@ it, ``Delegate=yes``, or ``HIVE_BASH_CGROUP_ROOT``) the tree is::
                           once controllers are enabled for the children)
     <root>/task-<id>      one per running task, removed once it is empty
 
-Placement without a window: the task's first process is a bash in POSIX mode (it reads
-no startup file) that writes its own pid into the task's ``cgroup.procs`` and then
-execs the task's bash with the user's command untouched (same pid, session and group),
-so nothing of the task runs outside its cgroup. A move into a cgroup costs the mover a
-grace period of the kernel's cgroup_threadgroup_rwsem, 8-13 ms when moves are seconds
-apart (70 us when they come every 4 ms): paid by the task's first process, it never
-blocks the daemon's loop, as the daemon moving itself around the vfork did (measured:
-that blocked every client for those 8-13 ms; docs/performance.md, "A cgroup per task").
-The other ways: a preexec_fn forces fork over vfork (~5 ms of the daemon's CPU),
-clone3's CLONE_INTO_CGROUP (no grace period) is out of Python's reach. Limits are written
-right after the spawn, before bash has finished starting.
+Placement without a window: where the C library offers clone3's CLONE_INTO_CGROUP
+(glibc 2.39+, ``posix_spawnattr_setcgroup_np``; see native_spawn) the task's bash is born
+in its cgroup: no move at all. Elsewhere the task's first process is a bash in POSIX mode
+(it reads no startup file) that writes its own pid into the task's ``cgroup.procs`` and
+then execs the task's bash with the user's command untouched (same pid, session and
+group), so nothing of the task runs outside its cgroup either. A move into a cgroup costs
+the mover a grace period of the kernel's cgroup_threadgroup_rwsem, 8-13 ms when moves are
+seconds apart (70 us when they come every 4 ms): paid by the task's first process, it
+never blocks the daemon's loop, as the daemon moving itself around the vfork did
+(measured: that blocked every client for those 8-13 ms; docs/performance.md, "A cgroup
+per task"); a preexec_fn would force fork over vfork (~5 ms of the daemon's CPU). Limits
+are written right after the spawn, before bash has finished starting.
 
 The end: once the leader has exited, ``cgroup.kill`` ends whatever is left (setsid'd
 or not), the task counts as ended once ``cgroup.events`` says ``populated 0``, and
@@ -37,7 +38,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from hive_bash.core import summaries
+from hive_bash.core import native_spawn, summaries
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +84,11 @@ class TaskCgroup:
         self.path = path
         self.limits = limits
         self._dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    @property
+    def fd(self) -> int:
+        """The directory's fd: where clone3's CLONE_INTO_CGROUP has a task born (native_spawn)."""
+        return self._dir_fd
 
     @property
     def procs_path(self) -> Path:
@@ -252,14 +258,16 @@ class CgroupTree:
                 logger.warning("cgroup %s is still not empty after %gs", path, LEFTOVER_WAIT_SECS)
             _remove_quietly(path)
 
-    def describe(self) -> str:
+    def describe(self, born_in_place: bool) -> str:
+        """The start line; `born_in_place`: tasks start in their cgroups (native_spawn), no move to wait for."""
         controllers = ", ".join(sorted(self.controllers)) or "none"
-        slow = (
-            ""
-            if _favours_moves(self.root)
-            else ("; without the cgroup2 mount option favordynmods each task's move into its cgroup waits ~10 ms")
-        )
-        return f"a cgroup per task under {self.root} (controllers: {controllers}){slow}"
+        if born_in_place:
+            how = "; tasks start in them (clone3 CLONE_INTO_CGROUP)"
+        elif _favours_moves(self.root):
+            how = ""
+        else:
+            how = "; without the cgroup2 mount option favordynmods each task's move into its cgroup waits ~10 ms"
+        return f"a cgroup per task under {self.root} (controllers: {controllers}){how}"
 
 
 def _end_leftover_now(path: Path) -> None:
@@ -387,5 +395,5 @@ def locate(setting: Path | None) -> CgroupTree | None:
             raise CgroupError(f"HIVE_BASH_CGROUP_ROOT {root} cannot be used: {exc.strerror or exc}") from None
         logger.warning("cgroup tree %s cannot be used (%s): tasks are ended by process group", root, exc)
         return None
-    logger.info("%s", tree.describe())
+    logger.info("%s", tree.describe(native_spawn.available()))
     return tree

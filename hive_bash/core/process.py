@@ -25,8 +25,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import IO, Literal, Protocol
 
+from hive_bash.core import native_spawn
 from hive_bash.core.cgroups import CgroupEnd, TaskCgroup
 from hive_bash.private_files import create_private
 
@@ -34,8 +35,9 @@ logger = logging.getLogger(__name__)
 
 BASH_ARGV = ("bash", "--noprofile", "--norc", "-c")
 BASH_SCRIPT_ARGV = ("bash", "--noprofile", "--norc")
-# With a cgroup per task, the task's first process puts itself into its cgroup and only then
-# execs the task's bash (same pid, session and group): nothing of the task runs outside it.
+# With a cgroup per task where the C library cannot start a process in it (native_spawn), the
+# task's first process puts itself into its cgroup and only then execs the task's bash (same
+# pid, session and group): nothing of the task runs outside it.
 # POSIX mode reads no startup file, so a session's BASH_ENV runs in the task's bash alone.
 PLACE_ARGV = ("bash", "--posix", "--noprofile", "--norc", "-c", 'echo $$ > "$0" && exec "$@"')
 # The kernel refuses a single exec argument over 128 KiB (MAX_ARG_STRLEN): a longer
@@ -245,6 +247,16 @@ def _ignore_output_failure(reason: str) -> None:
     pass
 
 
+class StartedProcess(Protocol):
+    """What a task's process is to the rest of this module: a subprocess.Popen or a native_spawn.NativeProcess."""
+
+    pid: int
+    returncode: int | None
+    stdin: IO[bytes] | None
+
+    def wait(self) -> int: ...
+
+
 @dataclass
 class SpawnRequest:
     cmd: str
@@ -304,7 +316,7 @@ class TaskProcess:
 
     def __init__(
         self,
-        popen: subprocess.Popen[bytes],
+        popen: StartedProcess,
         input_fd: int | None = None,
         pty_out: tuple[int, Path] | None = None,
         on_output_failed: OutputFailed = _ignore_output_failure,
@@ -449,14 +461,23 @@ class TaskProcess:
 
 
 def _popen(
-    request: SpawnRequest, stdin: int, stdout: int, stderr: int, preexec_fn: Callable[[], None] | None = None
-) -> tuple[subprocess.Popen[bytes], tuple[int, int]]:
+    request: SpawnRequest, stdin: int, stdout: int, stderr: int, terminal: str | None = None
+) -> tuple[StartedProcess, tuple[int, int]]:
     """Start the process; returns it and CLOCK_BOOTTIME just before and after (see start_ticks_between).
 
-    Without preexec_fn, CPython forks with vfork (the daemon's memory is not copied, the
-    loop waits only until bash has exec'd); posix_spawn would be no faster and cannot set cwd.
+    With a `terminal` (a PTY's slave path) it becomes the task's controlling terminal.
     """
     argv = request.prepare_argv()
+    if request.cgroup is not None and native_spawn.available():
+        before = boottime_ns()
+        try:
+            # Born in its cgroup (clone3's CLONE_INTO_CGROUP): no move, and none of its costs.
+            spawned = native_spawn.spawn(
+                argv, request.env, request.cwd, request.cgroup.fd, stdin, stdout, stderr, terminal
+            )
+            return spawned, (before, boottime_ns())
+        except native_spawn.NativeSpawnRefused:
+            pass  # clone3 refused (seccomp, old kernel): nothing started; the task moves itself
     if request.cgroup is not None:
         # The move costs the mover a grace period of the kernel's cgroup lock (8-13 ms when tasks
         # start seconds apart, docs/performance.md): paid by the task's first process, never by the loop.
@@ -464,6 +485,8 @@ def _popen(
     before = boottime_ns()
     # start_new_session: the task is its own session and process group, so one
     # killpg reaches everything it starts (unless a child leaves with setsid: the cgroup holds it).
+    # Without preexec_fn, CPython forks with vfork (the daemon's memory is not copied, the loop
+    # waits only until bash has exec'd); a terminal needs one (TIOCSCTTY), and then it forks.
     popen = subprocess.Popen(
         argv,
         stdin=stdin,
@@ -473,13 +496,13 @@ def _popen(
         env=request.env,
         start_new_session=True,
         close_fds=True,
-        preexec_fn=preexec_fn,
+        preexec_fn=None if terminal is None else _take_controlling_terminal,
     )
     return popen, (before, boottime_ns())
 
 
 @contextlib.contextmanager
-def _owned(popen: subprocess.Popen[bytes], cgroup: TaskCgroup | None) -> Iterator[contextlib.ExitStack]:
+def _owned(popen: StartedProcess, cgroup: TaskCgroup | None) -> Iterator[contextlib.ExitStack]:
     """Guard the steps between Popen and a supervised TaskProcess.
 
     Should one fail (EMFILE from pidfd_open or dup, ENOSYS from pidfd_open on an old
@@ -496,7 +519,7 @@ def _owned(popen: subprocess.Popen[bytes], cgroup: TaskCgroup | None) -> Iterato
         cleanup.pop_all()
 
 
-def _end_and_reap(popen: subprocess.Popen[bytes], cgroup: TaskCgroup | None) -> None:
+def _end_and_reap(popen: StartedProcess, cgroup: TaskCgroup | None) -> None:
     logger.warning("ending process group %d: its task could not be supervised", popen.pid)
     signal_group(popen.pid, signal.SIGKILL)
     if cgroup is not None:
@@ -537,7 +560,7 @@ def _spawn_pty(request: SpawnRequest) -> TaskProcess:
     master, slave = os.openpty()
     try:
         _set_window_size(slave)
-        popen, forked_between = _popen(request, slave, slave, slave, preexec_fn=_take_controlling_terminal)
+        popen, forked_between = _popen(request, slave, slave, slave, terminal=os.ttyname(slave))
     except BaseException:
         os.close(master)
         os.close(out_fd)

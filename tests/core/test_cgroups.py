@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from hive_bash.core import cgroups
+from hive_bash.core import cgroups, native_spawn
 from hive_bash.settings import memory_bytes
 from hivetest import Daemon, call_error, call_ok, pid_alive, wait_until
 
@@ -140,6 +140,41 @@ async def test_pty_and_session_tasks_run_in_their_cgroups(cgroup_daemon: Daemon,
     assert f"0::/{cgroup_root.name}/task-on-pty" in pty.structured["stdout"]
     out = shown.structured["stdout"]
     assert out.startswith("yes /\n") and f"\n0::/{cgroup_root.name}/task-reads\n" in out, shown.text
+    assert task_cgroups(cgroup_root) == []
+
+
+# A bash that execs a command puts `_=<the command's path>` into its environment.
+EXEC_MARK = "set-by-the-run-call"
+# The task's bash reads its own cgroup and the environment it was started with: no child.
+SHOW_BIRTH = 'while read -r line; do echo "$line"; done < /proc/self/cgroup; echo; tr "\\0" "\\n" < /proc/$$/environ'
+
+
+@pytest.mark.skipif(
+    not native_spawn.available(),
+    reason="the C library has no posix_spawnattr_setcgroup_np (glibc 2.39+): a task's first process moves itself",
+)
+async def test_task_is_born_in_its_cgroup_where_the_c_library_can(cgroup_daemon: Daemon, cgroup_root: Path) -> None:
+    """CLONE_INTO_CGROUP: no placing bash runs before the task's; a PTY task too, its terminal the controlling one.
+
+    A placing bash would have exec'd the task's bash with `_` set to bash's path: the environment the
+    task's bash started with still has the `_` the run call gave it."""
+    async with cgroup_daemon.client() as client:
+        piped = await call_ok(client, "run", {"cmd": SHOW_BIRTH, "env": {"_": EXEC_MARK}, "name": "born"})
+        pty = await call_ok(
+            client,
+            "run",
+            {"cmd": f"cat /proc/$$/stat; {SHOW_BIRTH}", "env": {"_": EXEC_MARK}, "pty": True, "name": "born-on-pty"},
+        )
+    cgroup_lines, _, environ = piped.structured["stdout"].partition("\n\n")
+    assert f"0::/{cgroup_root.name}/task-born" in cgroup_lines.splitlines(), piped.text
+    assert f"_={EXEC_MARK}" in environ.splitlines(), piped.text
+    terminal = pty.structured["stdout"].replace("\r\n", "\n")
+    assert f"\n0::/{cgroup_root.name}/task-born-on-pty\n" in terminal, pty.text
+    assert f"\n_={EXEC_MARK}\n" in terminal, pty.text
+    stat = terminal.split("\n", 1)[0]
+    pid, fields = int(stat.split(" ", 1)[0]), stat.rsplit(")", 1)[1].split()
+    # fields: state(0) ppid(1) pgrp(2) session(3) tty_nr(4) tpgid(5)
+    assert int(fields[3]) == pid and int(fields[4]) != 0 and int(fields[5]) == pid, stat
     assert task_cgroups(cgroup_root) == []
 
 

@@ -1,0 +1,283 @@
+"""Start a task's first process inside its cgroup: glibc's posix_spawn with CLONE_INTO_CGROUP.
+
+Moving a process into a cgroup write-locks the kernel's cgroup_threadgroup_rwsem, whose
+percpu write path waits for an RCU grace period (milliseconds when moves are seconds
+apart). clone3's CLONE_INTO_CGROUP has the child born in the cgroup instead: no move, no
+lock, no window in which it runs anywhere else. glibc 2.39 offers it through
+``posix_spawnattr_setcgroup_np``, bound here with ctypes; older C libraries lack it and
+``available()`` says so (the caller then keeps the placing bash).
+
+posix_spawn runs no Python in the child (glibc gives it a stack of its own and shares the
+parent's memory, CLONE_VM | CLONE_VFORK, until exec), so it is as safe from the daemon's
+threads as CPython's own vfork path, and the parent resumes once the child has exec'd.
+The child is set up as ``subprocess.Popen(start_new_session=True, close_fds=True)``
+sets up a task: its own session, every signal at its default disposition (exec would
+reset only handlers; ``POSIX_SPAWN_SETSIGDEF`` resets the ignored ones too), fds 0-2
+from the caller, the working directory, every other fd closed, argv[0] found on the
+task environment's PATH. A terminal for a PTY task is opened by the child after
+``setsid``, so it becomes the child's controlling terminal as TIOCSCTTY would make it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import logging
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from typing import IO
+
+logger = logging.getLogger(__name__)
+
+# glibc's flag values (bits/spawn.h); SETCGROUP is glibc 2.39's.
+POSIX_SPAWN_SETSIGDEF = 0x04
+POSIX_SPAWN_SETSID = 0x80
+POSIX_SPAWN_SETCGROUP = 0x100
+# The opaque types are kept in buffers larger than glibc's (posix_spawnattr_t is 336 bytes,
+# posix_spawn_file_actions_t 80 and sigset_t 128 on 64-bit Linux), aligned as uint64.
+ATTR_WORDS = 128
+FILE_ACTIONS_WORDS = 32
+SIGSET_WORDS = 32
+LOWEST_FREE_FD = 3  # the child keeps 0-2 and closes every fd from here on
+# What clone3 answers where it is refused (old kernel, a seccomp profile); glibc does not fall
+# back to clone when a cgroup was asked for, and nothing of the child has run then.
+CLONE3_REFUSED = frozenset({errno.ENOSYS})
+
+_Buffer = ctypes.Array[ctypes.c_uint64]
+
+
+class NativeSpawnRefused(Exception):
+    """The kernel refused clone3 (ENOSYS): nothing was started; the caller starts the task another way."""
+
+
+class NativeProcess:
+    """What the rest of process.py uses of a subprocess.Popen, for a child started here."""
+
+    def __init__(self, pid: int, stdin: IO[bytes] | None) -> None:
+        self.pid = pid
+        self.stdin = stdin  # the write end of the child's stdin pipe, when it got one
+        self.returncode: int | None = None
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+            except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): Popen.wait says 0 too
+                self.returncode = 0
+            else:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+
+class _Libc:
+    """The C library's posix_spawn calls, their prototypes declared (each returns an error number)."""
+
+    def __init__(self, libc: ctypes.CDLL) -> None:
+        pointer, integer, text = ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p
+        self.attr_init = _declare(libc.posix_spawnattr_init, pointer)
+        self.attr_destroy = _declare(libc.posix_spawnattr_destroy, pointer)
+        self.attr_setflags = _declare(libc.posix_spawnattr_setflags, pointer, ctypes.c_short)
+        self.attr_setsigdefault = _declare(libc.posix_spawnattr_setsigdefault, pointer, pointer)
+        self.attr_setcgroup = _declare(libc.posix_spawnattr_setcgroup_np, pointer, integer)
+        self.actions_init = _declare(libc.posix_spawn_file_actions_init, pointer)
+        self.actions_destroy = _declare(libc.posix_spawn_file_actions_destroy, pointer)
+        self.add_dup2 = _declare(libc.posix_spawn_file_actions_adddup2, pointer, integer, integer)
+        self.add_open = _declare(libc.posix_spawn_file_actions_addopen, pointer, integer, text, integer, ctypes.c_uint)
+        self.add_chdir = _declare(libc.posix_spawn_file_actions_addchdir_np, pointer, text)
+        self.add_closefrom = _declare(libc.posix_spawn_file_actions_addclosefrom_np, pointer, integer)
+        self.spawn = _declare(libc.posix_spawn, ctypes.POINTER(ctypes.c_int), text, pointer, pointer, pointer, pointer)
+        # sigfillset leaves out the signals glibc keeps for itself (thread cancellation, setxid).
+        self.sigfillset = _declare(libc.sigfillset, pointer)
+
+
+def _declare(function: ctypes._NamedFuncPointer, *argtypes: type) -> ctypes._NamedFuncPointer:
+    function.argtypes = argtypes
+    function.restype = ctypes.c_int
+    return function
+
+
+def _load() -> _Libc | None:
+    try:
+        return _Libc(ctypes.CDLL(None, use_errno=True))
+    except (OSError, AttributeError):  # no such function: a C library older than glibc 2.39, or not glibc
+        return None
+
+
+_libc = _load()
+_refused = False  # set once clone3 was refused: every later task takes the placing bash at once
+
+
+def available() -> bool:
+    """Whether tasks can be started directly in their cgroups here."""
+    return _libc is not None and not _refused
+
+
+def spawn(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: str,
+    cgroup_fd: int,
+    stdin: int,
+    stdout: int,
+    stderr: int,
+    terminal: str | None = None,
+) -> NativeProcess:
+    """Start argv in the cgroup whose directory `cgroup_fd` holds, as its own session's leader.
+
+    `stdin` is an fd, subprocess.PIPE or subprocess.DEVNULL, as for Popen. With `terminal`
+    (a PTY's slave path) the child opens it as fd 0 once it leads its session, which makes it
+    its controlling terminal, and gets it as 1 and 2 too; the stdio arguments are then unused.
+    Raises OSError as Popen would (the child's chdir or exec failing included), and
+    NativeSpawnRefused where the kernel refuses clone3.
+    """
+    global _refused
+    assert _libc is not None, "spawn() called where available() is False"
+    executable = _find_executable(argv[0], env, cwd)
+    c_argv = _string_array([_c_string(arg) for arg in argv])
+    c_env = _string_array(_environment(env))
+    c_terminal = None if terminal is None else _c_string(terminal)
+    with contextlib.ExitStack() as child_ends:  # closed once the child has its copies
+        stdin_writer = None
+        if terminal is not None:
+            stdio = [0, 0, 0]  # fd 0 is the terminal the child opened
+        else:
+            if stdin == subprocess.PIPE:
+                stdin, stdin_writer = os.pipe()
+                child_ends.callback(os.close, stdin)
+            elif stdin == subprocess.DEVNULL:
+                stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+                child_ends.callback(os.close, stdin)
+            stdio = [_above_stdio(fd, child_ends) for fd in (stdin, stdout, stderr)]
+        try:
+            error, pid = _posix_spawn(executable, c_argv, c_env, cgroup_fd, cwd, c_terminal, stdio)
+        except BaseException:
+            if stdin_writer is not None:
+                os.close(stdin_writer)
+            raise
+    if error == 0:
+        assert pid is not None
+        writer = None if stdin_writer is None else open(stdin_writer, "wb")  # noqa: SIM115 (Popen's .stdin)
+        return NativeProcess(pid, writer)
+    if stdin_writer is not None:
+        os.close(stdin_writer)
+    if error in CLONE3_REFUSED:
+        _refused = True
+        logger.warning("clone3 refused (%s): tasks move into their cgroups themselves from now on", os.strerror(error))
+        raise NativeSpawnRefused(os.strerror(error))
+    raise OSError(error, os.strerror(error))  # as Popen words the child's chdir or exec failing
+
+
+def _posix_spawn(
+    executable: bytes,
+    argv: ctypes.Array[ctypes.c_char_p],
+    env: ctypes.Array[ctypes.c_char_p],
+    cgroup_fd: int,
+    cwd: str,
+    terminal: bytes | None,
+    stdio: list[int],
+) -> tuple[int, int | None]:
+    """posix_spawn's error number (0 once the child has exec'd) and the child's pid."""
+    assert _libc is not None
+    pid = ctypes.c_int()
+    attr = _spawn_attributes(cgroup_fd)
+    try:
+        actions = _file_actions(cwd, terminal, stdio)
+        try:
+            error = _libc.spawn(ctypes.byref(pid), executable, actions, attr, argv, env)
+        finally:
+            _libc.actions_destroy(actions)
+    finally:
+        _libc.attr_destroy(attr)
+    return error, pid.value if error == 0 else None
+
+
+def _spawn_attributes(cgroup_fd: int) -> _Buffer:
+    """An initialised posix_spawnattr_t: new session, every signal at its default, born in the cgroup."""
+    assert _libc is not None
+    attr = (ctypes.c_uint64 * ATTR_WORDS)()
+    _check(_libc.attr_init(attr), "posix_spawnattr_init")
+    try:
+        every_signal = (ctypes.c_uint64 * SIGSET_WORDS)()
+        if _libc.sigfillset(every_signal) != 0:
+            _check(ctypes.get_errno(), "sigfillset")
+        _check(_libc.attr_setsigdefault(attr, every_signal), "posix_spawnattr_setsigdefault")
+        _check(_libc.attr_setcgroup(attr, cgroup_fd), "posix_spawnattr_setcgroup_np")
+        flags = POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETCGROUP
+        _check(_libc.attr_setflags(attr, flags), "posix_spawnattr_setflags")
+    except BaseException:
+        _libc.attr_destroy(attr)
+        raise
+    return attr
+
+
+def _file_actions(cwd: str, terminal: bytes | None, stdio: list[int]) -> _Buffer:
+    """An initialised posix_spawn_file_actions_t: fds 0-2, the working directory, every other fd closed.
+
+    glibc runs them in order, after setsid: opened there, the terminal becomes the controlling one.
+    """
+    assert _libc is not None
+    actions = (ctypes.c_uint64 * FILE_ACTIONS_WORDS)()
+    _check(_libc.actions_init(actions), "posix_spawn_file_actions_init")
+    try:
+        if terminal is not None:
+            _check(_libc.add_open(actions, 0, terminal, os.O_RDWR, 0), "posix_spawn_file_actions_addopen")
+        for target, fd in enumerate(stdio):
+            if fd != target:
+                _check(_libc.add_dup2(actions, fd, target), "posix_spawn_file_actions_adddup2")
+        _check(_libc.add_chdir(actions, _c_string(cwd)), "posix_spawn_file_actions_addchdir_np")
+        _check(_libc.add_closefrom(actions, LOWEST_FREE_FD), "posix_spawn_file_actions_addclosefrom_np")
+    except BaseException:
+        _libc.actions_destroy(actions)
+        raise
+    return actions
+
+
+def _above_stdio(fd: int, child_ends: contextlib.ExitStack) -> int:
+    """`fd`, or a copy of it above 2 when it is one of 0-2 (an earlier dup2 could overwrite it):
+    only a daemon started with one of its own fds 0-2 closed gets such an fd."""
+    if fd >= LOWEST_FREE_FD:
+        return fd
+    copy = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, LOWEST_FREE_FD)
+    child_ends.callback(os.close, copy)
+    return copy
+
+
+def _find_executable(name: str, env: Mapping[str, str], cwd: str) -> bytes:
+    """The file Popen would exec for `name`: looked up on the task environment's PATH, not the daemon's."""
+    if os.sep in name:
+        return _c_string(name)
+    for directory in os.get_exec_path(env):
+        candidate = os.path.join(cwd, directory, name)  # a relative PATH entry is the child's cwd's
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return _c_string(candidate)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+
+
+def _environment(env: Mapping[str, str]) -> list[bytes]:
+    entries = []
+    for name, value in env.items():
+        key = os.fsencode(name)
+        if b"=" in key:
+            raise ValueError("illegal environment variable name")  # Popen's words
+        entries.append(_c_string(key + b"=" + os.fsencode(value)))
+    return entries
+
+
+def _c_string(value: str | bytes) -> bytes:
+    encoded = os.fsencode(value)
+    if b"\0" in encoded:
+        raise ValueError("embedded null byte")  # what Popen raises; C would cut the string there
+    return encoded
+
+
+def _string_array(values: list[bytes]) -> ctypes.Array[ctypes.c_char_p]:
+    """A NULL-terminated char *[] (the array keeps the bytes objects alive)."""
+    return (ctypes.c_char_p * (len(values) + 1))(*values, None)
+
+
+def _check(error: int, call: str) -> None:
+    if error != 0:
+        raise OSError(error, f"{call}: {os.strerror(error)}")
