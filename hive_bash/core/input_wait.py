@@ -77,7 +77,8 @@ MAX_DESCENDANTS = 256  # a fork bomb under a task costs a sample no more than th
 def descendants(leader: int) -> list[int]:
     """`leader` and its descendants, from /proc/<pid>/task/<tid>/children: only the task's own
     processes are read, not all of /proc, so sampling many tasks stays cheap."""
-    found, queue = [], [leader]
+    found: list[int] = []
+    queue = [leader]
     while queue and len(found) < MAX_DESCENDANTS:
         pid = queue.pop(0)
         found.append(pid)
@@ -128,6 +129,7 @@ def waiting_reader(end: InputEnd) -> int | None:
     table = syscall_table()
     if table is None:
         return None
+    group: int | None
     if end.pty_master is not None:
         try:
             group = os.tcgetpgrp(end.pty_master)

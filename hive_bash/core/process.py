@@ -74,7 +74,7 @@ def give_tasks_default_signals() -> list[int]:
     The daemon still ignores them; a handler, unlike SIG_IGN, is reset to the default by exec,
     so every task starts with the dispositions a shell started from a terminal has, at no cost
     per spawn (a reset in the child would need preexec_fn, which forbids vfork)."""
-    swapped = []
+    swapped: list[int] = []
     for sig in sorted(SIGNALS_TASKS_GET_AT_DEFAULT):
         try:
             if signal.getsignal(sig) is signal.SIG_IGN:

@@ -62,7 +62,7 @@ class Watcher:
         self._over_cap_after_end = over_cap_after_end
         self._live: dict[str, TaskRecord] = {}
         # Ended tasks whose output's cap is still held, with each stream's size at the end.
-        self._ended: dict[str, tuple[TaskRecord, dict[str, int]]] = {}
+        self._ended: dict[str, tuple[TaskRecord, dict[Stream, int]]] = {}
         self._idle: dict[str, TaskRecord] = {}  # the live tasks that have an idle deadline
         self._deadlines: dict[str, asyncio.TimerHandle] = {}
         self._cap_queue: collections.deque[TaskRecord] = collections.deque()
@@ -153,7 +153,7 @@ class Watcher:
                 self._report(record, Status.FAILED, reason, truncate=path)
                 return
 
-    def _check_cap_after_end(self, record: TaskRecord, sizes_at_end: dict[str, int]) -> None:
+    def _check_cap_after_end(self, record: TaskRecord, sizes_at_end: dict[Stream, int]) -> None:
         for stream in STREAMS:
             path = self._files.output(record.id, stream)
             size = output.file_size(path)
