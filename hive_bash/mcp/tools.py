@@ -23,7 +23,7 @@ from hive_bash.mcp import arguments, descriptions, replies, results
 from hive_bash.core import line_match, output, search, semantics
 from hive_bash.mcp.disconnects import client_gone
 from hive_bash.errors import HiveBashError, InvalidArgument
-from hive_bash.sdk.server import Context, McpServer, ToolError, add_tool, create_server, hide_argument
+from hive_bash.sdk.server import McpServer, ToolError, ToolContext, add_tool, create_server, hide_argument
 from hive_bash.model import StdinMode, Status, Stream
 from hive_bash.settings import Settings
 from hive_bash.core.manager import TaskManager
@@ -109,7 +109,7 @@ class BashTools:
         pids_max: Annotated[int | None, Field(description="Limit on processes at once (cgroup)")] = None,
         wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR)] = None,
         notify_on: Annotated[str | None, Field(description=descriptions.NOTIFY_ON)] = None,
-        ctx: Context | None = None,
+        ctx: ToolContext | None = None,
     ) -> Annotated[CallToolResult, results.TaskStatus]:
         options = arguments.task_options(
             self.settings,
@@ -140,7 +140,7 @@ class BashTools:
         wait_seconds: Annotated[float | None, Field(description="Wait up to this long (max 30) for the end")] = None,
         offset: Annotated[int | None, Field(description="Stdout bytes already read: only newer ones are shown")] = None,
         wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR_NEW)] = None,
-        ctx: Context | None = None,
+        ctx: ToolContext | None = None,
     ) -> Annotated[CallToolResult, results.TaskStatus]:
         pattern = arguments.line_pattern("wait_for", wait_for)
         task = self.manager.get(arguments.task_id("id", id))
@@ -150,7 +150,7 @@ class BashTools:
 
     async def _status_reply(
         self,
-        ctx: Context | None,
+        ctx: ToolContext | None,
         task: Task,
         wait: float,
         warning: str | None = None,
@@ -166,7 +166,7 @@ class BashTools:
             # New lines only: a run's task is new; a status follows on from what the files hold now.
             starts = [
                 line_match.StreamStart(stream, str(path), 0 if from_run else output.file_size(path))
-                for stream, path in zip(("stdout", "stderr"), paths)
+                for stream, path in zip(("stdout", "stderr"), paths, strict=True)
             ]
             async with line_match.first_match(wait_for, starts) as waited:
                 await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx), until=waited.found)
@@ -213,7 +213,7 @@ class BashTools:
         pattern: Annotated[str | None, Field(description="Regex per line: matching lines instead of a page")] = None,
         context_lines: Annotated[int | None, Field(description="Lines around each match (max 10)")] = None,
         max_matches: Annotated[int | None, Field(description="Matches listed (default 50, max 200)")] = None,
-        ctx: Context | None = None,
+        ctx: ToolContext | None = None,
     ) -> Annotated[CallToolResult, results.LogPage]:
         task = self.manager.get(arguments.task_id("id", id))
         start = arguments.byte_offset("offset", offset)

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hive_bash.sdk.server import SDK_LINE
+from hive_bash.sdk.server import SDK_2
 
 __all__ = ["BashClient", "ToolReply", "open_client"]
 
@@ -49,7 +49,7 @@ class BashClient:
 
 
 def _timeout(seconds: float) -> Any:
-    if SDK_LINE == 2:
+    if SDK_2:
         return seconds
     import datetime
 
@@ -59,31 +59,37 @@ def _timeout(seconds: float) -> Any:
 @contextlib.asynccontextmanager
 async def open_client(url: str, headers: Mapping[str, str] | None = None) -> AsyncIterator[BashClient]:
     """Connect to a streamable HTTP MCP endpoint with the installed SDK's real client."""
-    if SDK_LINE == 2:
+    if SDK_2:
         import httpx2
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
 
-        async with httpx2.AsyncClient(headers=dict(headers or {}), timeout=httpx2.Timeout(60, read=300)) as http:
-            async with Client(streamable_http_client(url, http_client=http)) as client:
-                yield BashClient(client)
-        return
+        timeout = httpx2.Timeout(60, read=300)
+        async with (
+            httpx2.AsyncClient(headers=dict(headers or {}), timeout=timeout) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            yield BashClient(client)
+    else:
+        from mcp import ClientSession
+        from mcp.client import streamable_http
 
-    from mcp import ClientSession
-    from mcp.client import streamable_http
+        if hasattr(streamable_http, "streamable_http_client"):  # 1.2x and later; the old name is deprecated there
+            import httpx
 
-    if hasattr(streamable_http, "streamable_http_client"):  # 1.2x and later; the old name is deprecated there
-        import httpx
-
-        # The SDK's own defaults: 30 s to connect/write, 300 s to read (a reply may stream).
-        async with httpx.AsyncClient(headers=dict(headers or {}), timeout=httpx.Timeout(30, read=300)) as http:
-            # 1.x yields (read, write, get_session_id); the 2.x signature differs (typed against 2.x).
-            async with streamable_http.streamable_http_client(url, http_client=http) as (read, write, _):  # type: ignore[misc,arg-type]
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    yield BashClient(session)
-        return
-    async with streamable_http.streamablehttp_client(url, headers=dict(headers or {})) as (read, write, _):  # type: ignore[attr-defined]
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            yield BashClient(session)
+            # The SDK's own defaults: 30 s to connect/write, 300 s to read (a reply may stream).
+            timeout = httpx.Timeout(30, read=300)
+            async with (
+                httpx.AsyncClient(headers=dict(headers or {}), timeout=timeout) as http,
+                streamable_http.streamable_http_client(url, http_client=http) as (read, write, _),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                yield BashClient(session)
+        else:
+            async with (
+                streamable_http.streamablehttp_client(url, headers=dict(headers or {})) as (read, write, _),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                yield BashClient(session)

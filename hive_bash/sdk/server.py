@@ -8,30 +8,42 @@ third line means touching this file only.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp.types as mcp_types
-
-try:  # mcp 2.x
-    from mcp.server.mcpserver import Context
-    from mcp.server.mcpserver import MCPServer as _ServerClass
-    from mcp.server.mcpserver.exceptions import ToolError
-
-    SDK_LINE = 2
-except ImportError:  # mcp 1.x
-    from mcp.server.fastmcp import Context  # type: ignore[no-redef,attr-defined]
-    from mcp.server.fastmcp import FastMCP as _ServerClass  # type: ignore[no-redef,attr-defined]
-    from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
-
-    SDK_LINE = 1
-
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
+# Which line is installed. mypy takes the name for a constant (scripts/check passes
+# --always-true SDK_2 in the 2.x venv, --always-false in the 1.x one), so each line's run
+# type-checks the branch that line takes against that line's real types.
+SDK_2 = importlib.util.find_spec("mcp.server.mcpserver") is not None
+
+if SDK_2:
+    from mcp.server.mcpserver import Context
+    from mcp.server.mcpserver import MCPServer as _ServerClass
+    from mcp.server.mcpserver.exceptions import ToolError
+else:
+    from mcp.server.fastmcp import Context
+    from mcp.server.fastmcp import FastMCP as _ServerClass
+    from mcp.server.fastmcp.exceptions import ToolError
+
+SDK_LINE = 2 if SDK_2 else 1
+
+if TYPE_CHECKING and not SDK_2:  # noqa: SIM108 (mypy reads an alias from an assignment, not a ternary)
+    # 1.x's Context is generic in the session type too, which has no default; a tool takes any.
+    ToolContext = Context[Any, Any, Any]
+else:
+    # The class itself at run time: the SDK finds a tool's context argument by this annotation.
+    ToolContext = Context
+
 __all__ = [
+    "SDK_2",
     "SDK_LINE",
     "Context",
+    "ToolContext",
     "ToolError",
     "McpServer",
     "create_server",
@@ -44,7 +56,7 @@ __all__ = [
 ArgumentCheck = Callable[[str, dict[str, Any], dict[str, Any]], None]
 
 
-class McpServer(_ServerClass):  # type: ignore[misc,valid-type]
+class McpServer(_ServerClass):
     """The SDK's server, with the call's raw arguments checked before the SDK validates them.
 
     Both lines route every tools/call through `call_tool` (1.x binds it at init, 2.x calls it
@@ -75,10 +87,10 @@ _SDK_SECURITY_OFF = TransportSecuritySettings(enable_dns_rebinding_protection=Fa
 def create_server(
     name: str, instructions: str, version: str, check_arguments: ArgumentCheck | None = None
 ) -> McpServer:
-    if SDK_LINE == 2:
+    if SDK_2:
         server = McpServer(name=name, instructions=instructions, version=version)
     else:
-        server = McpServer(name=name, instructions=instructions, transport_security=_SDK_SECURITY_OFF)  # type: ignore[call-arg]
+        server = McpServer(name=name, instructions=instructions, transport_security=_SDK_SECURITY_OFF)
     server.check_arguments = check_arguments
     _serve_tools_only(server)
     return server
@@ -91,7 +103,7 @@ _UNUSED_METHODS = ("prompts/list", "prompts/get", "resources/list", "resources/t
 
 
 def _serve_tools_only(server: McpServer) -> None:
-    if SDK_LINE == 2:
+    if SDK_2:
         handlers = server._lowlevel_server._request_handlers
         for method in _UNUSED_METHODS:
             handlers.pop(method, None)
@@ -145,10 +157,11 @@ def slim_schema(schema: Any) -> Any:
 
 def mcp_http_app(server: McpServer, path: str = "/mcp") -> Starlette:
     """The SDK's streamable HTTP app. Its session manager must be run by the caller's lifespan."""
-    if SDK_LINE == 2:
+    if SDK_2:
         return server.streamable_http_app(streamable_http_path=path, transport_security=_SDK_SECURITY_OFF)
-    server.settings.streamable_http_path = path  # type: ignore[attr-defined]
-    return server.streamable_http_app()
+    else:
+        server.settings.streamable_http_path = path
+        return server.streamable_http_app()
 
 
 def tool_result(text: str, structured: Mapping[str, Any]) -> mcp_types.CallToolResult:
