@@ -18,7 +18,9 @@ NAME_PATTERN = re.compile(r"[a-z0-9-]{1,63}")
 ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-class Status(str, enum.Enum):
+# Not a StrEnum: str() and format() of a member stay "Status.DONE", as every log line and
+# f-string that formats one has always printed it (a StrEnum prints "done").
+class Status(str, enum.Enum):  # noqa: UP042
     PENDING = "pending"
     RUNNING = "running"
     DONE = "done"

@@ -157,9 +157,12 @@ class TaskCgroup:
         """Why the task's own limit ended it, if it did: its cgroup hit memory.max and the OOM killer
         killed in it (`oom` counts this cgroup's own limit only; an ancestor's shows in `oom_kill` alone)."""
         memory = self._read("memory.events")
-        if self.limits.memory_max is not None and (_key_value(memory, "oom") or 0) > 0:
-            if (_key_value(memory, "oom_kill") or 0) > 0:
-                return f"memory limit {summaries.size(self.limits.memory_max)} reached"
+        if (
+            self.limits.memory_max is not None
+            and (_key_value(memory, "oom") or 0) > 0
+            and (_key_value(memory, "oom_kill") or 0) > 0
+        ):
+            return f"memory limit {summaries.size(self.limits.memory_max)} reached"
         if self.limits.pids_max is not None and (_key_value(self._read("pids.events"), "max") or 0) > 0:
             return f"process limit {self.limits.pids_max} reached (pids_max: a fork was refused)"
         return None

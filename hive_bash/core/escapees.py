@@ -8,6 +8,7 @@ they are the task's, and they are ended.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -57,8 +58,6 @@ def end_writers(path: Path) -> list[int]:
     """SIGKILL every process still writing `path`; returns their pids."""
     pids = writers_of(path)
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     return pids

@@ -15,6 +15,7 @@ while the harness is away. Memory is one message per key at most.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -171,10 +172,8 @@ class TodoNotifier:
     async def stop(self) -> None:
         if self._worker is not None:
             self._worker.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._worker
-            except asyncio.CancelledError:
-                pass
 
     async def _run(self) -> None:
         backoff = BACKOFF_FIRST_SECS

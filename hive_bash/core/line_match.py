@@ -220,7 +220,8 @@ class _Follower:
         if self.handle is not None:
             return True
         try:
-            self.handle = open(self.path, "rb")
+            # Kept open across reads, not a with block: close() closes it when the watch ends.
+            self.handle = open(self.path, "rb")  # noqa: SIM115
         except FileNotFoundError:
             return False  # not created yet (a pending task)
         size = os.fstat(self.handle.fileno()).st_size

@@ -252,7 +252,7 @@ def take_head(data: bytes, budget: int, complete: bool, folding: bool = False) -
     `folding`: lines cost what fold shows of them (excerpts; a logs page is shown byte for byte)."""
     used = taken = 0
     lines = _lines(data)
-    for line, cost in zip(lines, line_costs(lines, folding)):
+    for line, cost in zip(lines, line_costs(lines, folding), strict=True):
         if used + cost > budget or not (line.endswith(b"\n") or complete):
             if folding and b"\r" in line and not line.endswith(b"\n"):
                 return taken  # a progress line still overwriting itself: its final state is in the tail
@@ -271,7 +271,7 @@ def take_tail(data: bytes, budget: int, starts_mid_stream: bool, folding: bool =
         lines = ([first[first.index(b"\r") :]] if folding and b"\r" in first else []) + lines[1:]
     used = taken = 0
     backwards = lines[::-1]
-    for line, cost in zip(backwards, line_costs(backwards, folding)):
+    for line, cost in zip(backwards, line_costs(backwards, folding), strict=True):
         if used + cost > budget:
             if taken:
                 return taken

@@ -8,6 +8,7 @@ all the same.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -31,10 +32,8 @@ def end_leftover_processes(record: TaskRecord) -> None:
         return
     for pid in process.leftover_group_members(pgid, start_ticks):
         logger.warning("task %s left process %d behind; ending it", record.id, pid)
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def _this_boot(record: TaskRecord) -> bool:

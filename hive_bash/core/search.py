@@ -480,7 +480,8 @@ def search_file(pattern: re.Pattern[str], request: SearchRequest) -> SearchResul
     """Search `request.path` from the first line start at or after `request.offset` up to its current size."""
     result = SearchResult()
     try:
-        handle = open(request.path, "rb")
+        # Opened before the with block, so only a missing file is caught here, not the search's errors.
+        handle = open(request.path, "rb")  # noqa: SIM115
     except FileNotFoundError:
         return result
     with handle:

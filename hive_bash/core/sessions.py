@@ -127,7 +127,8 @@ def _capture_code(state_path: Path) -> str:
     # create the file exclusively (the daemon removed any old one), so a name planted
     # there meanwhile is never written through; umask: 0600.
     return (
-        '{ builtin trap - DEBUG; builtin set -- "$SHELLOPTS"; builtin set +vx -C; builtin umask 077; } >/dev/null 2>&1\n'
+        '{ builtin trap - DEBUG; builtin set -- "$SHELLOPTS"; '
+        "builtin set +vx -C; builtin umask 077; } >/dev/null 2>&1\n"
         "{ builtin set +eu; "
         f"builtin export {CAPTURE_SENTINEL}=1; "
         f"builtin printf '%s\\0' {CAPTURE_MAGIC}; "
@@ -261,10 +262,7 @@ def write_atomically(path: Path, data: bytes) -> None:
 
 
 def _unlink(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
+    path.unlink(missing_ok=True)
 
 
 def _state_from_json(name: str, data: bytes) -> SessionState:

@@ -189,7 +189,10 @@ def next_step(facts: TaskFacts) -> str | None:
         return f"logs({quoted}, offset={size}, wait_seconds={WAIT_HINT_SECS}) follows new output{todo}"
     err_size = facts.stderr.excerpt.size if facts.stderr is not None else 0
     if err_size:  # all it printed went to stderr (a server's request log): follow the stream that moves
-        return f"logs({quoted}, stream='stderr', offset={err_size}, wait_seconds={WAIT_HINT_SECS}) follows new output{todo}"
+        return (
+            f"logs({quoted}, stream='stderr', offset={err_size}, wait_seconds={WAIT_HINT_SECS}) "
+            f"follows new output{todo}"
+        )
     return f"status({quoted}, wait_seconds={WAIT_HINT_SECS}) waits for the end{todo}"
 
 
@@ -247,7 +250,7 @@ def task_reply(facts: TaskFacts) -> dict[str, Any]:
             ("semantic_status", facts.semantic_status if meaningful else None),
             ("semantic_message", facts.semantic_message if meaningful else None),
             ("end_reason", facts.end_reason if facts.status.is_terminal else None),
-            *zip(("cpu_secs", "max_rss_bytes"), worth_saying(facts.cpu_secs, facts.max_rss_bytes)),
+            *zip(("cpu_secs", "max_rss_bytes"), worth_saying(facts.cpu_secs, facts.max_rss_bytes), strict=True),
             ("last_output_age_secs", None if facts.from_run else rounded(facts.last_output_age_secs)),
             ("cmd", None if known else summaries.shorten(facts.cmd, STATUS_CMD_CHARS)),
             # a session's task starts where the session was: not something the model wrote
@@ -406,7 +409,8 @@ def other_news(task_id: str, other: OtherStream | None, this_size: int) -> str:
         return ""
     if other.size > other.size_before:
         grew = other.size - other.size_before
-        return f"; {other.name} grew by {counted(grew, 'byte')}: {logs_call(task_id, other.name, offset=other.size_before)}"
+        follow = logs_call(task_id, other.name, offset=other.size_before)
+        return f"; {other.name} grew by {counted(grew, 'byte')}: {follow}"
     if this_size == 0:
         return f"; {other.name} has {counted(other.size, 'byte')}: {logs_call(task_id, other.name)}"
     return ""
@@ -505,7 +509,10 @@ def search_reply(found: SearchFacts) -> dict[str, Any]:
     long = len(found.pattern) > SEARCH_PATTERN_CHARS
     quoted = repr(found.pattern[:SEARCH_PATTERN_CHARS] + "…" if long else found.pattern)
     match = "matches" if found.total_matches == 1 else "match"
-    head = f"{counted(found.total_matches, 'line')} of {found.stream} bytes {found.offset}-{found.size} {match} {quoted} ({state})"
+    head = (
+        f"{counted(found.total_matches, 'line')} of {found.stream} bytes {found.offset}-{found.size} "
+        f"{match} {quoted} ({state})"
+    )
     if listed < found.total_matches:
         again = "the same pattern" if long else quoted
         more = f"logs(id='{found.id}', pattern={again}, offset={found.next_offset})"

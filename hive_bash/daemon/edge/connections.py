@@ -226,7 +226,7 @@ class GuardedH11Protocol(H11Protocol):
 
     @property
     def peer(self) -> str:
-        return "%s:%d" % self.client if self.client else "a connection"
+        return f"{self.client[0]}:{self.client[1]}" if self.client else "a connection"
 
     def has_unread_bytes(self) -> bool:
         try:

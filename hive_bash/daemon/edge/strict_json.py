@@ -353,7 +353,7 @@ def _too_large(scope: Scope, body: Oversized) -> BodyRefused:
     )
     ending = "read and dropped" if body.drained else "connection closed"
     client = scope.get("client")
-    peer = "%s:%d" % tuple(client) if client else "a client"
+    peer = f"{client[0]}:{client[1]}" if client else "a client"
     logger.warning(
         "refused %s from %s: body of %s over the %d-byte limit (%s)",
         request.describe(),
