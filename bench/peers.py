@@ -161,11 +161,13 @@ class Persistproc:
         self.workdir = workdir  # its processes run there, so the final sweep finds any left over
         port = measure.free_port()
         argv = [str(self.executable), "--port", str(port), "--data-dir", str(workdir / "persistproc-data"), "serve"]
-        async with measure.serve(argv, port, workdir, env={"HOME": str(workdir)}, name="persistproc") as server:
-            # One session for the whole run: its SDK (mcp 1.9) loses its session manager
-            # when a client ends a session, so a second connection would fail.
-            async with Client(server.url + "/") as client:
-                yield BashClient(client)
+        # One session for the whole run: its SDK (mcp 1.9) loses its session manager
+        # when a client ends a session, so a second connection would fail.
+        async with (
+            measure.serve(argv, port, workdir, env={"HOME": str(workdir)}, name="persistproc") as server,
+            Client(server.url + "/") as client,
+        ):
+            yield BashClient(client)
 
     async def _start(self, client: BashClient, command: str, workdir: str) -> int:
         reply = await client.call(

@@ -83,7 +83,7 @@ def table(metrics: list[Metric]) -> str:
     header = ("metric", "value", "floor", "unit", "ratio", "target", "verdict")
     rows = [header] + [_cells(m) for m in metrics]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
     notes = [f"  {m.name}: {m.note}" for m in metrics if m.note]
     return "\n".join(lines + (["", "notes:", *notes] if notes else []))

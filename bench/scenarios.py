@@ -107,18 +107,17 @@ async def _idle_rss(pid: int, client: BashClient, tool: str, arguments: dict[str
 async def reference(workdir: Path, calls: int) -> Reference:
     port = measure.free_port()
     argv = [sys.executable, str(BENCH_DIR / "reference_server.py"), "--port", str(port)]
-    async with measure.serve(argv, port, workdir, name="reference") as server:
-        async with open_client(server.url) as client:
-            idle = await _idle_rss(server.pid, client, "echo", {"text": "hi"})
-            start, server_before, client_before = (
-                time.perf_counter(),
-                measure.cpu_seconds(server.pid),
-                time.process_time(),
-            )
-            await measure.gather_limited(calls, CONCURRENCY, lambda _: client.call("echo", {"text": "hi"}))
-            rate = calls / (time.perf_counter() - start)
-            server_cpu = measure.cpu_seconds(server.pid) - server_before
-            cpu = server_cpu + time.process_time() - client_before
+    async with measure.serve(argv, port, workdir, name="reference") as server, open_client(server.url) as client:
+        idle = await _idle_rss(server.pid, client, "echo", {"text": "hi"})
+        start, server_before, client_before = (
+            time.perf_counter(),
+            measure.cpu_seconds(server.pid),
+            time.process_time(),
+        )
+        await measure.gather_limited(calls, CONCURRENCY, lambda _: client.call("echo", {"text": "hi"}))
+        rate = calls / (time.perf_counter() - start)
+        server_cpu = measure.cpu_seconds(server.pid) - server_before
+        cpu = server_cpu + time.process_time() - client_before
     return Reference(idle, cpu / calls, server_cpu / calls, rate)
 
 
@@ -220,23 +219,25 @@ async def hive(workdir: Path, plan: Plan, progress: Any) -> Hive:
     port = measure.free_port()
     argv = [sys.executable, "-m", "hive_bash.daemon.main", "--port", str(port)]
     result = Hive()
-    async with measure.serve(argv, port, workdir, env=daemon_env(workdir), name="hive-bash") as server:
-        async with open_client(server.url) as client:
-            progress("hive: idle memory")
-            result.idle_rss = await _idle_rss(server.pid, client, "run", {"cmd": "true", "wait_seconds": 5})
-            progress("hive: status with 0 and with %d running tasks" % plan.load_tasks)
-            await _status_under_load(client, server.pid, plan, result)
-            progress("hive: start rate over %d tasks" % plan.start_tasks)
-            await _start_rate(client, server.pid, plan, result)
-            progress("hive: output throughput, %d MiB x %d" % (plan.output_bytes // measure.MIB, plan.output_repeats))
-            await _output(client, server.pid, workdir, plan, result)
-            progress("hive: memory over %d finished tasks" % plan.finished_tasks)
-            await _retention(client, server.pid, plan, result)
-            progress("hive: the peers' workloads")
-            os.sync()  # as before every echo latency in bench/peers.py: retention's deletions written back first
-            echo = await measure.timed(plan.peer_calls, lambda: _run(client, "echo hi", 5))
-            result.echo_p50 = measure.percentile(echo, 50)
-            result.peer_output_wall = await _output_wall(client, f"yes | head -c {plan.peer_output_bytes}")
+    async with (
+        measure.serve(argv, port, workdir, env=daemon_env(workdir), name="hive-bash") as server,
+        open_client(server.url) as client,
+    ):
+        progress("hive: idle memory")
+        result.idle_rss = await _idle_rss(server.pid, client, "run", {"cmd": "true", "wait_seconds": 5})
+        progress(f"hive: status with 0 and with {plan.load_tasks} running tasks")
+        await _status_under_load(client, server.pid, plan, result)
+        progress(f"hive: start rate over {plan.start_tasks} tasks")
+        await _start_rate(client, server.pid, plan, result)
+        progress(f"hive: output throughput, {plan.output_bytes // measure.MIB} MiB x {plan.output_repeats}")
+        await _output(client, server.pid, workdir, plan, result)
+        progress(f"hive: memory over {plan.finished_tasks} finished tasks")
+        await _retention(client, server.pid, plan, result)
+        progress("hive: the peers' workloads")
+        os.sync()  # as before every echo latency in bench/peers.py: retention's deletions written back first
+        echo = await measure.timed(plan.peer_calls, lambda: _run(client, "echo hi", 5))
+        result.echo_p50 = measure.percentile(echo, 50)
+        result.peer_output_wall = await _output_wall(client, f"yes | head -c {plan.peer_output_bytes}")
     return result
 
 
@@ -261,7 +262,7 @@ async def _wait_until_none_running(client: BashClient, timeout: float = 120.0) -
         if listed["total"] == 0:
             return
         await asyncio.sleep(0.2)
-    raise RuntimeError("tasks still running after %.0fs" % timeout)
+    raise RuntimeError(f"tasks still running after {timeout:.0f}s")
 
 
 async def _status_under_load(client: BashClient, pid: int, plan: Plan, result: Hive) -> None:

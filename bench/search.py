@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import subprocess
 import sys
 import tempfile
@@ -68,10 +69,8 @@ class Sampler:
             self.daemon_peak = max(self.daemon_peak, measure.rss_bytes(self.daemon_pid))
             for pid in self._search_children():
                 self.child_peak = max(self.child_peak, _hwm(pid))
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), SAMPLE_SECS)
-            except TimeoutError:
-                pass
 
     def _search_children(self) -> list[int]:
         found = []
@@ -139,23 +138,25 @@ async def measure_search(args: argparse.Namespace, workdir: Path) -> list[Metric
     port = measure.free_port()
     argv = [sys.executable, "-m", "hive_bash.daemon.main", "--port", str(port)]
     metrics: list[Metric] = []
-    async with measure.serve(argv, port, workdir, env=daemon_env(workdir), name="hive-bash") as server:
-        async with open_client(server.url) as client:
-            print(f"writing {args.size_mib} MiB of output through a task", file=sys.stderr)
-            task_id, path = await write_output(client, workdir, args.size_mib)
-            idle_rss = measure.rss_bytes(server.pid)
-            for name, pattern in PATTERNS:
-                sampler = Sampler(server.pid)
-                ours, grep = [], []
-                timed_grep(pattern, path, workdir / "grep.out")  # warm the page cache for both
-                for _ in range(args.repeats):
-                    wall, result = await timed_search(client, task_id, pattern, sampler)
-                    ours.append(wall)
-                    wall, grep_count = timed_grep(pattern, path, workdir / "grep.out")
-                    grep.append(wall)
-                    if result["total_matches"] != grep_count:
-                        raise RuntimeError(f"{pattern!r}: {result['total_matches']} matches, grep found {grep_count}")
-                metrics += pattern_metrics(name, pattern, args.size_mib, ours, grep, sampler, idle_rss, grep_count)
+    async with (
+        measure.serve(argv, port, workdir, env=daemon_env(workdir), name="hive-bash") as server,
+        open_client(server.url) as client,
+    ):
+        print(f"writing {args.size_mib} MiB of output through a task", file=sys.stderr)
+        task_id, path = await write_output(client, workdir, args.size_mib)
+        idle_rss = measure.rss_bytes(server.pid)
+        for name, pattern in PATTERNS:
+            sampler = Sampler(server.pid)
+            ours, grep = [], []
+            timed_grep(pattern, path, workdir / "grep.out")  # warm the page cache for both
+            for _ in range(args.repeats):
+                wall, result = await timed_search(client, task_id, pattern, sampler)
+                ours.append(wall)
+                wall, grep_count = timed_grep(pattern, path, workdir / "grep.out")
+                grep.append(wall)
+                if result["total_matches"] != grep_count:
+                    raise RuntimeError(f"{pattern!r}: {result['total_matches']} matches, grep found {grep_count}")
+            metrics += pattern_metrics(name, pattern, args.size_mib, ours, grep, sampler, idle_rss, grep_count)
     return metrics
 
 

@@ -285,35 +285,35 @@ async def measure_wakeups(args: argparse.Namespace, workdir: Path) -> list[Metri
     async with (
         harness_at(socket_path) as harness,
         measure.serve(argv, port, workdir, env=env, name="hive-bash") as server,
+        open_client(server.url) as client,
     ):
-        async with open_client(server.url) as client:
-            idle_rss = measure.rss_bytes(server.pid)
-            print(f"printing {args.size_mib} MiB without a pattern", file=sys.stderr)
-            plain, _ = await plain_write(client, server.pid, cmd)
-            print("logs(pattern) over it", file=sys.stderr)
-            floor = await search_floor(client, server.pid, args.repeats)
-            print("printing it with notify_on", file=sys.stderr)
-            notify = await with_pattern(
-                client,
-                server.pid,
-                tasks_dir,
-                cmd,
-                size,
-                plain,
-                {"notify_on": PATTERN, "wait_seconds": 0, "name": "notify"},
-            )
-            print("printing it with wait_for", file=sys.stderr)
-            waited = await with_pattern(
-                client,
-                server.pid,
-                tasks_dir,
-                cmd,
-                size,
-                plain,
-                {"wait_for": NEVER, "wait_seconds": 30, "name": "waited"},
-            )
-            print("status while a wait_for pattern backtracks", file=sys.stderr)
-            before, during = await while_backtracking(client, server.pid)
+        idle_rss = measure.rss_bytes(server.pid)
+        print(f"printing {args.size_mib} MiB without a pattern", file=sys.stderr)
+        plain, _ = await plain_write(client, server.pid, cmd)
+        print("logs(pattern) over it", file=sys.stderr)
+        floor = await search_floor(client, server.pid, args.repeats)
+        print("printing it with notify_on", file=sys.stderr)
+        notify = await with_pattern(
+            client,
+            server.pid,
+            tasks_dir,
+            cmd,
+            size,
+            plain,
+            {"notify_on": PATTERN, "wait_seconds": 0, "name": "notify"},
+        )
+        print("printing it with wait_for", file=sys.stderr)
+        waited = await with_pattern(
+            client,
+            server.pid,
+            tasks_dir,
+            cmd,
+            size,
+            plain,
+            {"wait_for": NEVER, "wait_seconds": 30, "name": "waited"},
+        )
+        print("status while a wait_for pattern backtracks", file=sys.stderr)
+        before, during = await while_backtracking(client, server.pid)
     expected = args.size_mib // RARE_EVERY
     if expected and (harness.notices == 0 or PATTERN not in harness.latest):
         raise RuntimeError(f"no notify_on notice reached the harness ({harness.upserts} upserts)")

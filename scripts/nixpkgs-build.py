@@ -421,7 +421,8 @@ class Sandbox:
             'mount -o remount,ro,bind "$R/nix/store"',
             'mount -o remount,ro,bind "$R/sys" 2>/dev/null || mount -t tmpfs -o ro,mode=0555 sandbox-sys "$R/sys"',
             # the phase: chroot, the build user, a clean environment (env -i ran before)
-            f'exec env -i {environment} {shutil.which("unshare")} --root="$R" --wd=/build/source --setuid={BUILD_UID} --setgid={BUILD_UID} -- '
+            f'exec env -i {environment} {shutil.which("unshare")} --root="$R" --wd=/build/source '
+            f"--setuid={BUILD_UID} --setgid={BUILD_UID} -- "
             f'{self.tool_dir("bash")}/bin/bash -c "$0" phase "$@"',
         ]
         return "\n".join(lines)

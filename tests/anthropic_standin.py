@@ -194,7 +194,7 @@ class MessagesApi:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def __enter__(self) -> "MessagesApi":
+    def __enter__(self) -> MessagesApi:
         self._thread.start()
         return self
 

@@ -99,7 +99,7 @@ class TodoHarness:
         self._server = await asyncio.start_unix_server(self.handle, path=str(self.socket_path))
         return self._server
 
-    def start(self) -> "TodoHarness":
+    def start(self) -> TodoHarness:
         ready = threading.Event()
 
         def run() -> None:
@@ -134,10 +134,7 @@ class TodoHarness:
             self._thread.join(5)
         loop.close()
         self._loop = None
-        try:
-            self.socket_path.unlink()
-        except FileNotFoundError:
-            pass
+        self.socket_path.unlink(missing_ok=True)
 
     # ---- test helpers -------------------------------------------------
 
@@ -149,7 +146,7 @@ class TodoHarness:
         with self._lock:
             return [message for message in self.messages if message.get("key") == key]
 
-    def wait_for(self, predicate: Callable[["TodoHarness"], bool], timeout: float = 10.0) -> None:
+    def wait_for(self, predicate: Callable[[TodoHarness], bool], timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
         while not predicate(self):
             if time.monotonic() > deadline:

@@ -35,8 +35,8 @@ def reserve_port() -> socket.socket:
     Picking a free port and closing it leaves a window in which another test, the other
     SDK line or another checkout can take it. This socket is bound with SO_REUSEADDR and
     never listens: the daemon can still listen on the port (its listening socket,
-    hive_bash/daemon/edge/connections.py, sets SO_REUSEADDR too), while the kernel gives the port to no other bind(0) and no
-    outgoing connection as long as it is held, also between a daemon's stop and restart.
+    hive_bash/daemon/edge/connections.py, sets SO_REUSEADDR too), while the kernel gives the port
+    to no other bind(0) and no outgoing connection as long as it is held, also between a daemon's stop and restart.
     """
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -139,7 +139,7 @@ class Daemon:
     def health_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/healthz"
 
-    def start(self) -> "Daemon":
+    def start(self) -> Daemon:
         env = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
         env.update({"HIVE_BASH_PORT": str(self.port), "HIVE_BASH_LOG_LEVEL": "debug"})
         env.update(self.extra_env)
@@ -190,12 +190,12 @@ class Daemon:
             self.proc.send_signal(sig)
         try:
             return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as timed_out:
             self.proc.kill()
             self.proc.wait()
-            raise AssertionError(f"daemon did not stop within {timeout}s after {sig!r}:\n{self.log()}")
+            raise AssertionError(f"daemon did not stop within {timeout}s after {sig!r}:\n{self.log()}") from timed_out
 
-    def restart(self) -> "Daemon":
+    def restart(self) -> Daemon:
         return self.start()
 
     def release_port(self) -> None:

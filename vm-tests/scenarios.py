@@ -27,7 +27,8 @@ import json
 import shlex
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from collections.abc import Callable
 
 if TYPE_CHECKING:
     # The NixOS test driver's own types: a typed stub in vm-tests/typing/ for mypy
@@ -56,6 +57,10 @@ class Target:
     cli: str = "hive-bash"
     # extra environment for the CLI, e.g. {"HIVE_BASH_PORT": "7600"}
     cli_env: dict[str, str] = field(default_factory=dict)
+
+
+# The NixOS VM test's names: every scenario's default (the container suite passes its own).
+NIXOS = Target()
 
 
 class Machine(Protocol):
@@ -199,7 +204,7 @@ def assert_no_process(machine: Machine, cmdline: str) -> None:
 # scenarios
 
 
-def scenario_service_on_loopback(machine: Machine, t: Target = Target()) -> None:
+def scenario_service_on_loopback(machine: Machine, t: Target = NIXOS) -> None:
     """The unit comes up and answers on loopback, and only there."""
     wait_daemon_up(machine, t)
     health = json.loads(machine.succeed(f"curl -sf http://127.0.0.1:{t.port}/healthz"))
@@ -225,7 +230,7 @@ def scenario_service_on_loopback(machine: Machine, t: Target = Target()) -> None
     assert machine.succeed(f"ps -o user= -p {pid}").strip() == t.user
 
 
-def scenario_run_status_kill(machine: Machine, t: Target = Target()) -> None:
+def scenario_run_status_kill(machine: Machine, t: Target = NIXOS) -> None:
     """run / status / kill / ls / logs through the hive-bash CLI as the agent user.
 
     (Each CLI call costs a Python start; the daemon's tool semantics are covered by
@@ -281,7 +286,7 @@ def scenario_run_status_kill(machine: Machine, t: Target = Target()) -> None:
     assert "hello-from-task" in out, out
 
 
-def scenario_completion_todo(machine: Machine, t: Target = Target()) -> None:
+def scenario_completion_todo(machine: Machine, t: Target = NIXOS) -> None:
     """A task's completion reaches the harness socket as a keyed todo; status clears it."""
     wait_daemon_up(machine, t)
     machine.wait_for_unit(t.harness_unit, timeout=30)
@@ -330,7 +335,7 @@ def _assert_interrupted(machine: Machine, t: Target, name: str, marker: int) -> 
     assert res["status"] == "interrupted", res
 
 
-def scenario_restart_interrupts(machine: Machine, t: Target = Target()) -> None:
+def scenario_restart_interrupts(machine: Machine, t: Target = NIXOS) -> None:
     """`systemctl restart` during a task: processes gone, task interrupted, a todo says so."""
     wait_daemon_up(machine, t)
     _start_long_task(machine, t, "restart-victim", 3201)
@@ -341,7 +346,7 @@ def scenario_restart_interrupts(machine: Machine, t: Target = Target()) -> None:
     _assert_interrupted(machine, t, "restart-victim", 3201)
 
 
-def scenario_sigkill_restarts(machine: Machine, t: Target = Target()) -> None:
+def scenario_sigkill_restarts(machine: Machine, t: Target = NIXOS) -> None:
     """`systemctl kill -s KILL`: systemd restarts the daemon; the task reads interrupted."""
     wait_daemon_up(machine, t)
     _start_long_task(machine, t, "sigkill-victim", 3301)
@@ -356,7 +361,7 @@ def scenario_sigkill_restarts(machine: Machine, t: Target = Target()) -> None:
     _assert_interrupted(machine, t, "sigkill-victim", 3301)
 
 
-def scenario_main_sigkilled_alone(machine: Machine, t: Target = Target()) -> None:
+def scenario_main_sigkilled_alone(machine: Machine, t: Target = NIXOS) -> None:
     """Only the daemon's main process SIGKILLed (tasks left alive by the kill itself):
     after the restart the task's processes are gone all the same and it reads interrupted."""
     wait_daemon_up(machine, t)
@@ -367,7 +372,7 @@ def scenario_main_sigkilled_alone(machine: Machine, t: Target = Target()) -> Non
     _assert_interrupted(machine, t, "orphan-victim", 3401)
 
 
-def scenario_reboot_survives(machine: Machine, t: Target = Target()) -> None:
+def scenario_reboot_survives(machine: Machine, t: Target = NIXOS) -> None:
     """A reboot of the machine: finished records and their output survive; a running task
     reads interrupted afterwards."""
     wait_daemon_up(machine, t)
@@ -482,7 +487,7 @@ if TYPE_CHECKING:
 MIB = 1024 * 1024
 
 
-def scenario_oom_killed(machine: Machine, t: Target = Target(), limit_mib: int = 256) -> None:
+def scenario_oom_killed(machine: Machine, t: Target = NIXOS, limit_mib: int = 256) -> None:
     """A task allocating past the unit's MemoryMax is killed by the kernel's OOM killer;
     the daemon lives on (OOMPolicy=continue) and the task's reading says OOM and names
     the limit. A SIGKILL sent by `kill` in the same cgroup is not blamed on it."""
@@ -517,7 +522,7 @@ def scenario_oom_killed(machine: Machine, t: Target = Target(), limit_mib: int =
 ESCAPE_MARK = "sleep 3602"
 
 
-def scenario_task_limits(machine: Machine, t: Target = Target()) -> None:
+def scenario_task_limits(machine: Machine, t: Target = NIXOS) -> None:
     """Each task has a cgroup of its own: memory_max and pids_max end a task `failed` with the
     reason (its todo says so), the daemon lives on, a setsid'd child ends with its task, and
     no task cgroup is left behind."""
@@ -545,7 +550,7 @@ def scenario_task_limits(machine: Machine, t: Target = Target()) -> None:
     machine.fail(f"ls -d {root}/task-*")
 
 
-def scenario_setsid_escape_closed(machine: Machine, t: Target = Target()) -> None:
+def scenario_setsid_escape_closed(machine: Machine, t: Target = NIXOS) -> None:
     """A child that leaves its task's session with setsid ends with the task: its cgroup holds it."""
     escape = f'setsid {ESCAPE_MARK} & until [ "$(cat /proc/$!/comm)" = sleep ]; do :; done; echo escaped'
     _, res = run_task(machine, t, escape, wait=20, name="escape")

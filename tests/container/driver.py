@@ -50,7 +50,7 @@ import threading
 import time
 import tomllib
 from pathlib import Path
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 SCRIPT_VERSION = "1"
 SUITE = "bookworm"
@@ -548,7 +548,8 @@ class Machine:
             str(self.root),
         ]
         # -q was dropped by the slice above; keep nspawn's own messages in the log
-        self._console_file = open(self.console_log, "a", encoding="utf-8", errors="replace")
+        # Open for the machine's whole life, not a with block: the console reader writes it, shutdown closes it.
+        self._console_file = open(self.console_log, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
         self._console_file.write(f"\n===== boot {self.boot_count} =====\n")
         self._console = ""
         # nspawn starts in the session's own cgroups (see "per-session cgroups")
@@ -768,8 +769,7 @@ class Machine:
             proc = subprocess.run(
                 self._nsenter(command),
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                capture_output=True,
                 timeout=timeout,
             )
         except subprocess.TimeoutExpired as e:
@@ -886,10 +886,10 @@ class Machine:
                 raise MachineError(f'unit "{unit}" reached state "{state}"')
             if state == "inactive":
                 status, jobs = self.systemctl("list-jobs --full 2>&1", user)
-                if "No jobs" in jobs and info.get("LoadState") != "not-found":
-                    # same as the NixOS driver: inactive with nothing queued will not change
-                    if info.get("UnitFileState") not in ("enabled", "static", "generated") or last:
-                        raise MachineError(f'unit "{unit}" is inactive and there are no pending jobs')
+                # same as the NixOS driver: inactive with nothing queued will not change
+                nothing_queued = "No jobs" in jobs and info.get("LoadState") != "not-found"
+                if nothing_queued and (info.get("UnitFileState") not in ("enabled", "static", "generated") or last):
+                    raise MachineError(f'unit "{unit}" is inactive and there are no pending jobs')
             return state == "active"
 
         self._retry(f"unit {unit} active", check, timeout)

@@ -59,7 +59,8 @@ def remove_tree(root: Path) -> None:
     for leftover in sorted(root.glob("*"), reverse=True):
         if leftover.is_dir():
             (leftover / "cgroup.kill").write_text("1")
-            wait_until(lambda: "populated 0" in (leftover / "cgroup.events").read_text(), 10, what=f"{leftover} empty")
+            events = leftover / "cgroup.events"
+            wait_until(lambda events=events: "populated 0" in events.read_text(), 10, what=f"{leftover} empty")
             leftover.rmdir()
     if root.exists():
         root.rmdir()

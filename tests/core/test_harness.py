@@ -149,7 +149,7 @@ async def test_sigterm_ends_tasks_records_them_interrupted_and_leaves_no_process
     pid_file = tmp_path / "pids"
     async with daemon.client() as client:
         ids = []
-        for index in range(3):
+        for _ in range(3):
             reply = await call_ok(
                 client, "run", {"cmd": f"trap '' TERM; sleep 1000 & echo $! >> {pid_file}; wait", "wait_seconds": 0}
             )

@@ -236,9 +236,10 @@ async def test_large_output_keeps_daemon_memory_flat(daemon: Daemon) -> None:
     assert Path(reply.structured["stdout_path"]).stat().st_size == 50_000_000
     head, marker, tail = reply.structured["stdout"].split("\n")  # one line: cut inside it
     assert set(head) == set(tail) == {"a"} and len(reply.structured["stdout"]) <= 6000
-    assert (
-        marker
-        == f"[... {50_000_000 - len(head) - len(tail)} bytes left out: logs(id='{reply.structured['id']}', offset={len(head)}) pages them, logs(id='{reply.structured['id']}', pattern=...) searches ...]"
+    task_id = reply.structured["id"]
+    assert marker == (
+        f"[... {50_000_000 - len(head) - len(tail)} bytes left out: logs(id='{task_id}', offset={len(head)}) "
+        f"pages them, logs(id='{task_id}', pattern=...) searches ...]"
     )
     assert after - before < 10 * 1024, f"daemon RSS grew by {after - before} KiB"
 

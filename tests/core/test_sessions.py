@@ -224,7 +224,10 @@ def test_under_set_v_only_the_traps_first_line_is_echoed(shell: Shell) -> None:
     plain = shell.run("set -v; cd /; export V=1", wrapped=False)
     session = shell.run("set -v; cd /; export V=1")
     assert session[3] and session[0] == plain[0] and session[2] == plain[2]
-    first = b'{ builtin trap - DEBUG; builtin set -- "$SHELLOPTS"; builtin set +vx -C; builtin umask 077; } >/dev/null 2>&1\n'
+    first = (
+        b'{ builtin trap - DEBUG; builtin set -- "$SHELLOPTS"; '
+        b"builtin set +vx -C; builtin umask 077; } >/dev/null 2>&1\n"
+    )
     assert session[1] == plain[1] + first
 
 

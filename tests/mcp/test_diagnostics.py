@@ -33,7 +33,10 @@ def parsed(rows: list[str]) -> list[dict]:
     return found
 
 
-BUILD_LOG = 'for i in $(seq 1 2000); do echo "cc file$i.c"; [ $((i % 500)) = 0 ] && echo "file$i.c:3: error: boom $i"; done; true'
+BUILD_LOG = (
+    'for i in $(seq 1 2000); do echo "cc file$i.c"; [ $((i % 500)) = 0 ] && echo "file$i.c:3: error: boom $i"; '
+    "done; true"
+)
 
 
 async def test_logs_pattern_lists_matching_lines_with_numbers_offsets_and_total(daemon: Daemon) -> None:

@@ -326,7 +326,8 @@ def test_nothing_new_on_one_stream_says_the_other_grew() -> None:
         "web", "stdout", "", 67, 67, 67, 0, Status.RUNNING, False, other=replies.OtherStream("stderr", 100, 350)
     )
     assert replies.logs_reply(page)["verdict"] == (
-        "nothing new since offset 67 (task running); stderr grew by 250 bytes: logs(id='web', stream='stderr', offset=100)"
+        "nothing new since offset 67 (task running); "
+        "stderr grew by 250 bytes: logs(id='web', stream='stderr', offset=100)"
     )
     silent = replies.PageFacts(
         "web", "stdout", "", 0, 0, 0, 0, Status.RUNNING, False, other=replies.OtherStream("stderr", 90, 90)

@@ -150,7 +150,11 @@ async def test_text_block_shows_head_and_tail_of_long_output(daemon: Daemon) -> 
             client, "run", {"cmd": "echo FIRST-LINE; head -c 20000 /dev/zero | tr '\\0' x; echo; echo LAST-LINE"}
         )
     # the 20,001-byte line between them is cut whole: head and tail stay on line boundaries
-    marker = f"[... 20001 bytes, 1 line left out: logs(id='{reply.structured['id']}', offset=11) pages them, logs(id='{reply.structured['id']}', pattern=...) searches ...]"
+    task_id = reply.structured["id"]
+    marker = (
+        f"[... 20001 bytes, 1 line left out: logs(id='{task_id}', offset=11) pages them, "
+        f"logs(id='{task_id}', pattern=...) searches ...]"
+    )
     assert reply.structured["stdout"] == f"FIRST-LINE\n{marker}\nLAST-LINE\n"
     assert f"FIRST-LINE\n{marker}\nLAST-LINE" in reply.text
 

@@ -36,7 +36,7 @@ async def test_misbehaving_harness_never_slows_tool_calls_and_gets_the_state_lat
             (await call_ok(client, "run", {"cmd": f"exit {i}", "wait_seconds": 0})).structured["id"] for i in range(10)
         ]
         for task_id in ids:
-            wait_until(lambda: daemon.record(task_id)["status"] == "done", 10, what="task end")
+            wait_until(lambda task_id=task_id: daemon.record(task_id)["status"] == "done", 10, what="task end")
         elapsed = time.monotonic() - started
         assert elapsed < 5, f"10 tool calls took {elapsed:.1f}s against a {mode} harness"
         backlog = daemon.health()["todo_backlog"]
@@ -100,7 +100,7 @@ async def test_any_harness_reply_leaves_the_todo_worker_alive_and_each_failure_i
             harness.mode = mode
             await call_ok(client, "run", {"cmd": "exit 3", "name": f"after-{mode}", "wait_seconds": 0})
             # a second attempt in the same mode: the worker survived the first reply and retried
-            wait_until(lambda: harness.served.count(mode) >= 2, 15, what=f"a retry after a {mode!r} reply")
+            wait_until(lambda mode=mode: harness.served.count(mode) >= 2, 15, what=f"a retry after a {mode!r} reply")
         harness.mode = "ok"
         harness.wait_for(
             lambda h: all("done, exit 3" in h.snapshot().get(f"after-{mode}", "") for mode in modes), timeout=30
@@ -109,7 +109,9 @@ async def test_any_harness_reply_leaves_the_todo_worker_alive_and_each_failure_i
     log = daemon.log_path.read_text()
     failures = [line for line in log.splitlines() if "todo delivery to" in line and "failing" in line]
     assert len(failures) == len(modes), "\n".join(failures)  # one line per kind of failure, not per retry
-    for line, words in zip(failures, ["longer than 65536 bytes", "nested too deeply", "not JSON", "not an object"]):
+    for line, words in zip(
+        failures, ["longer than 65536 bytes", "nested too deeply", "not JSON", "not an object"], strict=True
+    ):
         assert words in line, line
     assert log.count("todo delivery to") == len(modes) + 1 and "works again" in log
 

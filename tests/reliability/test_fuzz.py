@@ -71,9 +71,11 @@ def arguments_for(tool: str) -> st.SearchStrategy[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def portal_client(daemon: Daemon) -> Iterator[tuple[Any, BashClient]]:
-    with anyio.from_thread.start_blocking_portal() as portal:
-        with portal.wrap_async_context_manager(daemon.client()) as client:
-            yield portal, client
+    with (
+        anyio.from_thread.start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(daemon.client()) as client,
+    ):
+        yield portal, client
 
 
 def explains_itself(text: str, tool: str) -> bool:

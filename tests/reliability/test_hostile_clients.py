@@ -26,9 +26,9 @@ pytestmark = pytest.mark.anyio
 MIB = 1024 * 1024
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 INIT = (
-    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
-    '"capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}'
-).encode()
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+    b'"capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}'
+)
 
 
 def memory_mib(pid: int, field: str = "VmRSS") -> float:
@@ -110,7 +110,7 @@ def test_huge_key_and_flat_list_bodies_leave_memory_flat_and_healthz_fast(make_d
         with polling_healthz(daemon.port) as latencies:
             status, _, _ = post(daemon.port, body)
             samples = len(latencies)
-            wait_until(lambda: len(latencies) > samples, 10, what="a /healthz answer after the attack")
+            wait_until(lambda samples=samples: len(latencies) > samples, 10, what="a /healthz answer after the attack")
         assert status < 500, name
         assert max(latencies) < healthz_bound, (
             f"{name}: /healthz took {max(latencies):.3f}s meanwhile (idle worst {max(idle_latencies):.3f}s)"

@@ -7,6 +7,7 @@ command drops its environment (`env -i`, `exec -c`), which is where HIVE_BASH_TA
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -60,7 +61,5 @@ async def test_a_leader_without_its_environment_is_ended_after_a_daemon_sigkill(
         assert f"task {kind} (pid {pid}) outlived the previous daemon; ending its group" in daemon.log_path.read_text()
     finally:
         for member in group_members(pid):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(member, signal.SIGKILL)
-            except ProcessLookupError:
-                pass

@@ -61,7 +61,8 @@ async def test_a_task_cannot_plant_code_for_the_search_child(make_daemon, tmp_pa
     daemon = make_daemon(workdir=tmp_path / "daemon-cwd")
     plant = (
         f"mkdir -p hive_bash/core && echo \"open('{marker}', 'w').close()\" > hive_bash/__init__.py && "
-        "cp hive_bash/__init__.py hive_bash/core/__init__.py && cp hive_bash/__init__.py hive_bash/core/search.py && echo hit"
+        "cp hive_bash/__init__.py hive_bash/core/__init__.py && "
+        "cp hive_bash/__init__.py hive_bash/core/search.py && echo hit"
     )
     async with daemon.client() as client:
         planted = await call_ok(client, "run", {"cmd": plant, "wait_seconds": 10})
@@ -140,11 +141,10 @@ async def test_a_cancelled_call_ends_its_search_child_and_frees_its_slot(make_da
     async with daemon.client() as client:
         task_id = await a_task(client)
     pids: list[int] = []
-    async with daemon.client() as client:
-        async with anyio.create_task_group() as group:
-            group.start_soon(client.call, "logs", {"id": task_id, "pattern": PATHOLOGICAL})
-            await until(lambda: pids.extend(search_children(daemon)) or pids, 15, "the search child")
-            group.cancel_scope.cancel()  # the caller gives up on the call, then leaves
+    async with daemon.client() as client, anyio.create_task_group() as group:
+        group.start_soon(client.call, "logs", {"id": task_id, "pattern": PATHOLOGICAL})
+        await until(lambda: pids.extend(search_children(daemon)) or pids, 15, "the search child")
+        group.cancel_scope.cancel()  # the caller gives up on the call, then leaves
     wait_until(lambda: not any(pid_alive(pid) for pid in pids), 15, what="the cancelled search child ended")
     async with daemon.client() as client:  # the slot it held is free again
         found = (await call_ok(client, "logs", {"id": task_id, "pattern": "a$"})).structured

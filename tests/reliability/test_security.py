@@ -15,7 +15,10 @@ from hive_bash.sdk.client import open_client
 
 pytestmark = pytest.mark.anyio
 
-INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}'
+INIT = (
+    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":'
+    b'{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}'
+)
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
