@@ -2,13 +2,13 @@
 
     python bench/breakdown.py [--calls 1000] [--scratch DIR] [--json PATH]
 
-Three servers in turn, each started through bench/phase_timers.py (wall-clock timers
+Three servers in turn, each started through bench/lib/phase_timers.py (wall-clock timers
 around the daemon's steps, and around each HTTP request as a whole): the bench's echo
 server (the floor every tool call on this stack pays), the daemon answering
 `run("true", wait_seconds=5)`, and the daemon answering `run("sleep 5", wait_seconds=0)`
 (the start-rate workload, one call at a time); where a cgroup v2 hierarchy is writable
 (root), both daemon workloads again with a cgroup per task (HIVE_BASH_CGROUP_ROOT in
-a fresh directory under it). A raw HTTP client (bench/raw_client.py,
+a fresh directory under it). A raw HTTP client (bench/lib/raw_client.py,
 one keep-alive connection) posts the same JSON-RPC call again and again, so no MCP
 client library runs beside the server. Rows are microseconds per call; a parent's
 "rest" is its time less its children's. The tasks dir is in --scratch (default the
@@ -30,10 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import measure
-import scenarios
-from phase_timers import DAEMON_TIMERS, SERVER, SUBMIT, TOOL, WAIT
-from raw_client import RawClient
+from lib import LIB_DIR, measure, scenarios
+from lib.phase_timers import DAEMON_TIMERS, SERVER, SUBMIT, TOOL, WAIT
+from lib.raw_client import RawClient
 
 WARMUP_CALLS = 50
 # The start-rate workload, one call at a time: the task outlives the reply.
@@ -112,7 +111,7 @@ async def measure_server(
 ) -> Breakdown:
     port = measure.free_port()
     totals_path = workdir / f"{name.replace(' ', '-')}.phases.json"
-    argv = [sys.executable, str(scenarios.BENCH_DIR / "phase_timers.py"), which, "--port", str(port)]
+    argv = [sys.executable, str(LIB_DIR / "phase_timers.py"), which, "--port", str(port)]
     env = {**env, "HIVE_BASH_PHASES_OUT": str(totals_path)}
     async with measure.serve(argv, port, workdir, env=env, name=name.replace(" ", "-")) as server:
         await asyncio.to_thread(drive, server.url, tool, arguments, WARMUP_CALLS)

@@ -19,8 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import measure
-import scenarios
+from lib import measure, scenarios
 from hive_bash.sdk.client import open_client
 
 

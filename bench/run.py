@@ -4,7 +4,7 @@
 
 Floors: asyncio spawning `bash -c true` / `sleep 5` and redirecting output to a
 file with no server at all, plus a bare MCP echo server on the daemon's own SDK
-and HTTP stack (bench/reference_server.py). Peers (persistproc, mcp-shell-server,
+and HTTP stack (bench/servers/reference_server.py). Peers (persistproc, mcp-shell-server,
 DesktopCommander) are installed into a cache directory on first use. See
 docs/performance.md for the metrics and the latest results.
 """
@@ -21,10 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import measure
-import peers
-import scenarios
-from report import Metric, publish
+
+from lib import measure, peers, scenarios
+from lib.report import Metric, publish
 
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hive-bash-bench"
 RSS_BUDGET_PER_TASK = 50 * measure.KIB
@@ -97,7 +96,7 @@ async def measure_all(plan: scenarios.Plan, workdir: Path, cache: Path, with_pee
             "<= 1.2",
             "ms",
             "run(true, wait_seconds=5); floor: echo tool p50 + asyncio `bash -c true` p50; raw JSON-RPC "
-            f"client (bench/raw_client.py), floor and value interleaved round by round, each on "
+            f"client (bench/lib/raw_client.py), floor and value interleaved round by round, each on "
             f"{scenarios.LATENCY_SERVERS} servers in turn",
         ),
         Metric("run_latency_p99", ms(p99(latency.run)), ms(p99(latency.echo) + p99(latency.spawn)), None, "ms"),
@@ -201,7 +200,7 @@ async def measure_all(plan: scenarios.Plan, workdir: Path, cache: Path, with_pee
 
 
 async def measure_peers(plan: scenarios.Plan, workdir: Path, cache: Path, hive: scenarios.Hive) -> list[Metric]:
-    progress("peers: hive-bash over stdio (bench/stdio_daemon.py)")
+    progress("peers: hive-bash over stdio (bench/servers/stdio_daemon.py)")
     hive_echo = {"HTTP": hive.echo_p50, "stdio": await peers.hive_stdio_latency(workdir, plan.peer_calls)}
     metrics: list[Metric] = []
     for peer in peers.all_peers(plan.peer_output_bytes):
@@ -241,7 +240,7 @@ def latency_metrics(result: peers.PeerResult, hive_echo: dict[str, float]) -> li
                 "<= 1.0",
                 "ms",
                 f"echo hi spawn-to-result p50; value hive-bash over {result.transport} "
-                f"(bench/stdio_daemon.py), floor the peer over {result.transport}{why}",
+                f"(bench/servers/stdio_daemon.py), floor the peer over {result.transport}{why}",
             )
         )
     return metrics

@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import measure
-from report import Metric, publish
-from scenarios import daemon_env
+from lib import build_log, measure
+from lib.children import SEARCH_CHILD, PeakSampler
+from lib.report import Metric, publish
+from lib.scenarios import daemon_env
 
 from hive_bash.sdk.client import BashClient, open_client
 from hive_bash.mcp.replies import with_state
@@ -32,8 +31,6 @@ from hive_bash.mcp.replies import with_state
 # (name, pattern): many hits (the listing ends early, the rest only counted); few hits (all listed:
 # every line numbered to the end, as grep -n does); an alternation of literals.
 PATTERNS = (("literal", "error"), ("rare", "fatal"), ("alternation", "error|fatal"))
-RARE_EVERY = 64  # one block in 64 has a `fatal:` line instead of its error
-SAMPLE_SECS = 0.02
 
 
 def parse_args() -> argparse.Namespace:
@@ -44,63 +41,8 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def block(special: str) -> bytes:
-    """About 1 MiB of compiler lines with one special line in the middle."""
-    lines: list[str] = []
-    size = 0
-    while size < measure.MIB:
-        lines.append(f"[{len(lines):06d}] cc -O2 -Wall -Iinclude -c src/module_{len(lines) % 97}/file.c -o build/f.o")
-        size += len(lines[-1]) + 1
-    lines[len(lines) // 2] = special
-    return ("\n".join(lines) + "\n").encode()
-
-
-@dataclass
-class Sampler:
-    """Peak daemon RSS and peak search-child VmHWM while a call is in flight."""
-
-    daemon_pid: int
-    daemon_peak: int = 0
-    child_peak: int = 0
-    children: set[int] = field(default_factory=set)
-
-    async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            self.daemon_peak = max(self.daemon_peak, measure.rss_bytes(self.daemon_pid))
-            for pid in self._search_children():
-                self.child_peak = max(self.child_peak, _hwm(pid))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), SAMPLE_SECS)
-
-    def _search_children(self) -> list[int]:
-        found = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    if b"hive_bash.core.search" in (entry / "cmdline").read_bytes():
-                        found.append(int(entry.name))
-                except OSError:
-                    continue
-        return found
-
-
-def _hwm(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * measure.KIB
-    except OSError:
-        pass
-    return 0
-
-
 async def write_output(client: BashClient, workdir: Path, size_mib: int) -> tuple[str, Path]:
-    common, rare = workdir / "block.txt", workdir / "rare.txt"
-    common.write_bytes(block("src/module_7/file_42.c:311:9: error: 'frobnicate' undeclared (first use here)"))
-    rare.write_bytes(block("ld: fatal: cannot allocate 4294967296 bytes"))
-    cmd = (
-        f"for i in $(seq {size_mib}); do if [ $((i % {RARE_EVERY})) = 0 ]; then cat {rare}; else cat {common}; fi; done"
-    )
+    cmd, _ = build_log.printing_command(workdir, size_mib)
     reply = await client.call("run", {"cmd": cmd, "wait_seconds": 30, "name": "big-log"})
     task = with_state(reply.structured or {})  # status and exit_code are in the verdict
     while task.get("status") in ("pending", "running"):
@@ -110,14 +52,11 @@ async def write_output(client: BashClient, workdir: Path, size_mib: int) -> tupl
     return "big-log", Path(task["stdout_path"])
 
 
-async def timed_search(client: BashClient, task_id: str, pattern: str, sampler: Sampler) -> tuple[float, dict]:
-    stop = asyncio.Event()
-    sampling = asyncio.create_task(sampler.run(stop))
-    start = time.perf_counter()
-    reply = await client.call("logs", {"id": task_id, "pattern": pattern})
-    wall = time.perf_counter() - start
-    stop.set()
-    await sampling
+async def timed_search(client: BashClient, task_id: str, pattern: str, sampler: PeakSampler) -> tuple[float, dict]:
+    async with sampler.sampling():
+        start = time.perf_counter()
+        reply = await client.call("logs", {"id": task_id, "pattern": pattern})
+        wall = time.perf_counter() - start
     if reply.is_error or reply.structured is None:
         raise RuntimeError(f"logs(pattern={pattern!r}): {reply.text[:300]}")
     return wall, dict(reply.structured)
@@ -146,7 +85,7 @@ async def measure_search(args: argparse.Namespace, workdir: Path) -> list[Metric
         task_id, path = await write_output(client, workdir, args.size_mib)
         idle_rss = measure.rss_bytes(server.pid)
         for name, pattern in PATTERNS:
-            sampler = Sampler(server.pid)
+            sampler = PeakSampler(server.pid, SEARCH_CHILD)
             ours, grep = [], []
             timed_grep(pattern, path, workdir / "grep.out")  # warm the page cache for both
             for _ in range(args.repeats):
@@ -166,7 +105,7 @@ def pattern_metrics(
     size_mib: int,
     ours: list[float],
     grep: list[float],
-    sampler: Sampler,
+    sampler: PeakSampler,
     idle_rss: int,
     count: int,
 ) -> list[Metric]:

@@ -38,10 +38,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import measure
-from report import Metric, publish
-from scenarios import daemon_env
-from search import RARE_EVERY, block
+from lib import build_log, measure
+from lib.build_log import RARE_EVERY
+from lib.children import MATCHER_CHILD, SAMPLE_SECS, PeakSampler, child_of, hwm
+from lib.report import Metric, publish
+from lib.scenarios import daemon_env
 
 from hive_bash.sdk.client import BashClient, open_client
 
@@ -49,7 +50,6 @@ PATTERN = "fatal"
 BACKTRACKING = "(a+)+$"
 STATUS_CALLS = 50
 NEVER = "never there"
-SAMPLE_SECS = 0.02
 CATCH_UP_TIMEOUT_SECS = 600.0
 
 
@@ -101,19 +101,6 @@ def children_cpu(pid: int) -> float:
     return (int(fields[13]) + int(fields[14])) / measure.CLOCK_TICKS
 
 
-def matcher_of(daemon_pid: int) -> int | None:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                status = (entry / "stat").read_bytes()
-                ppid = int(status[status.rindex(b")") + 2 :].split()[1])
-                if ppid == daemon_pid and b"hive_bash.core.line_match" in (entry / "cmdline").read_bytes():
-                    return int(entry.name)
-            except (OSError, ValueError):
-                continue
-    return None
-
-
 def read_positions(pid: int, paths: dict[Path, int]) -> bool:
     """Whether the process has read each file (its open descriptor's position) up to the size given."""
     reached = set()
@@ -133,38 +120,7 @@ def read_positions(pid: int, paths: dict[Path, int]) -> bool:
     return reached == set(paths)
 
 
-def hwm(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * measure.KIB
-    return 0
-
-
-class RssPeak:
-    def __init__(self, pid: int) -> None:
-        self.pid, self.peak = pid, 0
-
-    async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            self.peak = max(self.peak, measure.rss_bytes(self.pid))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), SAMPLE_SECS)
-
-
 # ---- the phases ---------------------------------------------------------------
-
-
-def write_command(workdir: Path, size_mib: int) -> tuple[str, int]:
-    """The command printing the output, and the size it prints."""
-    common, rare = workdir / "block.txt", workdir / "rare.txt"
-    common.write_bytes(block("src/module_7/file_42.c:311:9: error: 'frobnicate' undeclared (first use here)"))
-    rare.write_bytes(block("ld: fatal: cannot allocate 4294967296 bytes"))
-    rares = size_mib // RARE_EVERY
-    size = rares * rare.stat().st_size + (size_mib - rares) * common.stat().st_size
-    cmd = (
-        f"for i in $(seq {size_mib}); do if [ $((i % {RARE_EVERY})) = 0 ]; then cat {rare}; else cat {common}; fi; done"
-    )
-    return cmd, size
 
 
 async def call(client: BashClient, tool: str, arguments: dict) -> dict:
@@ -200,44 +156,38 @@ async def plain_write(client: BashClient, pid: int, cmd: str) -> tuple[Cost, Pat
 
 
 async def search_floor(client: BashClient, pid: int, repeats: int) -> Cost:
-    costs, peak = [], RssPeak(pid)
+    costs, peak = [], PeakSampler(pid)
     for _ in range(repeats + 1):  # the first warms the page cache
-        stop = asyncio.Event()
-        sampling = asyncio.create_task(peak.run(stop))
-        own, children = measure.cpu_seconds(pid), children_cpu(pid)
-        await call(client, "logs", {"id": "plain", "pattern": PATTERN})
-        costs.append(measure.cpu_seconds(pid) - own + children_cpu(pid) - children)
-        stop.set()
-        await sampling
-    return Cost(measure.median(costs[1:]), peak.peak)
+        async with peak.sampling():
+            own, children = measure.cpu_seconds(pid), children_cpu(pid)
+            await call(client, "logs", {"id": "plain", "pattern": PATTERN})
+            costs.append(measure.cpu_seconds(pid) - own + children_cpu(pid) - children)
+    return Cost(measure.median(costs[1:]), peak.daemon_peak)
 
 
 async def with_pattern(
     client: BashClient, pid: int, tasks_dir: Path, cmd: str, size: int, plain: Cost, arguments: dict
 ) -> Cost:
     """Print the output with notify_on or wait_for set; the cost once the matcher has matched all of it."""
-    peak, stop = RssPeak(pid), asyncio.Event()
-    sampling = asyncio.create_task(peak.run(stop))
     name = arguments.get("name", "patterned")
-    before, started = measure.cpu_seconds(pid), time.monotonic()
-    running = asyncio.create_task(call(client, "run", {"cmd": f"{cmd}; sleep 600", "name": name, **arguments}))
     out = tasks_dir / f"{name}.out"
-    deadline = time.monotonic() + CATCH_UP_TIMEOUT_SECS
-    matcher = None
-    while matcher is None or not read_positions(matcher, {out.resolve(): size}):
-        if running.done() and running.exception() is not None:
-            raise RuntimeError("run failed") from running.exception()
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the matcher did not read all of {out} within {CATCH_UP_TIMEOUT_SECS}s")
-        matcher = matcher or matcher_of(pid)
-        await asyncio.sleep(SAMPLE_SECS)
-    matcher_cpu, matcher_peak = measure.cpu_seconds(matcher), hwm(matcher)
-    elapsed, daemon_cpu = time.monotonic() - started, measure.cpu_seconds(pid) - before
-    await call(client, "kill", {"id": name, "force": True})
-    await running
-    stop.set()
-    await sampling
-    return Cost(daemon_cpu - plain.cpu + matcher_cpu, peak.peak, matcher_peak, elapsed)
+    async with PeakSampler(pid).sampling() as peak:
+        before, started = measure.cpu_seconds(pid), time.monotonic()
+        running = asyncio.create_task(call(client, "run", {"cmd": f"{cmd}; sleep 600", "name": name, **arguments}))
+        deadline = time.monotonic() + CATCH_UP_TIMEOUT_SECS
+        matcher = None
+        while matcher is None or not read_positions(matcher, {out.resolve(): size}):
+            if running.done() and running.exception() is not None:
+                raise RuntimeError("run failed") from running.exception()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the matcher did not read all of {out} within {CATCH_UP_TIMEOUT_SECS}s")
+            matcher = matcher or child_of(pid, MATCHER_CHILD)
+            await asyncio.sleep(SAMPLE_SECS)
+        matcher_cpu, matcher_peak = measure.cpu_seconds(matcher), hwm(matcher)
+        elapsed, daemon_cpu = time.monotonic() - started, measure.cpu_seconds(pid) - before
+        await call(client, "kill", {"id": name, "force": True})
+        await running
+    return Cost(daemon_cpu - plain.cpu + matcher_cpu, peak.daemon_peak, matcher_peak, elapsed)
 
 
 async def status_latencies(client: BashClient, task_id: str) -> list[float]:
@@ -256,7 +206,7 @@ async def while_backtracking(client: BashClient, pid: int) -> tuple[list[float],
             {"cmd": f"echo {line}; sleep 600", "name": "backtrack", "wait_for": BACKTRACKING, "wait_seconds": 30},
         )
     )
-    while (matcher := matcher_of(pid)) is None or measure.cpu_seconds(matcher) < 0.1:
+    while (matcher := child_of(pid, MATCHER_CHILD)) is None or measure.cpu_seconds(matcher) < 0.1:
         await asyncio.sleep(SAMPLE_SECS)
     during = []
     while not stuck.done() and len(during) < STATUS_CALLS:
@@ -280,7 +230,7 @@ async def measure_wakeups(args: argparse.Namespace, workdir: Path) -> list[Metri
     socket_path = Path(tempfile.mkdtemp(prefix="hb-bench-", dir="/tmp")) / "todo.sock"
     argv = [sys.executable, "-m", "hive_bash.daemon.main", "--port", str(port)]
     env = {**daemon_env(workdir), "HIVE_AGENT_SOCKET": str(socket_path)}
-    cmd, size = write_command(workdir, args.size_mib)
+    cmd, size = build_log.printing_command(workdir, args.size_mib)
     tasks_dir = Path(env["HIVE_BASH_TASKS_DIR"])
     async with (
         harness_at(socket_path) as harness,

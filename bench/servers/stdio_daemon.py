@@ -1,6 +1,6 @@
 """hive-bash's own tools served over stdio: the bench's same-transport side for the stdio peers.
 
-    python bench/stdio_daemon.py      # settings from HIVE_BASH_* as for the daemon; serves until stdin closes
+    python bench/servers/stdio_daemon.py      # settings from HIVE_BASH_* as for the daemon; serves until stdin closes
 
 Bench only (the daemon ships HTTP only): the very same TaskManager and `build_server`
 as hive_bash.daemon.app, run by the SDK's stdio transport instead of uvicorn, so an `echo hi`

@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import measure
+from lib import SERVERS_DIR, measure
 from hive_bash.sdk.client import BashClient, open_client
 from hive_bash.mcp.replies import with_state
-from raw_client import RawClient
+from lib.raw_client import RawClient
 
-BENCH_DIR = Path(__file__).resolve().parent
 SETTLE_SECS = 1.0
 CONCURRENCY = 4  # calls in flight at once when starting many tasks
 RETAIN_COUNT = 100
@@ -106,7 +105,7 @@ async def _idle_rss(pid: int, client: BashClient, tool: str, arguments: dict[str
 
 async def reference(workdir: Path, calls: int) -> Reference:
     port = measure.free_port()
-    argv = [sys.executable, str(BENCH_DIR / "reference_server.py"), "--port", str(port)]
+    argv = [sys.executable, str(SERVERS_DIR / "reference_server.py"), "--port", str(port)]
     async with measure.serve(argv, port, workdir, name="reference") as server, open_client(server.url) as client:
         idle = await _idle_rss(server.pid, client, "echo", {"text": "hi"})
         start, server_before, client_before = (
@@ -133,7 +132,7 @@ async def latency(workdir: Path, calls: int) -> Latency:
         refs, hives = [], []
         for index in range(LATENCY_SERVERS):
             ref_port, hive_port = measure.free_port(), measure.free_port()
-            ref_argv = [sys.executable, str(BENCH_DIR / "reference_server.py"), "--port", str(ref_port)]
+            ref_argv = [sys.executable, str(SERVERS_DIR / "reference_server.py"), "--port", str(ref_port)]
             hive_argv = [sys.executable, "-m", "hive_bash.daemon.main", "--port", str(hive_port)]
             refs.append(
                 await stack.enter_async_context(
@@ -234,7 +233,7 @@ async def hive(workdir: Path, plan: Plan, progress: Any) -> Hive:
         progress(f"hive: memory over {plan.finished_tasks} finished tasks")
         await _retention(client, server.pid, plan, result)
         progress("hive: the peers' workloads")
-        os.sync()  # as before every echo latency in bench/peers.py: retention's deletions written back first
+        os.sync()  # as before every echo latency in bench/lib/peers.py: retention's deletions written back first
         echo = await measure.timed(plan.peer_calls, lambda: _run(client, "echo hi", 5))
         result.echo_p50 = measure.percentile(echo, 50)
         result.peer_output_wall = await _output_wall(client, f"yes | head -c {plan.peer_output_bytes}")

@@ -4,7 +4,7 @@ Same SDK line (through hive_bash.sdk), same streamable HTTP app, Starlette
 lifespan and uvicorn settings as hive_bash.daemon.main, but no task manager, no request
 guard and no logging: what any MCP tool costs before hive-bash does anything.
 
-    python bench/reference_server.py --port 8765
+    python bench/servers/reference_server.py --port 8765
 """
 
 from __future__ import annotations

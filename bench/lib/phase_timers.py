@@ -1,7 +1,7 @@
 """Run the daemon (or the bench's echo server) with wall-clock timers around the steps of a call.
 
-    python bench/phase_timers.py daemon --port N       # hive-bash, as `python -m hive_bash.daemon.main`
-    python bench/phase_timers.py reference --port N    # bench/reference_server.py
+    python bench/lib/phase_timers.py daemon --port N       # hive-bash, as `python -m hive_bash.daemon.main`
+    python bench/lib/phase_timers.py reference --port N    # bench/servers/reference_server.py
     kill -USR1 <pid>                                   # writes the totals to $HIVE_BASH_PHASES_OUT
 
 Bench only: bench/breakdown.py starts a server through this, drives it, and reads the
@@ -24,7 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
+# Run as a script (bench/breakdown.py starts it), so not through the lib package.
+SERVERS_DIR = Path(__file__).resolve().parent.parent / "servers"
 TOTALS: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])  # name -> [calls, seconds]
 
 SERVER = "server: one POST, first byte in to last byte out"
@@ -162,11 +163,11 @@ def main() -> int:
         from hive_bash.daemon import main as daemon_main
 
         return daemon_main.main(argv)
-    sys.path.insert(0, str(BENCH_DIR))
+    sys.path.insert(0, str(SERVERS_DIR))
     import reference_server
 
     reference_server.create_app = wrap_app(reference_server.create_app)
-    sys.argv = [str(BENCH_DIR / "reference_server.py"), *argv]
+    sys.argv = [str(SERVERS_DIR / "reference_server.py"), *argv]
     reference_server.main()
     return 0
 

@@ -5,7 +5,7 @@ spawn-to-result latency of `echo hi` (until the reply or a poll shows `hi`), and
 the wall time of a process writing N bytes until the peer reports it ended (for a
 peer that only runs commands inline, until the call's reply). A peer that does not
 report the end within the limit is a result: the limit is a lower bound of its time.
-hive-bash's own tools over stdio (bench/stdio_daemon.py) are driven here too, exactly
+hive-bash's own tools over stdio (bench/servers/stdio_daemon.py) are driven here too, exactly
 as the stdio peers are, for a comparison on the same transport.
 """
 
@@ -31,10 +31,9 @@ from mcp.shared.exceptions import MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import REQUEST_TIMEOUT
 
-import measure
+from lib import SERVERS_DIR, measure
 from hive_bash.sdk.client import BashClient
 
-BENCH_DIR = Path(__file__).resolve().parent
 INSTALL_TIMEOUT_SECS = 900
 POLL_SECS = 0.02
 DC_PACKAGE = "@wonderwhy-er/desktop-commander"
@@ -339,7 +338,7 @@ def all_peers(output_size: int) -> list[Peer]:
 
 
 class HiveBashStdio:
-    """bench/stdio_daemon.py: hive-bash's TaskManager and tools on the SDK's stdio transport."""
+    """bench/servers/stdio_daemon.py: hive-bash's TaskManager and tools on the SDK's stdio transport."""
 
     name = "hive_bash_stdio"
     transport = "stdio"
@@ -347,7 +346,7 @@ class HiveBashStdio:
     def connect(self, workdir: Path) -> contextlib.AbstractAsyncContextManager[BashClient]:
         params = StdioServerParameters(
             command=sys.executable,
-            args=[str(BENCH_DIR / "stdio_daemon.py")],
+            args=[str(SERVERS_DIR / "stdio_daemon.py")],
             env={"HIVE_BASH_TASKS_DIR": str(workdir / "tasks")},
             cwd=workdir,
         )
