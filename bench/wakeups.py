@@ -44,6 +44,7 @@ from lib.children import MATCHER_CHILD, SAMPLE_SECS, PeakSampler, child_of, hwm
 from lib.report import Metric, publish
 from lib.scenarios import daemon_env
 
+from hive_bash.mcp.replies import with_state
 from hive_bash.sdk.client import BashClient, open_client
 
 PATTERN = "fatal"
@@ -127,7 +128,7 @@ async def call(client: BashClient, tool: str, arguments: dict) -> dict:
     reply = await client.call(tool, arguments, timeout=120)
     if reply.is_error or reply.structured is None:
         raise RuntimeError(f"{tool}({arguments}): {reply.text[:300]}")
-    return dict(reply.structured)
+    return with_state(reply.structured)  # a run or status reply states its status in the verdict
 
 
 async def until_ended(client: BashClient, task_id: str) -> dict:
