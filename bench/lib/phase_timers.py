@@ -98,6 +98,16 @@ def timed_async(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def resolve(module_name: str, attribute: str) -> tuple[Any, str]:
+    """What holds `attribute` ("Class.name" or "name") in hive_bash.<module_name>, and the name in it.
+
+    The names are private and patched by string: tests/bench/test_phase_timers.py resolves
+    every one, so a rename fails there instead of here, in a bench run."""
+    module = importlib.import_module(f"hive_bash.{module_name}")
+    *classes, leaf = attribute.split(".")
+    return functools.reduce(getattr, classes, module), leaf
+
+
 def patch(owner: Any, attribute: str, name: str, is_async: bool = False) -> None:
     original = getattr(owner, attribute)
     setattr(owner, attribute, (timed_async if is_async else timed)(name, original))
@@ -137,10 +147,8 @@ def instrument_daemon() -> None:
     from hive_bash.daemon import main as daemon_main
 
     for name, _, module_name, attributes, is_async in DAEMON_TIMERS:
-        module = importlib.import_module(f"hive_bash.{module_name}")
         for attribute in attributes:
-            *classes, leaf = attribute.split(".")
-            owner = functools.reduce(getattr, classes, module)
+            owner, leaf = resolve(module_name, attribute)
             patch(owner, leaf, name, is_async)
     daemon_main.create_app = wrap_app(daemon_main.create_app)
 
