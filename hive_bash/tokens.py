@@ -43,10 +43,12 @@ def read_token_file(path: Path, check_mode: bool = True) -> tuple[str, str | Non
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise TokenError(exc.strerror or str(exc)) from None
+    # Checked before fdopen, which refuses a directory with its own IsADirectoryError.
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise TokenError("is not a regular file")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise TokenError("is not a regular file")
         mode = info.st_mode & 0o777
         if check_mode and mode & 0o026:
             raise TokenError(f"mode {mode:04o} lets other users read or change the token; chmod 600 it")
