@@ -1,0 +1,109 @@
+"""hive_bash.daemon.edge.security on its own: the Host and Origin allow-lists and the bearer check,
+driven as ASGI with real scopes (tests/reliability/test_security.py does it over HTTP, end to end)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from hive_bash.daemon.edge.security import REFUSAL, RequestGuard, allowed_hosts, allowed_origins
+
+pytestmark = pytest.mark.anyio
+
+
+def test_loopback_bind_serves_loopback_names_with_and_without_the_port() -> None:
+    hosts = allowed_hosts("127.0.0.1", 7523)
+    assert hosts is not None
+    assert {"127.0.0.1", "localhost", "[::1]", "127.0.0.1:7523", "localhost:7523", "[::1]:7523"} <= hosts
+    assert "localhost:7524" not in hosts and "evil.example" not in hosts
+
+
+def test_an_ipv6_bind_is_named_in_brackets_as_a_host_header_names_it() -> None:
+    hosts = allowed_hosts("fd00::1", 80)
+    assert hosts is not None and "[fd00::1]" in hosts and "[fd00::1]:80" in hosts
+    assert "fd00::1" not in hosts
+
+
+@pytest.mark.parametrize("wildcard", ["0.0.0.0", "::", ""])
+def test_a_wildcard_bind_takes_any_host_and_origin(wildcard: str) -> None:
+    assert allowed_hosts(wildcard, 7523) is None
+    assert allowed_origins(None) is None
+
+
+def test_origins_are_the_hosts_over_http_and_https() -> None:
+    assert allowed_origins(["localhost:1"]) == {"http://localhost:1", "https://localhost:1"}
+
+
+async def call(guard: RequestGuard, path: str = "/mcp", **headers: str) -> tuple[int, dict[str, str], Any]:
+    """One request through the guard; (status, headers, the JSON body or 'passed' if the app answered)."""
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": path,
+        "headers": [(key.replace("_", "-").encode(), value.encode("latin-1")) for key, value in headers.items()],
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await guard(scope, receive, send)
+    start, body = sent[0], sent[1]["body"]
+    response_headers = {key.decode(): value.decode() for key, value in start.get("headers", [])}
+    return start["status"], response_headers, body.decode() if body == b"passed" else json.loads(body)
+
+
+async def app(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"passed"})
+
+
+async def test_a_foreign_host_gets_421_before_anything_else() -> None:
+    guard = RequestGuard(app, "127.0.0.1", 7523, token="secret")
+    status, _, body = await call(guard, host="rebound.example:7523", origin="http://rebound.example")
+    assert status == 421 and "rebound.example:7523" in body["error"]
+
+
+async def test_a_foreign_origin_gets_403_and_a_missing_origin_passes() -> None:
+    guard = RequestGuard(app, "127.0.0.1", 7523, token=None)
+    assert (await call(guard, host="localhost:7523", origin="http://evil.example"))[0] == 403
+    assert (await call(guard, host="localhost:7523", origin="http://localhost:7523"))[2] == "passed"
+    assert (await call(guard, host="localhost:7523"))[2] == "passed"
+
+
+async def test_the_token_is_required_and_compared_whole() -> None:
+    guard = RequestGuard(app, "127.0.0.1", 7523, token="secret")
+    status, headers, body = await call(guard, host="localhost:7523")
+    assert status == 401 and headers["www-authenticate"] == "Bearer" and body == {"error": REFUSAL}
+    for wrong in ("Bearer secre", "Bearer secret2", "Basic secret", "secret"):
+        assert (await call(guard, host="localhost:7523", authorization=wrong))[0] == 401, wrong
+    assert (await call(guard, host="localhost:7523", authorization="bearer  secret "))[2] == "passed"
+
+
+async def test_a_header_beyond_ascii_never_matches_and_never_raises() -> None:
+    guard = RequestGuard(app, "127.0.0.1", 7523, token="secret")
+    assert (await call(guard, host="localhost:7523", authorization="Bearer s\xe9cret"))[0] == 401
+
+
+async def test_healthz_is_open_on_loopback_only() -> None:
+    loopback = RequestGuard(app, "127.0.0.1", 7523, token="secret")
+    assert (await call(loopback, "/healthz", host="localhost:7523"))[2] == "passed"
+    everywhere = RequestGuard(app, "0.0.0.0", 7523, token="secret")
+    assert (await call(everywhere, "/healthz", host="10.0.0.5:7523"))[0] == 401
+    assert (await call(everywhere, "/healthz", host="10.0.0.5:7523", authorization="Bearer secret"))[2] == "passed"
+
+
+async def test_other_scope_types_pass_through_untouched() -> None:
+    seen: list[str] = []
+
+    async def lifespan_app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope["type"])
+
+    guard = RequestGuard(lifespan_app, "127.0.0.1", 7523, token="secret")
+    await guard({"type": "lifespan"}, None, None)
+    assert seen == ["lifespan"]
