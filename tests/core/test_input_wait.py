@@ -1,0 +1,80 @@
+"""hive_bash.core.input_wait against real processes: a reader blocked on the task's pipe is found
+among the leader's descendants in its group, and a wait is said only once it held, unfed and
+silent, for INPUT_WAIT_SECS (InputWait.sample is given the clock, so nothing sleeps that long)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from hive_bash.core import input_wait
+from hive_bash.core.input_wait import INPUT_WAIT_SECS, InputEnd, InputWait
+from hivetest import wait_until
+
+pytestmark = pytest.mark.skipif(input_wait.syscall_table() is None, reason="no syscall table for this machine")
+
+
+@pytest.fixture
+def task() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """`bash -c 'cat; ...'` in a group of its own, its stdin a pipe we hold the write end of."""
+    read_end, write_end = os.pipe()
+    process = subprocess.Popen(["bash", "-c", "cat >/dev/null; echo fed"], stdin=read_end, process_group=0)
+    os.close(read_end)
+    try:
+        yield process, write_end
+    finally:
+        os.close(write_end)
+        process.kill()
+        process.wait()
+
+
+def test_descendants_and_group_membership(task) -> None:
+    process, _ = task
+    cat = wait_until(lambda: next(iter(input_wait.descendants(process.pid)[1:]), None), what="bash's cat child")
+    assert input_wait.descendants(process.pid) == [process.pid, cat]
+    assert input_wait.in_group(cat, process.pid) and not input_wait.in_group(cat, os.getpgrp())
+    assert input_wait.descendants(os.getpid())[0] == os.getpid()
+
+
+def test_the_blocked_reader_of_the_pipe_is_found(task) -> None:
+    process, write_end = task
+    end = InputEnd.of_pipe(write_end, process.pid, process.pid)
+    cat = wait_until(lambda: input_wait.waiting_reader(end), what="cat blocked reading the pipe")
+    assert cat in input_wait.descendants(process.pid)[1:]
+    other = InputEnd(link="pipe:[1]", leader=process.pid, group=process.pid)  # not its pipe
+    assert input_wait.waiting_reader(other) is None
+
+
+def test_a_wait_is_said_once_it_held_and_unsaid_when_fed(task) -> None:
+    process, write_end = task
+    end = InputEnd.of_pipe(write_end, process.pid, process.pid)
+    wait_until(lambda: input_wait.waiting_reader(end), what="cat blocked reading the pipe")
+    activity = [0]
+    changes: list[bool] = []
+    waits = InputWait(end, lambda: activity[0], changes.append)
+    waits.sample(100.0)
+    waits.sample(100.0 + INPUT_WAIT_SECS / 2)
+    assert changes == [] and not waits.waiting
+    waits.sample(100.0 + INPUT_WAIT_SECS)
+    assert changes == [True] and waits.waiting
+    activity[0] += 1  # written to or printed: the clock starts again
+    waits.sample(100.0 + INPUT_WAIT_SECS + 0.5)
+    assert changes == [True, False]
+    waits.sample(100.0 + 2 * INPUT_WAIT_SECS + 0.5)
+    assert changes == [True, False, True]
+    waits.stop()
+    assert changes == [True, False, True, False]
+
+
+def test_a_task_that_reads_nothing_never_waits(task) -> None:
+    process, write_end = task
+    os.write(write_end, b"x")
+    end = InputEnd.of_pipe(write_end, process.pid, os.getpgrp())  # readers looked for in another group
+    changes: list[bool] = []
+    waits = InputWait(end, lambda: 0, changes.append)
+    for now in (0.0, INPUT_WAIT_SECS, 2 * INPUT_WAIT_SECS):
+        waits.sample(now)
+    assert changes == [] and input_wait.waiting_reader(end) is None
