@@ -31,15 +31,16 @@ TOTALS: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])  # name ->
 SERVER = "server: one POST, first byte in to last byte out"
 TOOL = "tool call (SDK dispatch to reply)"
 SUBMIT, WAIT = "submit (all of it)", "wait inline (all of it)"
-# (timer, the row it is part of (None: off the reply's path), module, "Class.attribute"s, async).
-# bench/breakdown.py builds its rows from this table.
+# (timer, the row it is part of (None: off the reply's path), module, "Class.attribute"s, async);
+# an attribute of another module is "module:Class.attribute". bench/breakdown.py builds its
+# rows from this table.
 DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
     (TOOL, SERVER, "sdk.server", ("McpServer.call_tool",), True),
     ("arguments: unknown names, types", TOOL, "mcp.arguments", ("check_call",), False),
     ("arguments: run's options", TOOL, "mcp.arguments", ("task_options",), False),
     ("arguments: destructive-command warning", TOOL, "core.semantics", ("warning",), False),
     (SUBMIT, TOOL, "core.manager", ("TaskManager.submit",), False),
-    ("submit: environment", SUBMIT, "core.manager", ("TaskManager._task_env",), False),
+    ("submit: environment", SUBMIT, "core.sessions", ("SessionStore.prepare",), False),
     ("submit: OOM counter", SUBMIT, "core.oom", ("CgroupMemory.oom_kills",), False),
     ("submit: create .out/.err", SUBMIT, "core.process", ("_open_output",), False),
     ("submit: cgroup mkdir", SUBMIT, "core.cgroups", ("CgroupTree.create",), False),
@@ -52,7 +53,12 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
         "exit: usage, session, end, next",
         WAIT,
         "core.manager",
-        ("TaskManager._note_usage", "TaskManager._collect_session", "TaskManager._ended", "TaskManager._start_pending"),
+        (
+            "core.endings:Endings.note_usage",
+            "core.sessions:SessionStore.collect",
+            "TaskManager._ended",
+            "TaskManager._start_pending",
+        ),
         False,
     ),
     (
@@ -99,10 +105,13 @@ def timed_async(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def resolve(module_name: str, attribute: str) -> tuple[Any, str]:
-    """What holds `attribute` ("Class.name" or "name") in hive_bash.<module_name>, and the name in it.
+    """What holds `attribute` ("Class.name" or "name") in hive_bash.<module_name>, and the name in it;
+    "module:Class.name" names an attribute of another module.
 
     The names are private and patched by string: tests/bench/test_phase_timers.py resolves
     every one, so a rename fails there instead of here, in a bench run."""
+    if ":" in attribute:
+        module_name, attribute = attribute.split(":", 1)
     module = importlib.import_module(f"hive_bash.{module_name}")
     *classes, leaf = attribute.split(".")
     return functools.reduce(getattr, classes, module), leaf

@@ -42,11 +42,14 @@ import logging
 import os
 import shlex
 import string
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hive_bash.model import ENV_NAME_PATTERN, NAME_PATTERN
+from hive_bash.core import process
+from hive_bash.core.records import TaskRecord
 from hive_bash.core.store import TaskFiles
 from hive_bash.private_files import create_private, read_own_file, set_aside
 
@@ -88,6 +91,15 @@ class SessionState:
     unset: list[str] = field(default_factory=list)
     updated_at: float | None = None
     task_id: str | None = None  # the task whose end wrote this state
+
+
+@dataclass
+class Start:
+    """What `prepare` gives a task to start with: its environment and, in a session, the
+    session's variables as they were (the reply names what its shell changed)."""
+
+    env: dict[str, str]
+    session_env_before: dict[str, str] | None = None
 
 
 @dataclass
@@ -379,7 +391,32 @@ class SessionStore:
                 del env[item]
         return note
 
-    def wrap(self, task_id: str, env: dict[str, str]) -> None:
+    # ---- what the task manager calls: before a task starts, after it ended ----
+
+    def prepare(self, record: TaskRecord, cwd: str | None, extra_env: Mapping[str, str]) -> Start:
+        """The environment a task starts with (the daemon's, its `env` over it, its id).
+
+        A session's task also starts in its session's directory with its variables
+        (`record.cwd` and `record.session_note` say where and what could not be used),
+        and BASH_ENV points at its wrapper, written here: its shell leaves its state
+        for `collect`. Raises OSError when the wrapper cannot be written."""
+        if record.session is None:
+            return Start(process.task_environment(self.base_env, extra_env, record.id, record.pty))
+        launch = self.launch(record.session, cwd, os.getcwd())
+        before = self._states.get(record.session)
+        record.cwd, record.session_note = launch.cwd, launch.note
+        env = process.task_environment(launch.env, extra_env, record.id, record.pty)
+        self._wrap(record.id, env)
+        return Start(env, dict(before.set) if before is not None else {})
+
+    def collect(self, record: TaskRecord) -> None:
+        """A session's task ended: what its shell left becomes the session's state (the later
+        end wins); the record's note says why it did not."""
+        if record.session is not None:
+            note = self.take_state(record.session, record.id, time.time(), record.signal)
+            record.session_note = "; ".join(filter(None, (record.session_note, note))) or None
+
+    def _wrap(self, task_id: str, env: dict[str, str]) -> None:
         """Write the task's BASH_ENV file and point `env` at it (last, so nothing overrides it)."""
         rc_path = self.files.rc(task_id)
         _unlink(self.files.capture(task_id))  # the trap creates it exclusively
@@ -388,7 +425,7 @@ class SessionStore:
             rc.write(wrapper_rc(rc_path, self.files.capture(task_id)))
         env["BASH_ENV"] = str(rc_path)
 
-    def collect(self, name: str, task_id: str, ended_at: float, signal: str | None = None) -> str | None:
+    def take_state(self, name: str, task_id: str, ended_at: float, signal: str | None = None) -> str | None:
         """Make what task `task_id` left in ``<id>.state`` the session's state.
 
         Returns None, or one line saying why the session stayed as it was. Called in the

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # records names its files through this module
-    from hive_bash.model import Stream
+from hive_bash.model import Stream
 
 OUT_SUFFIX = ".out"
 ERR_SUFFIX = ".err"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from hive_bash.core import process, sessions
+from hive_bash.core.records import TaskRecord
 from hive_bash.core.store import TaskFiles
 from hivetest import runs_child, wait_until
 
@@ -34,13 +35,12 @@ class Shell:
     def start(self, cmd: str, wrapped: bool = True, cwd: str | None = None) -> tuple[str, subprocess.Popen[bytes]]:
         self.count += 1
         task_id = f"t{self.count}"
-        env = dict(BASE_ENV, HIVE_BASH_TASK_ID=task_id)
-        if wrapped:
-            env = dict(self.store.launch("s", cwd, str(self.dir)).env, HIVE_BASH_TASK_ID=task_id)
-            self.store.wrap(task_id, env)
+        session = "s" if wrapped else None
+        record = TaskRecord(id=task_id, cmd=cmd, created_at=0.0, cwd=cwd or str(self.dir), session=session)
+        env = self.store.prepare(record, cwd, {}).env  # the daemon's cwd is self.dir (the fixture's chdir)
         request = process.SpawnRequest(
             cmd=cmd,
-            cwd=cwd or (self.store.launch("s", None, str(self.dir)).cwd if wrapped else str(self.dir)),
+            cwd=record.cwd,
             env=env,
             stdout_path=self.dir / f"{task_id}.out",
             stderr_path=self.dir / f"{task_id}.err",
@@ -61,7 +61,7 @@ class Shell:
         """(stdout, stderr, returncode, whether the state was carried)."""
         task_id, popen = self.start(cmd, wrapped)
         out, err = popen.communicate(timeout=30)
-        carried = self.store.collect("s", task_id, 0.0) is None if wrapped else False
+        carried = self.store.take_state("s", task_id, 0.0) is None if wrapped else False
         return out, err, popen.returncode, carried
 
     def same_as_plain(self, cmd: str) -> bool:
@@ -72,7 +72,8 @@ class Shell:
 
 
 @pytest.fixture
-def shell(tmp_path: Path) -> Shell:
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Shell:
+    monkeypatch.chdir(tmp_path)  # where a task starts when neither `cwd` nor its session says
     return Shell(tmp_path)
 
 
@@ -131,7 +132,7 @@ def test_a_catchable_signal_to_the_group_carries_the_state_and_keeps_the_signal(
     os.killpg(popen.pid, sig)
     popen.wait(timeout=10)
     assert popen.returncode == -sig
-    assert shell.store.collect("s", task_id, 0.0) is None
+    assert shell.store.take_state("s", task_id, 0.0) is None
     state = shell.store.get("s")
     assert state is not None and state.cwd == "/" and state.set["SIG"] == str(int(sig))
 
@@ -142,7 +143,7 @@ def test_sigkill_exec_and_an_own_exit_trap_leave_the_state_as_it_was(shell: Shel
     wait_until(lambda: runs_child(popen.pid, "sleep"), 10, what="the command to reach its sleep")
     os.killpg(popen.pid, signal.SIGKILL)
     popen.wait(timeout=10)
-    assert "killed with SIGKILL" in (shell.store.collect("s", task_id, 0.0, "SIGKILL") or "")
+    assert "killed with SIGKILL" in (shell.store.take_state("s", task_id, 0.0, "SIGKILL") or "")
     assert not shell.run("cd /tmp; export A=lost; exec true")[3]
     assert not shell.run("trap 'echo mine' EXIT; cd /tmp; export A=lost; exit 1")[3]
     state = shell.store.get("s")
@@ -164,7 +165,8 @@ def test_values_round_trip_byte_for_byte(shell: Shell) -> None:
     assert out == b"a\nb|x=y||\xff\x01|  two  |"
 
 
-def test_hidden_and_daemon_variables_are_never_carried(tmp_path: Path) -> None:
+def test_hidden_and_daemon_variables_are_never_carried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     shell = Shell(tmp_path, hidden=frozenset({"SECRET"}))
     assert shell.run("export SECRET=leak HIVE_BASH_TOKEN_FILE=/x BASH_ENV=/x VISIBLE=1")[3]
     state = shell.store.get("s")
@@ -200,7 +202,7 @@ def test_files_are_never_read_through_symlinks(shell: Shell, tmp_path: Path) -> 
     outside = tmp_path / "outside"
     outside.write_bytes(sessions.CAPTURE_MAGIC.encode() + b"\0/\0X=1\0end\0")
     (tmp_path / "evil.state").symlink_to(outside)
-    assert "not usable" in (shell.store.collect("s", "evil", 0.0) or "")
+    assert "not usable" in (shell.store.take_state("s", "evil", 0.0) or "")
     (tmp_path / "other.session").symlink_to(outside)
     shell.store.load()
     assert shell.store.get("other") is None
@@ -235,7 +237,7 @@ def test_a_state_too_large_to_pass_on_is_refused_with_the_reason(shell: Shell) -
     assert shell.run("cd /; export SMALL=1")[3]
     task_id, popen = shell.start("export BIG=$(printf '%1100000s' x)")
     popen.communicate(timeout=30)
-    note = shell.store.collect("s", task_id, 0.0)
+    note = shell.store.take_state("s", task_id, 0.0)
     assert note is not None and "not usable" in note and "larger than" in note
     state = shell.store.get("s")
     assert state is not None and state.set["SMALL"] == "1" and "BIG" not in state.set

@@ -1,0 +1,223 @@
+"""Starting a task: everything it needs before it runs, the spawn, and undoing a start that cannot go on.
+
+A start goes: room on disk for its end (a full disk refuses it before anything
+runs), its environment and, in a shell session, its wrapper (hive_bash.core.sessions),
+its cgroup with its limits, the spawn (hive_bash.core.process), then its record with
+its pid, on disk before anything else happens. A start refused after the spawn ends
+the process it made; nothing records it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from hive_bash.core import cgroups, oom, output, process
+from hive_bash.core.input_wait import InputEnd, InputWait
+from hive_bash.core.record_saver import RecordSaver
+from hive_bash.core.records import RecordNotSaved, RecordStore, TaskRecord
+from hive_bash.core.sessions import SessionStore
+from hive_bash.core.store import TaskFiles
+from hive_bash.core.task import Task
+from hive_bash.errors import InvalidArgument, SpawnFailed
+from hive_bash.model import TaskOptions
+from hive_bash.settings import Settings, memory_bytes
+
+logger = logging.getLogger(__name__)
+
+# Told when a started task's record is about to be saved with its pid (its running todo is wanted).
+Started = Callable[[TaskRecord], None]
+# The process layer could not write a PTY task's output: (task, reason).
+OutputFailed = Callable[[Task, str], None]
+# A task began (or stopped) waiting for input: (record, the last line it printed or None, waiting).
+InputChanged = Callable[[TaskRecord, "str | None", bool], None]
+
+
+class Launcher:
+    """Starts tasks: the cgroup tree they run in, the limits it enforces, their files, sessions and records."""
+
+    def __init__(
+        self, settings: Settings, store: RecordStore, saver: RecordSaver, sessions: SessionStore, failed: OutputFailed
+    ) -> None:
+        self._store = store
+        self._saver = saver
+        self._sessions = sessions
+        self._output_failed = failed
+        # The tree first: it moves the daemon into a leaf, and the OOM counter of its root counts the tasks'.
+        self.cgroups = cgroups.locate(settings.cgroup_root)
+        self.oom_counter = oom.locate(settings.cgroup_dir or _counting_root(self.cgroups))
+        self._default_limits = _default_limits(settings, self.cgroups)
+
+    def limits(self, options: TaskOptions) -> cgroups.Limits:
+        """The task's own limits: its arguments over the daemon's defaults; refused where nothing enforces them."""
+        for argument, value, controller in (
+            ("memory_max", options.memory_max, "memory"),
+            ("pids_max", options.pids_max, "pids"),
+        ):
+            if value is None:
+                continue
+            if self.cgroups is None:
+                raise InvalidArgument(argument, "needs a cgroup per task; this daemon has no delegated cgroup v2 tree")
+            if controller not in self.cgroups.controllers:
+                raise InvalidArgument(
+                    argument, f"needs the {controller} controller; this daemon's cgroup tree has none"
+                )
+        defaults = self._default_limits
+        return cgroups.Limits(
+            options.memory_max if options.memory_max is not None else defaults.memory_max,
+            options.pids_max if options.pids_max is not None else defaults.pids_max,
+        )
+
+    def start(self, task: Task, started: Started) -> None:
+        """Spawn the task and save its record as running; raises SpawnFailed, with nothing left running."""
+        record = task.record
+        try:
+            # Room for its end on disk, before anything runs: a full disk refuses the start.
+            self._store.reserve(record)
+        except RecordNotSaved as exc:
+            self._store.delete(record.id)
+            raise SpawnFailed(f"its record could not be saved in {self._store.files.dir}: {exc.strerror}") from exc
+        try:
+            start = self._sessions.prepare(record, task.cwd, task.env)
+        except OSError as exc:  # its session's wrapper could not be written
+            raise _could_not_start(self._store, record, exc) from exc
+        task.session_env_before = start.session_env_before
+        # Taken before the spawn: the command may be running before spawn() returns, and a
+        # start time taken after it would make a loaded daemon report `sleep 1` as 0.98 s.
+        task.oom_kills_at_start = self.oom_counter.oom_kills() if self.oom_counter is not None else None
+        started_at = time.time()
+        try:
+            proc = _spawn(task, self._store, start.env, lambda reason: self._output_failed(task, reason), self.cgroups)
+        except SpawnFailed:
+            self._sessions.discard(record.id)  # its session's wrapper, if any: nothing will run it
+            raise
+        task.started(proc, started_at)
+        with self._saver.settling():
+            started(record)  # wants its running todo; the record is written just below
+        try:
+            # Its pid is on disk before anything else happens: the reserve takes it if the
+            # command filled the disk already (`yes` on a small disk does, within microseconds).
+            self.save_or_refuse(record)
+        except SpawnFailed:
+            _abandon(task)
+            raise
+        if not self._store.has_reserve(record.id):
+            try:
+                self._store.reserve(record)
+            except RecordNotSaved as exc:
+                logger.warning(
+                    "task %s: no room kept for its end (%s): it is saved when the disk has room", record.id, exc
+                )
+
+    def save_or_refuse(self, record: TaskRecord) -> None:
+        """Save a starting task's record, or refuse the start."""
+        try:
+            self._saver.write_now(record)
+        except RecordNotSaved as exc:
+            self._store.delete(record.id)
+            raise SpawnFailed(f"its record could not be saved in {self._store.files.dir}: {exc.strerror}") from exc
+
+
+def new_record(task_id: str, options: TaskOptions) -> TaskRecord:
+    return TaskRecord(
+        id=task_id,
+        cmd=options.cmd,
+        created_at=time.time(),
+        timeout_secs=options.timeout_secs,
+        idle_timeout_secs=options.idle_timeout_secs,
+        cwd=options.cwd or os.getcwd(),
+        pty=options.pty,
+        stdin=options.stdin,
+        session=options.session,
+    )
+
+
+def watch_input(task: Task, files: TaskFiles, changed: InputChanged) -> None:
+    """A task with input (pipe or pty) is sampled for a blocked read of it (hive_bash.core.input_wait)."""
+    proc, record = task.process, task.record
+    if task.input is None or proc is None or proc.input_fd is None:
+        return
+    fd = proc.input_fd
+    try:
+        end = InputEnd.of_pty(fd, proc.pid) if proc.is_pty else InputEnd.of_pipe(fd, proc.pid, proc.pgid)
+    except OSError as exc:  # nothing to sample: the task runs on, never said to wait
+        logger.warning("task %s: cannot watch its input: %s", record.id, exc)
+        return
+    out, err = files.out(record.id), files.err(record.id)
+
+    def activity() -> tuple[int, int, int]:
+        return task.input_writes, output.file_size(out), output.file_size(err)
+
+    def on_change(waiting: bool) -> None:
+        changed(record, output.last_printed_line(out, err) if waiting else None, waiting)
+
+    task.input_wait = InputWait(end, activity, on_change)
+    task.input_wait.start()
+
+
+def _counting_root(tree: cgroups.CgroupTree | None) -> Path | None:
+    """The tree's root, whose memory.events counts the OOM kills of every task cgroup below it."""
+    return tree.root if tree is not None and oom.at(tree.root) is not None else None
+
+
+def _default_limits(settings: Settings, tree: cgroups.CgroupTree | None) -> cgroups.Limits:
+    """HIVE_BASH_TASK_MEMORY_MAX / _PIDS_MAX, as far as the tree can enforce them (the rest is logged, once)."""
+    memory = memory_bytes(settings.task_memory_max) if settings.task_memory_max is not None else None
+    pids = settings.task_pids_max
+    controllers = tree.controllers if tree is not None else frozenset()
+    for name, value, controller in (("task_memory_max", memory, "memory"), ("task_pids_max", pids, "pids")):
+        if value is not None and controller not in controllers:
+            logger.warning("%s is not enforced: no cgroup tree with the %s controller", name, controller)
+    return cgroups.Limits(memory if "memory" in controllers else None, pids if "pids" in controllers else None)
+
+
+def _spawn(
+    task: Task,
+    store: RecordStore,
+    env: dict[str, str],
+    on_output_failed: process.OutputFailed,
+    tree: cgroups.CgroupTree | None = None,
+) -> process.TaskProcess:
+    record, files = task.record, store.files
+    try:
+        cgroup = tree.create(record.id, task.limits) if tree is not None else None
+    except OSError as exc:
+        logger.warning("task %s could not get a cgroup: %s", record.id, exc)
+        raise SpawnFailed(f"its cgroup could not be created: {exc.strerror or exc} (errno {exc.errno})") from exc
+    request = process.SpawnRequest(
+        cmd=record.cmd,
+        cwd=record.cwd,
+        env=env,
+        stdout_path=files.out(record.id),
+        stderr_path=files.err(record.id),
+        script_path=files.script(record.id),
+        stdin=record.stdin,
+        pty=record.pty,
+        on_output_failed=on_output_failed,
+        cgroup=cgroup,
+    )
+    try:
+        return process.spawn(request)
+    except OSError as exc:
+        failed = _could_not_start(store, record, exc)
+        if cgroup is not None:
+            cgroup.kill()
+            cgroup.remove()
+        raise failed from exc
+
+
+def _could_not_start(store: RecordStore, record: TaskRecord, exc: OSError) -> SpawnFailed:
+    logger.warning("task %s could not start: %s", record.id, exc)
+    store.delete(record.id)  # output files the failed spawn may have created
+    return SpawnFailed(f"{exc.strerror or exc} (errno {exc.errno})")
+
+
+def _abandon(task: Task) -> None:
+    """End the process of a task refused after its spawn: the loop reaps it, its fds are closed, nothing records it."""
+    assert task.process is not None
+    task.process.exited.add_done_callback(lambda exited: task.exited(exited.result()))
+    task.process.signal(signal.SIGKILL)
