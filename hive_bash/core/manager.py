@@ -164,8 +164,7 @@ class TaskManager:
         result_seen = False
         self._todos.wait_begins(task.record)
         try:
-            if seconds > 0 and not task.ended.is_set():
-                await _wait_any((task.ended, abandon, until), seconds)
+            await task.wait_for_end(seconds, abandon, until)
             result_seen = task.ended.is_set() and not (abandon is not None and abandon.is_set())
         finally:
             with self._saver.settling():  # the reply reports the end: the record is written after it
@@ -247,13 +246,7 @@ class TaskManager:
     def _process_exited(self, task: Task, exited: asyncio.Future[int]) -> None:
         """The end's bookkeeping, always finished: a step that fails (a file a task made
         hostile, MemoryError) is logged and skipped, never leaves a slot taken or a name stuck."""
-        try:
-            task.exited(exited.result())
-        except Exception:
-            logger.exception("task %s: could not read how it ended", task.id)
-            if not task.record.status.is_terminal:
-                task.record.status, task.record.ended_at = task.end_cause or Status.FAILED, time.time()
-                task.record.end_reason = task.end_reason or "the daemon could not read how it ended"
+        task.note_exit(exited)
         self._slots.running.discard(task)
         self._watcher.unwatch(task.record)
         self._watcher.keep_cap_after_end(task.record)
@@ -315,12 +308,3 @@ def _guarded(step: Callable[[Any], None], subject: Any, doing: str) -> None:
         step(subject)
     except Exception:
         logger.exception("%s: failed %s", getattr(subject, "id", subject), doing)
-
-
-async def _wait_any(events: tuple[asyncio.Event | None, ...], seconds: float) -> None:
-    waiters = [asyncio.ensure_future(event.wait()) for event in events if event is not None]
-    try:
-        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()

@@ -8,6 +8,7 @@ the cause the daemon or `kill` chose for its end, so an exit is read as that end
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import time
@@ -19,6 +20,8 @@ from hive_bash.core.records import TaskRecord
 from hive_bash.model import Status, signal_name
 from hive_bash.core.task_input import InputBudget, InputChannel
 from hive_bash.errors import NoInput, TaskFinished
+
+logger = logging.getLogger(__name__)
 
 BOOT_ID = process.boot_id()
 
@@ -127,3 +130,25 @@ class Task:
             record.signal = signal_name(os.WTERMSIG(wait_status))
         record.status = self.end_cause or Status.DONE
         record.end_reason = self.end_reason
+
+    def note_exit(self, exited: asyncio.Future[int]) -> None:
+        """`exited`, always leaving a terminal record: an end that cannot be read (a file the task
+        made hostile, MemoryError) is logged and recorded as failed, or as the cause already chosen."""
+        try:
+            self.exited(exited.result())
+        except Exception:
+            logger.exception("task %s: could not read how it ended", self.id)
+            if not self.record.status.is_terminal:
+                self.record.status, self.record.ended_at = self.end_cause or Status.FAILED, time.time()
+                self.record.end_reason = self.end_reason or "the daemon could not read how it ended"
+
+    async def wait_for_end(self, seconds: float, *also: asyncio.Event | None) -> None:
+        """Wait up to `seconds` for the task to end, or for any of `also` (None: not waited on) to be set."""
+        if seconds <= 0 or self.ended.is_set():
+            return
+        waiters = [asyncio.ensure_future(event.wait()) for event in (self.ended, *also) if event is not None]
+        try:
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()

@@ -1,0 +1,94 @@
+"""hive_bash.core.launch on its own: real bash, a real tasks dir, no task manager.
+
+A start saves the record with its pid before anything else; a session's task starts
+with its wrapper and leaves its state for `collect`; a start that fails leaves no file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hive_bash.core.launch import Launcher, new_record
+from hive_bash.core.record_saver import RecordSaver
+from hive_bash.core.records import RecordStore, Status, TaskRecord
+from hive_bash.core.sessions import SessionStore
+from hive_bash.core.store import TaskFiles
+from hive_bash.core.task import Task
+from hive_bash.daemon.main import prepare_tasks_dir
+from hive_bash.errors import InvalidArgument, SpawnFailed
+from hive_bash.mcp.arguments import TaskOptions
+from hive_bash.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> TaskFiles:
+    return TaskFiles(prepare_tasks_dir(tmp_path / "tasks"))
+
+
+@pytest.fixture
+def sessions(files: TaskFiles) -> SessionStore:
+    return SessionStore(files, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, frozenset())
+
+
+@pytest.fixture
+def launcher(files: TaskFiles, sessions: SessionStore) -> Launcher:
+    store = RecordStore(files)
+    settings = Settings(tasks_dir=files.dir, agent_socket=None)
+    return Launcher(settings, store, RecordSaver(store), sessions, lambda task, reason: None)
+
+
+async def run_to_end(task: Task) -> None:
+    assert task.process is not None
+    task.exited(await task.process.exited)
+
+
+async def test_a_start_saves_its_record_with_its_pid(files: TaskFiles, launcher: Launcher) -> None:
+    task = Task(new_record("hello", TaskOptions(cmd="echo hi")))
+    started: list[TaskRecord] = []  # the manager's side: told before the record is saved with its pid
+    launcher.start(task, started.append)
+    assert task.process is not None and started == [task.record]
+    on_disk = json.loads(files.record("hello").read_text())
+    assert (on_disk["status"], on_disk["pid"]) == ("running", task.process.pid)
+    await run_to_end(task)
+    assert files.out("hello").read_text() == "hi\n" and task.record.status is Status.DONE
+
+
+async def test_a_session_task_leaves_its_state_for_collect(
+    files: TaskFiles, launcher: Launcher, sessions: SessionStore, tmp_path: Path
+) -> None:
+    task = Task(new_record("s-1", TaskOptions(cmd=f"cd {tmp_path}; export GREETING=hi", session="dev")))
+    launcher.start(task, lambda record: None)
+    assert files.rc("s-1").exists() and task.session_env_before == {}
+    await run_to_end(task)
+    sessions.collect(task.record)
+    state = sessions.get("dev")
+    assert state is not None and state.cwd == str(tmp_path) and state.set["GREETING"] == "hi"
+    assert not files.rc("s-1").exists() and not files.capture("s-1").exists()
+    follow = Task(new_record("s-2", TaskOptions(cmd="echo $GREETING", session="dev")))
+    launcher.start(follow, lambda record: None)
+    assert follow.record.cwd == str(tmp_path) and follow.session_env_before == state.set
+    await run_to_end(follow)
+    assert files.out("s-2").read_text() == "hi\n"
+
+
+async def test_a_start_that_fails_leaves_no_file(files: TaskFiles, launcher: Launcher, tmp_path: Path) -> None:
+    missing = str(tmp_path / "gone")
+    options = TaskOptions(cmd="true", cwd=missing, session="dev")
+    task = Task(new_record("nowhere", options), cwd=options.cwd)  # an explicit cwd wins over the session's
+    with pytest.raises(SpawnFailed, match=r"\(errno 2\)"):
+        launcher.start(task, lambda record: None)
+    assert list(files.dir.iterdir()) == []  # no record, no output, no wrapper, no reserve
+
+
+def test_limits_are_refused_where_no_cgroup_enforces_them(launcher: Launcher) -> None:
+    if launcher.cgroups is not None and "memory" in launcher.cgroups.controllers:
+        pytest.skip("this daemon's cgroup tree enforces memory_max")
+    with pytest.raises(InvalidArgument, match="memory_max"):
+        launcher.limits(TaskOptions(cmd="true", memory_max=1 << 30))
+    assert launcher.limits(TaskOptions(cmd="true")).memory_max is None
