@@ -17,8 +17,8 @@ from typing import Any
 
 from hive_bash.core import escapees, oom, output
 from hive_bash.core.records import TaskRecord
-from hive_bash.model import Status
 from hive_bash.core.task import Task
+from hive_bash.model import Status
 from hive_bash.settings import Settings
 
 logger = logging.getLogger(__name__)

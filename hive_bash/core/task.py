@@ -17,9 +17,9 @@ from typing import Literal
 from hive_bash.core import cgroups, process
 from hive_bash.core.input_wait import InputWait
 from hive_bash.core.records import TaskRecord
-from hive_bash.model import Status, signal_name
 from hive_bash.core.task_input import InputBudget, InputChannel
 from hive_bash.errors import NoInput, TaskFinished
+from hive_bash.model import Status, signal_name
 
 logger = logging.getLogger(__name__)
 

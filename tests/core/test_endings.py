@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from hive_bash.core.endings import Endings
-from hive_bash.core.records import Status, TaskRecord
+from hive_bash.core.records import TaskRecord
 from hive_bash.core.task import Task
+from hive_bash.model import Status
 from hive_bash.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from hive_bash.core.record_saver import RecordSaver
-from hive_bash.core.records import RecordStore, Status, TaskRecord
+from hive_bash.core.records import RecordStore, TaskRecord
 from hive_bash.core.store import TaskFiles
+from hive_bash.model import Status
 
 pytestmark = pytest.mark.anyio
 

@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from hive_bash.core.records import Status, TaskRecord
+from hive_bash.core.records import TaskRecord
 from hive_bash.core.task import Task
 from hive_bash.errors import NoInput, TaskFinished
+from hive_bash.model import Status
 
 pytestmark = pytest.mark.anyio
 
