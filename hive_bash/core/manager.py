@@ -1,12 +1,14 @@
-"""The task registry and lifecycle: submit -> start -> end, pending -> running -> one terminal status.
+"""The task registry and lifecycle: submit -> start -> exited -> ended -> forgotten.
 
-Follow a task from `submit`: it gets a record, waits for a slot if all are taken,
-is spawned (hive_bash.core.process) and watched (hive_bash.core.watcher: deadline, idle
-deadline, output cap); `kill`, the watcher or shutdown may end it; on exit its
-record is finalised in `_ended`, which tells hive_bash.core.todo_state (its completion
-todo) and hive_bash.core.retention (when to drop it). The manager saves the record
-whenever the todo state machine says it changed; an end a reply reports is saved
-right after that reply (RecordSaver).
+Follow a task from `submit`: it gets an id and a record, waits for a slot if all are
+taken (hive_bash.core.slots), is started (hive_bash.core.launch: its disk reserve, its
+shell session's `prepare`, its cgroup, the spawn) and watched (hive_bash.core.watcher:
+deadline, idle deadline, output cap). `kill`, the watcher (hive_bash.core.endings) or
+shutdown may end it; once its process is reaped, its end is noted (usage, its session's
+`collect`, the disk) and finalised in `_ended`, which tells hive_bash.core.todo_state
+(its completion todo) and hive_bash.core.retention (when to drop it). The record is saved
+whenever the todo state machine says it changed; an end a reply reports is saved right
+after that reply (hive_bash.core.record_saver).
 """
 
 from __future__ import annotations

@@ -63,9 +63,11 @@ MAX_STATE_BYTES = 1024 * 1024
 MAX_SESSION_FILE_BYTES = 8 * MAX_STATE_BYTES  # the same state as JSON, escapes and all
 # The trap exports this just before it lists the variables: a capture without it is broken.
 CAPTURE_SENTINEL = "__hive_bash_capture"
+# How a session task's bash finds its wrapper: a session run's own `env` must leave it alone.
+WRAPPER_ENV = "BASH_ENV"
 # Managed by bash itself (SHLVL would grow by one per run), or the hooks the daemon
 # strips from every task (BASH_ENV is also how the state is carried).
-NEVER_CARRIED = frozenset({"_", "SHLVL", "BASH_ENV", "ENV", "ZDOTDIR", CAPTURE_SENTINEL})
+NEVER_CARRIED = frozenset({"_", "SHLVL", WRAPPER_ENV, "ENV", "ZDOTDIR", CAPTURE_SENTINEL})
 # execve refuses (E2BIG) one NAME=VALUE string longer than MAX_ARG_STRLEN (32 pages, its
 # NUL included), and all strings and their pointers past a quarter of the stack limit,
 # at most 3/4 of 8 MiB however large that limit is.
@@ -423,7 +425,7 @@ class SessionStore:
         fd = create_private(rc_path)
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as rc:
             rc.write(wrapper_rc(rc_path, self.files.capture(task_id)))
-        env["BASH_ENV"] = str(rc_path)
+        env[WRAPPER_ENV] = str(rc_path)
 
     def take_state(self, name: str, task_id: str, ended_at: float, signal: str | None = None) -> str | None:
         """Make what task `task_id` left in ``<id>.state`` the session's state.

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hive_bash.core import line_match
+from hive_bash.core import line_match, sessions
 from hive_bash.errors import InvalidArgument
 from hive_bash.model import ENV_NAME_PATTERN, NAME_PATTERN, StdinMode, TaskOptions
 from hive_bash.settings import Settings, memory_bytes
@@ -111,10 +111,10 @@ def task_id(argument: str, value: str) -> str:
 
 
 def session_name(value: str, env: Mapping[str, str] | None) -> str:
-    """A session name (the task-name rule); its run must leave BASH_ENV to the session."""
+    """A session name (the task-name rule); its run must leave BASH_ENV to the session (hive_bash.core.sessions)."""
     name = task_id("session", value)
-    if env and "BASH_ENV" in env:
-        raise InvalidArgument("env", "must not set BASH_ENV in a session run (the session uses it)")
+    if env and sessions.WRAPPER_ENV in env:
+        raise InvalidArgument("env", f"must not set {sessions.WRAPPER_ENV} in a session run (the session uses it)")
     return name
 
 
