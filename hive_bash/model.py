@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 # A task name, a session name: short, lower case, safe in a file name and a shell word.
-NAME_PATTERN = re.compile(r"[a-z0-9-]{1,63}")
+NAME_MAX_CHARS = 63
+NAME_PATTERN = re.compile(rf"[a-z0-9-]{{1,{NAME_MAX_CHARS}}}")
 ENV_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

@@ -43,10 +43,11 @@ from pathlib import Path
 from typing import Any, BinaryIO, NoReturn, TextIO
 
 from hive_bash.client import mcp_config
-from hive_bash.mcp import replies
+from hive_bash.core.search import DEFAULT_MAX_MATCHES
+from hive_bash.mcp import limits, replies
 from hive_bash import tokens
 from hive_bash.sdk.client import BashClient, ToolReply, open_client
-from hive_bash.model import Status
+from hive_bash.model import NAME_MAX_CHARS, Status
 from hive_bash.settings import DEFAULT_PORT
 
 logger = logging.getLogger(__name__)
@@ -56,18 +57,18 @@ URL_ENV = "HIVE_BASH_URL"
 PORT_ENV = "HIVE_BASH_PORT"
 TOKEN_FILE_ENV = "HIVE_BASH_TOKEN_FILE"
 
-# The daemon caps one server-side wait at 30 s; longer CLI waits are made of several calls.
-MAX_SERVER_WAIT_SECS = 30.0
-FOLLOW_WAIT_SECS = 30.0
+# The daemon caps one server-side wait; longer CLI waits are made of several calls.
+MAX_SERVER_WAIT_SECS = limits.WAIT_CAP_SECS
+FOLLOW_WAIT_SECS = limits.WAIT_CAP_SECS
 # Client-side read timeout of one call: the longest server-side wait plus slack.
 CALL_TIMEOUT_SECS = MAX_SERVER_WAIT_SECS + 30.0
 
 # Pages the CLI reads (the daemon's default page is sized for a model's reply budget).
 PAGE_BYTES = 65536
-# The `write` tool's limit per call (hive_bash.mcp.tools.WRITE_MAX_BYTES), and the JSON characters
+# The `write` tool's limit per call, and the JSON characters
 # a write's data may cost so its request stays within the body bound (strict_json.MAX_BODY_BYTES,
 # 4 MiB) with room for the rest of the request.
-WRITE_MAX_BYTES = 1024 * 1024
+WRITE_MAX_BYTES = limits.WRITE_MAX_BYTES
 WRITE_JSON_CHARS = 3 * 1024 * 1024
 
 EXIT_OK = 0
@@ -191,10 +192,14 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="start a bash command as a background task")
     run.add_argument("cmd", metavar="CMD", help="the bash command line")
-    run.add_argument("--wait", type=non_negative_float, help="wait up to S seconds for the end (daemon default 3)")
+    run.add_argument(
+        "--wait",
+        type=non_negative_float,
+        help=f"wait up to S seconds for the end (daemon default {limits.secs(limits.DEFAULT_RUN_WAIT_SECS)})",
+    )
     run.add_argument("--timeout", type=non_negative_float, help="end the task after S seconds (timed_out)")
     run.add_argument("--idle-timeout", type=non_negative_float, help="end the task after S seconds without output")
-    run.add_argument("--name", help="your own task id ([a-z0-9-], 1-63 chars)")
+    run.add_argument("--name", help=f"your own task id ([a-z0-9-], 1-{NAME_MAX_CHARS} chars)")
     run.add_argument("--cwd", help="working directory (default the daemon's)")
     run.add_argument("--pty", action="store_true", help="run under a pseudo-terminal (input via write)")
     run.add_argument("--stdin", choices=("null", "pipe"), help="'pipe' to send input later with write")
@@ -214,7 +219,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 
     listing = commands.add_parser("ls", aliases=["list"], help="list known tasks, newest first (tool `list`)")
     listing.add_argument("--status", choices=STATUSES, help="only tasks with this status")
-    listing.add_argument("--limit", type=int, help="at most N tasks (default 50)")
+    listing.add_argument("--limit", type=int, help=f"at most N tasks (default {limits.LIST_DEFAULT})")
     listing.add_argument("--session", help="only tasks of this shell session")
 
     logs = commands.add_parser("logs", help="print a task's output (raw); -f follows it until the task ends")
@@ -224,7 +229,9 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing new output until the task ends")
     logs.add_argument("--grep", metavar="REGEX", help="print matching lines as line:offset:text (exit 1: none)")
     logs.add_argument("--context", type=int, metavar="N", help="with --grep: N lines before and after each match")
-    logs.add_argument("--max-matches", type=int, metavar="N", help="with --grep: list at most N (default 50)")
+    logs.add_argument(
+        "--max-matches", type=int, metavar="N", help=f"with --grep: list at most N (default {DEFAULT_MAX_MATCHES})"
+    )
 
     write = commands.add_parser("write", help="send input to a task started with --stdin pipe or --pty")
     write.add_argument("id", metavar="ID")
@@ -310,7 +317,8 @@ def server_wait(deadline: float | None) -> float | None:
 async def wait_for_end(
     client: BashClient, reply: ToolReply, deadline: float | None, wait_for: str | None = None
 ) -> ToolReply:
-    """Keep calling status (30 s at a time) until the task ends, a line matches wait_for, or the deadline passes."""
+    """Keep calling status (MAX_SERVER_WAIT_SECS at a time) until the task ends, a line matches wait_for,
+    or the deadline passes."""
     while deadline is not None and reply.structured and _active(reply) and time.monotonic() < deadline:
         if "matched_line" in reply.structured:
             break
@@ -391,7 +399,7 @@ async def cmd_logs(client: BashClient, args: argparse.Namespace, out: Output) ->
 
 
 async def follow_logs(client: BashClient, args: argparse.Namespace, out: Output) -> int:
-    """Loop logs(wait_seconds=30) from next_offset, printing as it arrives, until eof.
+    """Loop logs(wait_seconds=FOLLOW_WAIT_SECS) from next_offset, printing as it arrives, until eof.
 
     With --json every page is printed as one JSON object per line.
     """

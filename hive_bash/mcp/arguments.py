@@ -15,11 +15,10 @@ from typing import Any
 
 from hive_bash.core import line_match, sessions
 from hive_bash.errors import InvalidArgument
-from hive_bash.model import ENV_NAME_PATTERN, NAME_PATTERN, StdinMode, TaskOptions
+from hive_bash.mcp.limits import WAIT_CAP_SECS
+from hive_bash.model import ENV_NAME_PATTERN, NAME_MAX_CHARS, NAME_PATTERN, StdinMode, TaskOptions
 from hive_bash.settings import Settings, memory_bytes
 
-WAIT_CAP_SECS = 30.0
-DEFAULT_RUN_WAIT_SECS = 3.0
 PATH_MAX = 4096  # Linux: the longest path a system call takes, NUL included
 SHOWN_CHARS = 200
 
@@ -106,7 +105,7 @@ def command(value: str, max_bytes: int) -> str:
 def task_id(argument: str, value: str) -> str:
     """Names and ids share one rule, which also keeps them from ever naming a path outside the tasks dir."""
     if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
-        raise InvalidArgument(argument, "must be 1 to 63 characters of a-z, 0-9 and '-'")
+        raise InvalidArgument(argument, f"must be 1 to {NAME_MAX_CHARS} characters of a-z, 0-9 and '-'")
     return value
 
 
@@ -145,7 +144,7 @@ def notify_pattern(value: str | None, settings: Settings) -> str | None:
 
 
 def wait_seconds(value: float | None, default: float) -> float:
-    """Inline waits: omitted means the default, negative is refused, more than 30 is clamped to 30."""
+    """Inline waits: omitted means the default, negative is refused, more than WAIT_CAP_SECS is clamped to it."""
     seconds = finite("wait_seconds", value)
     if seconds is None:
         return default

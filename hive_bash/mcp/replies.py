@@ -24,6 +24,7 @@ from typing import Any
 
 from hive_bash.core import line_match, summaries
 from hive_bash.core.output import Excerpt
+from hive_bash.mcp.limits import FOLLOW_UP_WAIT_SECS, WAIT_CAP_SECS, secs
 from hive_bash.model import Status
 
 # JSON characters a run/status reply may spend on output excerpts; the rest of the reply
@@ -39,8 +40,9 @@ LIST_BUDGET = 4000
 SEARCH_PATTERN_CHARS = 80  # of a pattern quoted in a search's verdict
 LIST_SESSIONS_MIN_CHARS = 600
 SESSION_CWD_CHARS = 120
+WAIT_CAP = secs(WAIT_CAP_SECS)  # a `next` step waits as long as one call may
+FOLLOW_UP = secs(FOLLOW_UP_WAIT_SECS)
 STATUS_CMD_CHARS = 300  # a cmd may be 256 KiB; the record and `list` keep it, a reply shows its start
-WAIT_HINT_SECS = 30
 EXPORTS_CHARS = 200  # the names a session run exported, within the reply's budget
 # An ended task's cost is said only when it says something: under this much CPU a number
 # is noise (`echo hi` is 0.002s), and max_rss_bytes is known only above the daemon's own peak.
@@ -186,14 +188,11 @@ def next_step(facts: TaskFacts) -> str | None:
         return f"it waits for input: write({quoted}, data='...\\n') answers it{todo}"
     size = facts.stdout.excerpt.size if facts.stdout is not None else 0
     if size:
-        return f"logs({quoted}, offset={size}, wait_seconds={WAIT_HINT_SECS}) follows new output{todo}"
+        return f"logs({quoted}, offset={size}, wait_seconds={WAIT_CAP}) follows new output{todo}"
     err_size = facts.stderr.excerpt.size if facts.stderr is not None else 0
     if err_size:  # all it printed went to stderr (a server's request log): follow the stream that moves
-        return (
-            f"logs({quoted}, stream='stderr', offset={err_size}, wait_seconds={WAIT_HINT_SECS}) "
-            f"follows new output{todo}"
-        )
-    return f"status({quoted}, wait_seconds={WAIT_HINT_SECS}) waits for the end{todo}"
+        return f"logs({quoted}, stream='stderr', offset={err_size}, wait_seconds={WAIT_CAP}) follows new output{todo}"
+    return f"status({quoted}, wait_seconds={WAIT_CAP}) waits for the end{todo}"
 
 
 def worth_saying(cpu_secs: float | None, max_rss_bytes: int | None) -> tuple[float | None, int | None]:
@@ -550,7 +549,9 @@ def kill_reply(task_id: str, status: Status, action: str) -> dict[str, Any]:
     if action == "cancelled":
         head = f"task {task_id} cancelled before it started"
     else:
-        head = f"{action} sent to task {task_id}'s process group; status({quoted}, wait_seconds=5) shows the end"
+        head = (
+            f"{action} sent to task {task_id}'s process group; status({quoted}, wait_seconds={FOLLOW_UP}) shows the end"
+        )
     return {"verdict": head, "id": task_id, "status": status.value, "action": action}
 
 
@@ -560,7 +561,7 @@ def write_reply(task_id: str, accepted: int, out_offset: int, queued: int, eof: 
         head += " and input closed"
     if queued:
         head += f" ({counted(queued, 'byte')} still wait for the task to read them)"
-    head += f"; follow with logs(id='{task_id}', offset={out_offset}, wait_seconds=5)"
+    head += f"; follow with logs(id='{task_id}', offset={out_offset}, wait_seconds={FOLLOW_UP})"
     return compact(
         [
             ("verdict", head),

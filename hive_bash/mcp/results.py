@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from hive_bash.core import line_match, output, search, semantics
 from hive_bash.mcp import replies
+from hive_bash.mcp.limits import secs
 from hive_bash.sdk.server import tool_result
 from hive_bash.core.records import TaskRecord
 from hive_bash.model import Status, Stream
@@ -48,7 +49,9 @@ class TaskStatus(BaseModel):
     warning: str | None = Field(None, description="Set by run when the command looks destructive")
     next: str | None = Field(None, description="While the task has not ended: the one next step")
     matched_line: str | None = Field(None, description="With wait_for: the line that matched (the verdict says where)")
-    cpu_secs: float | None = Field(None, description="Once ended: user + system CPU seconds, when at least 0.5")
+    cpu_secs: float | None = Field(
+        None, description=f"Once ended: user + system CPU seconds, when at least {secs(replies.CPU_WORTH_SAYING_SECS)}"
+    )
     max_rss_bytes: int | None = Field(None, description="Once ended: largest process's peak memory, above the daemon's")
     last_output_age_secs: float | None = None
     cmd: str | None = None

@@ -19,7 +19,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from hive_bash import __version__
-from hive_bash.mcp import arguments, descriptions, replies, results
+from hive_bash.mcp import arguments, descriptions, limits, replies, results
 from hive_bash.core import line_match, output, search, semantics
 from hive_bash.mcp.disconnects import client_gone
 from hive_bash.errors import HiveBashError, InvalidArgument
@@ -30,15 +30,9 @@ from hive_bash.core.manager import TaskManager
 from hive_bash.core.task import Task
 
 TOOL_NAMES = ("run", "status", "kill", "list", "logs", "write")
-LOGS_MAX_BYTES = 1024 * 1024
-# A default logs page stays within one reply's budget (6,000 characters as the model reads it).
-LOGS_DEFAULT_BYTES = 4096
-LIST_DEFAULT = 50
-LIST_MAX = 500
 LOGS_POLL_SECS = 0.05
 # A search counts the other stream's matches too when that stream is at most this big (one child, < 50 ms).
 OTHER_SEARCH_MAX_BYTES = 1024 * 1024
-WRITE_MAX_BYTES = 1024 * 1024
 
 P = ParamSpec("P")
 
@@ -91,16 +85,14 @@ class BashTools:
         timeout_secs: Annotated[
             float | None, Field(description="End its whole process group after this long (timed_out)")
         ] = None,
-        wait_seconds: Annotated[
-            float | None, Field(description="Wait inline for the end (default 3, max 30, 0: return at once)")
-        ] = None,
-        name: Annotated[str | None, Field(description="Your task id: [a-z0-9-], 1-63 chars")] = None,
+        wait_seconds: Annotated[float | None, Field(description=descriptions.RUN_WAIT)] = None,
+        name: Annotated[str | None, Field(description=descriptions.NAME)] = None,
         idle_timeout_secs: Annotated[
             float | None, Field(description="End it after this long without output (timed_out)")
         ] = None,
         cwd: Annotated[str | None, Field(description="Working directory (must exist)")] = None,
         env: Annotated[dict[str, str] | None, Field(description="Extra environment variables")] = None,
-        pty: Annotated[bool, Field(description="Under a pseudo-terminal (40x200, TERM=dumb)")] = False,
+        pty: Annotated[bool, Field(description=descriptions.PTY)] = False,
         stdin: Annotated[StdinMode, Field(description="'pipe': input via write; 'null': reading gets EOF")] = "null",
         session: Annotated[
             str | None, Field(description="Shell session: cwd and exported variables carry between its runs")
@@ -126,7 +118,7 @@ class BashTools:
             pids_max,
             notify_on,
         )
-        wait = arguments.wait_seconds(wait_seconds, arguments.DEFAULT_RUN_WAIT_SECS)
+        wait = arguments.wait_seconds(wait_seconds, limits.DEFAULT_RUN_WAIT_SECS)
         pattern = arguments.line_pattern("wait_for", wait_for)
         task = self.manager.submit(options)
         return await self._status_reply(
@@ -137,7 +129,7 @@ class BashTools:
     async def status(
         self,
         id: Annotated[str, Field(description="Task id")],
-        wait_seconds: Annotated[float | None, Field(description="Wait up to this long (max 30) for the end")] = None,
+        wait_seconds: Annotated[float | None, Field(description=descriptions.STATUS_WAIT)] = None,
         offset: Annotated[int | None, Field(description="Stdout bytes already read: only newer ones are shown")] = None,
         wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR_NEW)] = None,
         ctx: ToolContext | None = None,
@@ -188,10 +180,10 @@ class BashTools:
     async def list(
         self,
         status: Annotated[Status | None, Field(description="Only tasks with this status")] = None,
-        limit: Annotated[int | None, Field(description="At most this many (default 50, max 500)")] = None,
+        limit: Annotated[int | None, Field(description=descriptions.LIST_LIMIT)] = None,
         session: Annotated[str | None, Field(description="Only this session's")] = None,
     ) -> Annotated[CallToolResult, results.TaskList]:
-        count = arguments.non_negative_int("limit", limit, LIST_DEFAULT, LIST_MAX)
+        count = arguments.non_negative_int("limit", limit, limits.LIST_DEFAULT, limits.LIST_MAX)
         name = None if session is None else arguments.task_id("session", session)
         tasks = self.manager.newest_first(status, name)
         known = self.manager.task_count
@@ -206,18 +198,16 @@ class BashTools:
             Field(description="Which output (default stdout; its wait ends on either)"),
         ] = None,
         offset: Annotated[int, Field(description="Byte offset to start at")] = 0,
-        max_bytes: Annotated[int | None, Field(description="Page size (default 4096, max 1 MiB)")] = None,
-        wait_seconds: Annotated[
-            float | None, Field(description="Wait up to this long (max 30) for new output or the end")
-        ] = None,
+        max_bytes: Annotated[int | None, Field(description=descriptions.LOGS_MAX)] = None,
+        wait_seconds: Annotated[float | None, Field(description=descriptions.LOGS_WAIT)] = None,
         pattern: Annotated[str | None, Field(description="Regex per line: matching lines instead of a page")] = None,
-        context_lines: Annotated[int | None, Field(description="Lines around each match (max 10)")] = None,
-        max_matches: Annotated[int | None, Field(description="Matches listed (default 50, max 200)")] = None,
+        context_lines: Annotated[int | None, Field(description=descriptions.CONTEXT_LINES)] = None,
+        max_matches: Annotated[int | None, Field(description=descriptions.MAX_MATCHES)] = None,
         ctx: ToolContext | None = None,
     ) -> Annotated[CallToolResult, results.LogPage]:
         task = self.manager.get(arguments.task_id("id", id))
         start = arguments.byte_offset("offset", offset)
-        page_size = arguments.non_negative_int("max_bytes", max_bytes, LOGS_DEFAULT_BYTES, LOGS_MAX_BYTES)
+        page_size = arguments.non_negative_int("max_bytes", max_bytes, limits.LOGS_DEFAULT_BYTES, limits.LOGS_MAX_BYTES)
         if page_size == 0:
             raise InvalidArgument("max_bytes", "must be at least 1")
         read: Stream = stream or "stdout"
@@ -249,7 +239,7 @@ class BashTools:
         data: Annotated[str, Field(description="Text; control characters allowed (\\u0003 is ^C)")] = "",
         eof: Annotated[bool, Field(description="Then close input (^D under pty)")] = False,
     ) -> Annotated[CallToolResult, results.WriteResult]:
-        payload = arguments.input_data(data, WRITE_MAX_BYTES)
+        payload = arguments.input_data(data, limits.WRITE_MAX_BYTES)
         task, out_offset = self.manager.write_input(arguments.task_id("id", id), payload, bool(eof))
         return results.write_reply(task, len(payload), out_offset, bool(eof))
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hive_bash.mcp import arguments
+from hive_bash.mcp import arguments, limits
 from hive_bash.errors import InvalidArgument
 from hive_bash.model import TaskOptions
 from hive_bash.settings import Settings
@@ -82,7 +82,7 @@ def test_cwd_and_env_rules(tmp_path: Path) -> None:
 
 def test_wait_seconds_default_clamp_and_refusal() -> None:
     assert arguments.wait_seconds(None, 3.0) == 3.0
-    assert arguments.wait_seconds(999, 3.0) == arguments.WAIT_CAP_SECS
+    assert arguments.wait_seconds(999, 3.0) == limits.WAIT_CAP_SECS
     assert arguments.wait_seconds(0, 3.0) == 0.0
     assert "0 or more" in refusal(arguments.wait_seconds, -1, 3.0)
 

@@ -23,7 +23,7 @@ import anyio
 import pytest
 
 from hive_bash.daemon.edge.strict_json import MAX_BODY_BYTES
-from hive_bash.mcp.tools import WRITE_MAX_BYTES
+from hive_bash.mcp.limits import WRITE_MAX_BYTES
 from hive_bash.sdk.client import BashClient
 from hivetest import Daemon, call_ok
 
