@@ -484,12 +484,19 @@ def table_findings(tables: dict[Path, dict[str, str]], write: bool) -> list[Find
     return findings
 
 
+PARTS = ("config", "nixos", "refs")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/docs.py", description=__doc__.splitlines()[0])
-    parser.add_argument("parts", nargs="*", choices=["config", "nixos", "refs"], help="default: all three")
+    # No `choices`: with nargs="*", Python 3.11's argparse refuses an empty list against them.
+    parser.add_argument("parts", nargs="*", metavar="{config,nixos,refs}", help="default: all three")
     parser.add_argument("--write", action="store_true", help="rewrite the generated tables")
     args = parser.parse_args(argv)
-    parts = set(args.parts or ["config", "nixos", "refs"])
+    unknown = sorted(set(args.parts) - set(PARTS))
+    if unknown:
+        parser.error(f"unknown part {', '.join(unknown)} (choose from {', '.join(PARTS)})")
+    parts = set(args.parts or PARTS)
     findings = table_findings(generated(parts), args.write)
     if "refs" in parts:
         findings += reference_findings()
