@@ -153,13 +153,13 @@ def wrap_app(create: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def instrument_daemon() -> None:
-    from hive_bash.daemon import main as daemon_main
+    from hive_bash.daemon import serve
 
     for name, _, module_name, attributes, is_async in DAEMON_TIMERS:
         for attribute in attributes:
             owner, leaf = resolve(module_name, attribute)
             patch(owner, leaf, name, is_async)
-    daemon_main.create_app = wrap_app(daemon_main.create_app)
+    serve.create_app = wrap_app(serve.create_app)
 
 
 def dump(path: Path) -> None:

@@ -1,34 +1,21 @@
-"""`hive-bash-daemon`: parse flags over the environment, check the setup, serve until SIGTERM/SIGINT."""
+"""`hive-bash-daemon`: parse flags over the environment and check the setup; `serve` then serves."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
-import signal
 import stat
 import sys
 from pathlib import Path
 
-import uvicorn
 from pydantic import ValidationError
 
 from hive_bash import __version__, tokens
-from hive_bash.core import cgroups, process
-from hive_bash.daemon.app import create_app
-from hive_bash.daemon.edge.connections import (
-    ConnectionGuard,
-    ListenError,
-    connection_budget,
-    listening_socket,
-    raise_open_files_limit,
-)
+from hive_bash.core import cgroups
 from hive_bash.settings import Settings
 
 logger = logging.getLogger("hive_bash")
-
-# Claude Code keeps a GET stream open at all times: shutdown must not wait on it for long.
-GRACEFUL_SHUTDOWN_SECS = 2
 
 
 class ConfigError(Exception):
@@ -164,20 +151,6 @@ def configure_logging(level: str) -> None:
     logging.getLogger("sse_starlette").setLevel(max(logging.INFO, logging.getLogger().level))
 
 
-def connection_guard(settings: Settings) -> tuple[ConnectionGuard, int]:
-    """The guard for HTTP connections, and the accept backlog, sized to the open files limit."""
-    open_files = raise_open_files_limit()
-    allowed, backlog = connection_budget(settings.max_connections, open_files)
-    if allowed < settings.max_connections:
-        logger.warning(
-            "max_connections %d lowered to %d: the open files limit is %d",
-            settings.max_connections,
-            allowed,
-            open_files,
-        )
-    return ConnectionGuard(allowed, settings.request_timeout_secs), backlog
-
-
 def check_cgroup_root(path: Path | None) -> None:
     """A HIVE_BASH_CGROUP_ROOT the daemon cannot use stops it: the operator asked for a cgroup per task."""
     if path is not None:
@@ -199,41 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"hive-bash-daemon: {exc}", file=sys.stderr)
         return 2
-    app = create_app(settings, token)
-    guard, backlog = connection_guard(settings)
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        http=guard.protocol_class(),
-        ws="none",  # no websocket routes; an upgraded connection would leave the guard's sight
-        backlog=backlog,
-        log_config=None,
-        log_level=settings.log_level,
-        access_log=settings.log_level == "debug",
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECS,
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
-    try:
-        listener = listening_socket(settings.host, settings.port, settings.request_timeout_secs)
-    except ListenError as exc:
-        print(f"hive-bash-daemon: {exc}", file=sys.stderr)
-        return 1
-    # uvicorn re-raises a captured SIGTERM/SIGINT once it has shut down, through the
-    # handler that was installed before it; a no-op one lets us exit 0 as a clean stop.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, _stopped_cleanly)
-    swapped = process.give_tasks_default_signals()
-    if swapped:
-        names = ", ".join(signal.Signals(sig).name for sig in swapped)
-        logger.info("started with %s ignored: still ignored by the daemon, at their defaults in tasks", names)
-    server.run(sockets=[listener])
-    return 0 if server.started else 1
+    # Imported only now: a daemon that re-executes to drop hidden variables loads the
+    # server (uvicorn, starlette, the SDK: most of its start-up time) once, not twice.
+    from hive_bash.daemon import serve
 
-
-def _stopped_cleanly(signum: int, frame: object) -> None:
-    logger.debug("signal %d handled after shutdown", signum)
+    return serve.serve(settings, token)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def test_the_rows_each_timer_belongs_to_exist() -> None:
 
 
 def test_the_servers_it_wraps_have_their_app_factory() -> None:
-    from hive_bash.daemon import main as daemon_main
+    from hive_bash.daemon import serve
 
-    assert callable(daemon_main.create_app)
+    assert callable(serve.create_app)
     assert callable(load(BENCH / "servers" / "reference_server.py").create_app)

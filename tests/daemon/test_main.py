@@ -86,3 +86,11 @@ async def test_a_daemon_started_under_nohup_gives_its_tasks_default_signals(make
     os.kill(daemon.proc.pid, signal.SIGHUP)
     assert daemon.health()["ok"] is True
     assert "SIGHUP, SIGQUIT ignored" in daemon.log()
+
+
+def test_the_flags_and_checks_load_without_the_server() -> None:
+    # A daemon with HIVE_BASH_HIDE_ENV re-executes after its checks: what it loaded before
+    # the exec is paid twice, so uvicorn, starlette and the SDK must wait for `serve`.
+    probe = "import sys, hive_bash.daemon.main; print(sorted({'uvicorn', 'starlette', 'mcp'} & sys.modules.keys()))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert loaded.stdout.strip() == "[]", loaded.stdout
