@@ -26,7 +26,7 @@ from lib.report import Metric, publish
 from lib.scenarios import daemon_env
 
 from hive_bash.sdk.client import BashClient, open_client
-from hive_bash.mcp.replies import with_state
+from hive_bash.mcp.replies.state import with_state
 
 # (name, pattern): many hits (the listing ends early, the rest only counted); few hits (all listed:
 # every line numbered to the end, as grep -n does); an alternation of literals.

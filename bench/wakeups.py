@@ -44,7 +44,7 @@ from lib.children import MATCHER_CHILD, SAMPLE_SECS, PeakSampler, child_of, hwm
 from lib.report import Metric, publish
 from lib.scenarios import daemon_env
 
-from hive_bash.mcp.replies import with_state
+from hive_bash.mcp.replies.state import with_state
 from hive_bash.sdk.client import BashClient, open_client
 
 PATTERN = "fatal"

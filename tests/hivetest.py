@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hive_bash.sdk.client import BashClient, ToolReply, open_client
-from hive_bash.mcp.replies import with_state
+from hive_bash.mcp.replies.state import with_state
 
 START_TIMEOUT_SECS = 20.0
 
@@ -222,7 +222,7 @@ class Daemon:
 
 async def call_ok(client: BashClient, tool: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> ToolReply:
     """A call that must succeed. A run/status reply's structured result gets the status, exit_code
-    and signal its verdict states as keys (hive_bash.mcp.replies.with_state), as programs read it;
+    and signal its verdict states as keys (hive_bash.mcp.replies.state.with_state), as programs read it;
     what the model itself reads is asserted in test_replies and test_claude_code."""
     reply = await client.call(tool, arguments, **kwargs)
     assert not reply.is_error, f"{tool}({arguments!r}) failed: {reply.text}"

@@ -68,7 +68,7 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
         ("TodoStateMachine.wait_over",),
         False,
     ),
-    ("reply: read output, shape", TOOL, "mcp.results", ("status_reply",), False),
+    ("reply: read output, shape", TOOL, "mcp.replies.task", ("status_reply",), False),
     ("retention: prune (watcher tick)", None, "core.manager", ("TaskManager.prune",), False),
     ("record saves (write + rename), all", None, "core.records", ("RecordStore.save",), False),
 ]

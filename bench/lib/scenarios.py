@@ -19,7 +19,7 @@ from typing import Any
 
 from lib import SERVERS_DIR, measure
 from hive_bash.sdk.client import BashClient, open_client
-from hive_bash.mcp.replies import with_state
+from hive_bash.mcp.replies.state import with_state
 from lib.raw_client import RawClient
 
 SETTLE_SECS = 1.0

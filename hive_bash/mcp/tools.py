@@ -1,7 +1,7 @@
 """The MCP tools: one method of `BashTools` per tool, registered by `build_server`.
 
 Each tool checks its arguments (hive_bash.mcp.arguments), asks the task manager, and
-returns the reply hive_bash.mcp.results builds. What the model is told about the tools is in
+returns the reply hive_bash.mcp.replies builds (a module per reply). What the model is told about the tools is in
 hive_bash.mcp.descriptions (true for this configuration: todos only with a harness socket).
 Domain errors (hive_bash.errors) become MCP tool errors here and nowhere else.
 """
@@ -9,7 +9,6 @@ Domain errors (hive_bash.errors) become MCP tool errors here and nowhere else.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,7 +18,9 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from hive_bash import __version__
-from hive_bash.mcp import arguments, descriptions, limits, replies, results
+from hive_bash.mcp import arguments, descriptions, limits
+from hive_bash.mcp.replies import control, listing, page, schema
+from hive_bash.mcp.replies import task as task_reply
 from hive_bash.core import line_match, output, search, semantics
 from hive_bash.mcp.disconnects import client_gone
 from hive_bash.errors import HiveBashError, InvalidArgument
@@ -31,8 +32,6 @@ from hive_bash.core.task import Task
 
 TOOL_NAMES = ("run", "status", "kill", "list", "logs", "write")
 LOGS_POLL_SECS = 0.05
-# A search counts the other stream's matches too when that stream is at most this big (one child, < 50 ms).
-OTHER_SEARCH_MAX_BYTES = 1024 * 1024
 
 P = ParamSpec("P")
 
@@ -102,7 +101,7 @@ class BashTools:
         wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR)] = None,
         notify_on: Annotated[str | None, Field(description=descriptions.NOTIFY_ON)] = None,
         ctx: ToolContext | None = None,
-    ) -> Annotated[CallToolResult, results.TaskStatus]:
+    ) -> Annotated[CallToolResult, schema.TaskStatus]:
         options = arguments.task_options(
             self.settings,
             cmd,
@@ -133,7 +132,7 @@ class BashTools:
         offset: Annotated[int | None, Field(description="Stdout bytes already read: only newer ones are shown")] = None,
         wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR_NEW)] = None,
         ctx: ToolContext | None = None,
-    ) -> Annotated[CallToolResult, results.TaskStatus]:
+    ) -> Annotated[CallToolResult, schema.TaskStatus]:
         pattern = arguments.line_pattern("wait_for", wait_for)
         task = self.manager.get(arguments.task_id("id", id))
         start = arguments.byte_offset("offset", offset)
@@ -165,16 +164,16 @@ class BashTools:
         self.manager.shown(task)
         todos = self.settings.agent_socket is not None
         session = self.manager.session_state(task.record.session) if task.record.session is not None else None
-        return results.status_reply(task, paths, warning, from_run, offset, todos, session, waited, wait)
+        return task_reply.status_reply(task, paths, warning, from_run, offset, todos, session, waited, wait)
 
     @tool_errors
     async def kill(
         self,
         id: Annotated[str, Field(description="Task id")],
         force: Annotated[bool, Field(description="SIGKILL instead of SIGINT")] = False,
-    ) -> Annotated[CallToolResult, results.KillResult]:
+    ) -> Annotated[CallToolResult, schema.KillResult]:
         task, action = self.manager.kill(arguments.task_id("id", id), bool(force))
-        return results.kill_reply(task, action)
+        return control.kill_reply(task, action)
 
     @tool_errors
     async def list(
@@ -182,12 +181,12 @@ class BashTools:
         status: Annotated[Status | None, Field(description="Only tasks with this status")] = None,
         limit: Annotated[int | None, Field(description=descriptions.LIST_LIMIT)] = None,
         session: Annotated[str | None, Field(description="Only this session's")] = None,
-    ) -> Annotated[CallToolResult, results.TaskList]:
+    ) -> Annotated[CallToolResult, schema.TaskList]:
         count = arguments.non_negative_int("limit", limit, limits.LIST_DEFAULT, limits.LIST_MAX)
         name = None if session is None else arguments.task_id("session", session)
         tasks = self.manager.newest_first(status, name)
         known = self.manager.task_count
-        return results.list_reply(tasks[:count], len(tasks), known, status, self.manager.sessions(name))
+        return listing.list_reply(tasks[:count], len(tasks), known, status, self.manager.sessions(name))
 
     @tool_errors
     async def logs(
@@ -204,7 +203,7 @@ class BashTools:
         context_lines: Annotated[int | None, Field(description=descriptions.CONTEXT_LINES)] = None,
         max_matches: Annotated[int | None, Field(description=descriptions.MAX_MATCHES)] = None,
         ctx: ToolContext | None = None,
-    ) -> Annotated[CallToolResult, results.LogPage]:
+    ) -> Annotated[CallToolResult, schema.LogPage]:
         task = self.manager.get(arguments.task_id("id", id))
         start = arguments.byte_offset("offset", offset)
         page_size = arguments.non_negative_int("max_bytes", max_bytes, limits.LOGS_DEFAULT_BYTES, limits.LOGS_MAX_BYTES)
@@ -215,22 +214,19 @@ class BashTools:
         # the stream not read: with none named a wait also ends when it grows, and replies say so
         other_name: Stream = "stderr" if read == "stdout" else "stdout"
         other_path = self.manager.output_path(task, other_name)
-        other_before = output.file_size(other_path)
-        also = (other_path, other_before) if stream is None else None
+        unread = page.Unread(other_name, other_path, output.file_size(other_path))
+        also = (other_path, unread.size_before) if stream is None else None
         wait = arguments.wait_seconds(wait_seconds, 0.0)
         if pattern is not None:
             request = search_request(path, pattern, start, context_lines, max_matches)
             await wait_for_growth(task, path, start, wait, also)
             gone = client_gone(ctx)
             found = await self.searches.search(request, abandon=gone)
-            other = await other_search(other_name, other_path, other_before, request, self.searches, gone)
-            return results.search_reply(task, read, pattern, found, other)
+            return await page.search_reply(task, read, found, request, unread, self.searches, gone)
         await wait_for_growth(task, path, start, wait, also)
         ended = task.ended.is_set()
-        budget = replies.LOGS_DEFAULT_BUDGET if max_bytes is None else None
-        page = output.read_page(path, start, page_size, budget)
-        other_now = replies.OtherStream(other_name, other_before, output.file_size(other_path))
-        return results.log_reply(task, read, page, ended, other_now if stream is None else None)
+        budgeted = max_bytes is None
+        return page.log_reply(task, read, path, start, page_size, budgeted, ended, unread if stream is None else None)
 
     @tool_errors
     async def write(
@@ -238,10 +234,10 @@ class BashTools:
         id: Annotated[str, Field(description="Task id")],
         data: Annotated[str, Field(description="Text; control characters allowed (\\u0003 is ^C)")] = "",
         eof: Annotated[bool, Field(description="Then close input (^D under pty)")] = False,
-    ) -> Annotated[CallToolResult, results.WriteResult]:
+    ) -> Annotated[CallToolResult, schema.WriteResult]:
         payload = arguments.input_data(data, limits.WRITE_MAX_BYTES)
         task, out_offset = self.manager.write_input(arguments.task_id("id", id), payload, bool(eof))
-        return results.write_reply(task, len(payload), out_offset, bool(eof))
+        return control.write_reply(task, len(payload), out_offset, bool(eof))
 
 
 def search_request(
@@ -258,26 +254,6 @@ def search_request(
         ),
         context_lines=arguments.non_negative_int("context_lines", context_lines, 0, search.MAX_CONTEXT_LINES),
     )
-
-
-async def other_search(
-    name: Stream,
-    path: Path,
-    size_before: int,
-    request: search.SearchRequest,
-    searches: search.SearchSlots,
-    abandon: asyncio.Event,
-) -> replies.OtherStream:
-    """The stream a search did not cover: its size, and its matching lines when counting them is cheap."""
-    size = output.file_size(path)
-    matches = None
-    if 0 < size <= OTHER_SEARCH_MAX_BYTES:
-        counting = dataclasses.replace(request, path=str(path), offset=0, max_matches=0, context_lines=0)
-        try:
-            matches = (await searches.search(counting, abandon=abandon)).total_matches
-        except HiveBashError:  # the count is a courtesy: the search that was asked for stands
-            matches = None
-    return replies.OtherStream(name, size_before, size, matches)
 
 
 async def wait_for_growth(

@@ -1,0 +1,208 @@
+"""The logs replies: one page of a stream, or with a pattern its matching lines, and what the
+other stream did meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcp.types import CallToolResult
+
+from hive_bash.core import output, search
+from hive_bash.core.task import Task
+from hive_bash.errors import HiveBashError
+from hive_bash.mcp.replies.render import counted, in_schema_order, reply
+from hive_bash.mcp.replies.schema import LogPage
+from hive_bash.model import Status, Stream
+
+LOGS_DEFAULT_BUDGET = 5000  # JSON characters of a logs page whose max_bytes was not given
+SEARCH_PATTERN_CHARS = 80  # of a pattern quoted in a search's verdict
+# A search counts the other stream's matches too when that stream is at most this big (one child, < 50 ms).
+OTHER_SEARCH_MAX_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class OtherStream:
+    """The stream a logs call did not read: how big it was when the call came and is now, and, for a
+    search, how many of its lines match (None when searching it would not be cheap)."""
+
+    name: Stream
+    size_before: int
+    size: int
+    matches: int | None = None
+
+
+@dataclass(frozen=True)
+class Unread:
+    """The stream a logs call that named none did not read, as it was when the call came."""
+
+    name: Stream
+    path: Path
+    size_before: int
+
+
+def log_reply(
+    task: Task,
+    stream: Stream,
+    path: Path,
+    offset: int,
+    max_bytes: int,
+    budgeted: bool,
+    ended: bool,
+    unread: Unread | None,
+) -> CallToolResult:
+    """`logs`: one page of `stream` (at `path`) from `offset`, cut to LOGS_DEFAULT_BUDGET when `budgeted`
+    (max_bytes was not given); `ended`: whether the task had ended before the page was read."""
+    page = output.read_page(path, offset, max_bytes, LOGS_DEFAULT_BUDGET if budgeted else None)
+    other = None if unread is None else OtherStream(unread.name, unread.size_before, output.file_size(unread.path))
+    return reply(page_reply(task.id, stream, page, task.status, ended, other))
+
+
+async def search_reply(
+    task: Task,
+    stream: Stream,
+    found: search.SearchResult,
+    request: search.SearchRequest,
+    unread: Unread,
+    searches: search.SearchSlots,
+    abandon: asyncio.Event,
+) -> CallToolResult:
+    """`logs` with a pattern: what `request` found, and how many lines of the stream it did not search match."""
+    other = await other_search(unread, request, searches, abandon)
+    return reply(matches_reply(task.id, stream, request.pattern, found, task.status, task.ended.is_set(), other))
+
+
+async def other_search(
+    unread: Unread, request: search.SearchRequest, searches: search.SearchSlots, abandon: asyncio.Event
+) -> OtherStream:
+    """The stream a search did not cover: its size, and its matching lines when counting them is cheap."""
+    size = output.file_size(unread.path)
+    matches = None
+    if 0 < size <= OTHER_SEARCH_MAX_BYTES:
+        counting = dataclasses.replace(request, path=str(unread.path), offset=0, max_matches=0, context_lines=0)
+        try:
+            matches = (await searches.search(counting, abandon=abandon)).total_matches
+        except HiveBashError:  # the count is a courtesy: the search that was asked for stands
+            matches = None
+    return OtherStream(unread.name, unread.size_before, size, matches)
+
+
+def logs_call(task_id: str, stream: str, **arguments: object) -> str:
+    """`logs(id='x', stream='stderr', offset=3)`: stdout is the default and not named."""
+    named = [f"id='{task_id}'"] + ([f"stream='{stream}'"] if stream == "stderr" else [])
+    return f"logs({', '.join(named + [f'{key}={value!r}' for key, value in arguments.items()])})"
+
+
+def other_news(task_id: str, other: OtherStream | None, this_size: int) -> str:
+    """What a page or an empty answer adds about the other stream: it grew meanwhile, or it has the output."""
+    if other is None or other.size == 0:
+        return ""
+    if other.size > other.size_before:
+        grew = counted(other.size - other.size_before, "byte")
+        return f"; {other.name} grew by {grew}: {logs_call(task_id, other.name, offset=other.size_before)}"
+    if this_size == 0:
+        return f"; {other.name} has {counted(other.size, 'byte')}: {logs_call(task_id, other.name)}"
+    return ""
+
+
+def page_reply(
+    task_id: str, stream: Stream, page: output.Page, status: Status, ended: bool, other: OtherStream | None = None
+) -> dict[str, Any]:
+    """One page of output; with nothing new at the offset, one short line that says so. `other`: the
+    stream not read, when the call named none."""
+    quoted = f"id='{task_id}'" + (", stream='stderr'" if stream == "stderr" else "")
+    eof = ended and page.next_offset >= page.size
+    state = "the task ended" if ended else f"task {status.value}"
+    if page.offset > page.size:
+        head = f"offset {page.offset} is past the end: {stream} is {page.size} bytes ({state})"
+    elif page.next_offset == page.offset:
+        head = f"nothing new since offset {page.offset} ({state})" + other_news(task_id, other, page.size)
+    else:
+        head = f"{stream} bytes {page.offset}-{page.next_offset} of {page.size}"
+        if page.skipped_bytes:
+            head += f" ({page.skipped_bytes} bytes of a character begun before offset skipped)"
+        if page.next_offset < page.size:
+            head += f"; more: logs({quoted}, offset={page.next_offset})"
+        else:
+            head += "; end of output" if eof else f"; all so far ({state})"
+        head += other_news(task_id, other, page.size)
+    return in_schema_order(
+        LogPage,
+        {
+            "verdict": head,
+            "id": task_id if page.data else None,
+            "stream": stream if stream != "stdout" else None,
+            "data": page.data,
+            "offset": page.offset if page.data else None,
+            "next_offset": page.next_offset,
+            "size": page.size,
+            "eof": eof,
+            "skipped_bytes": page.skipped_bytes or None,
+            "status": status.value,
+        },
+    )
+
+
+def match_rows(lines: Sequence[search.Line]) -> list[str]:
+    """grep -nb style: `line:offset:text` for a match, `line-offset-text` for context, `--` between groups."""
+    rows: list[str] = []
+    previous: int | None = None
+    for line in lines:
+        if previous is not None and line.number > previous + 1:
+            rows.append("--")
+        mark = ":" if line.is_match else "-"
+        rows.append(f"{line.number}{mark}{line.offset}{mark}{line.text}")
+        previous = line.number
+    return rows
+
+
+def matches_reply(
+    task_id: str,
+    stream: Stream,
+    pattern: str,
+    found: search.SearchResult,
+    status: Status,
+    ended: bool,
+    other: OtherStream | None = None,
+) -> dict[str, Any]:
+    """The matching lines, how many match in all, and where to go on: next_offset is the first match
+    not listed (else the searched size). `other`: the stream not searched."""
+    listed = sum(line.is_match for line in found.lines)
+    size = found.end_offset
+    eof = ended and found.next_offset >= size
+    state = "end of output" if eof else "the task ended" if ended else f"task {status.value}"
+    # A pattern may be 1,000 characters: quoted whole twice it took a third of the reply's budget.
+    long = len(pattern) > SEARCH_PATTERN_CHARS
+    quoted = repr(pattern[:SEARCH_PATTERN_CHARS] + "…" if long else pattern)
+    match = "matches" if found.total_matches == 1 else "match"
+    lines = counted(found.total_matches, "line")
+    head = f"{lines} of {stream} bytes {found.start_offset}-{size} {match} {quoted} ({state})"
+    if listed < found.total_matches:
+        again = "the same pattern" if long else quoted
+        more = f"logs(id='{task_id}', pattern={again}, offset={found.next_offset})"
+        head += f"; {listed} listed, more: {more}"
+    if other is not None and other.size:  # "0 lines match" must not read as "it never printed that"
+        call = logs_call(task_id, other.name).removesuffix(")") + f", pattern={'the same pattern' if long else quoted})"
+        matches = (
+            ""
+            if other.matches is None
+            else f", {counted(other.matches, 'line')} {'matches' if other.matches == 1 else 'match'}"
+        )
+        head += f"; {other.name} has {counted(other.size, 'byte')}{matches}: {call}"
+    return in_schema_order(
+        LogPage,
+        {
+            "verdict": head,
+            "matches": match_rows(found.lines),
+            "total_matches": found.total_matches,
+            "stream": stream if stream != "stdout" else None,
+            "next_offset": found.next_offset,
+            "size": size,
+            "eof": eof,
+            "status": status.value,
+        },
+    )

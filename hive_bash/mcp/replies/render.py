@@ -1,0 +1,106 @@
+"""A reply dict as a tool result: the structured content, and the same reading as text lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from mcp.types import CallToolResult
+from pydantic import BaseModel
+
+from hive_bash.core import summaries
+from hive_bash.sdk.server import tool_result
+
+
+def reply(content: Mapping[str, Any]) -> CallToolResult:
+    """The structured result is the model's reading (Claude Code shows it alone); the text, its lines."""
+    return tool_result(as_text(content), content)
+
+
+def compact(items: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """A dict of the pairs whose value says something: None, False, "", [] and {} are left out (0 stays)."""
+    return {
+        key: value for key, value in items if value is not None and value is not False and value not in ("", [], {})
+    }
+
+
+def in_schema_order(schema: type[BaseModel], values: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` compacted, in the order `schema` declares its keys: a reply lists its keys once, there.
+    A key the schema does not declare is a bug in the builder, not something to send."""
+    unknown = values.keys() - schema.model_fields.keys()
+    if unknown:
+        raise KeyError(f"{schema.__name__} declares no {sorted(unknown)}")
+    return compact((key, values.get(key)) for key in schema.model_fields)
+
+
+def counted(number: int, noun: str) -> str:
+    """`1 line`, `2 lines`, `0 bytes`: the grammar a reader expects."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def duration(value: float) -> str:
+    """`2ms`, `1.5s`, `3m05s`: what a reader needs, not the clock's digits."""
+    if value < 0.001:
+        return "under 1ms"
+    return f"{value * 1000:.0f}ms" if value < 1 else summaries.seconds(value)
+
+
+# ---- the same reading as text ---------------------------------------------
+
+_BLOCK_KEYS = ("stdout", "stderr", "data")
+# Facts every verdict already states: the text block does not repeat them.
+_STATED_IN_VERDICT = frozenset(
+    {
+        "status",
+        "exit_code",
+        "signal",
+        "semantic_status",
+        "semantic_message",
+        "action",
+        "total",
+        "offset",
+        "next_offset",
+        "size",
+        "eof",
+        "skipped_bytes",
+        "bytes_accepted",
+        "out_offset",
+        "queued_bytes",
+        "eof_sent",
+        "total_matches",
+    }
+)
+
+
+def as_text(reply: Mapping[str, Any]) -> str:
+    """The reply as lines for clients that show text: verdict, `key: value` facts, then output blocks."""
+    lines = [str(reply["verdict"])]
+    for key, value in reply.items():
+        if key == "verdict" or key in _BLOCK_KEYS or key in _STATED_IN_VERDICT or key.endswith("_path"):
+            continue
+        if isinstance(value, Mapping):
+            lines.extend(f"{name}  {row}" for name, row in value.items())
+        elif isinstance(value, list):
+            lines.append(f"{key}:")
+            lines.extend("  " + _item_text(item) for item in value)
+        else:
+            lines.append(f"{key}: {json.dumps(value) if isinstance(value, bool) else value}")
+    for stream in ("stdout", "stderr"):
+        path = reply.get(f"{stream}_path")
+        if stream in reply:
+            lines.append(f"[{stream}: {path}]")
+            lines.append(str(reply[stream]).rstrip("\n"))
+        elif path:
+            lines.append(f"[{stream}: empty, {path}]")
+    if "data" in reply:
+        lines.append(str(reply["data"]))
+    return "\n".join(lines)
+
+
+def _item_text(item: Any) -> str:
+    return "  ".join(str(part) for part in item.values()) if isinstance(item, Mapping) else str(item)
