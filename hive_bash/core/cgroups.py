@@ -38,7 +38,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from hive_bash.core import native_spawn, summaries
+from hive_bash.core import native_spawn, wording
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class TaskCgroup:
             and (_key_value(memory, "oom") or 0) > 0
             and (_key_value(memory, "oom_kill") or 0) > 0
         ):
-            return f"memory limit {summaries.size(self.limits.memory_max)} reached"
+            return f"memory limit {wording.size(self.limits.memory_max)} reached"
         if self.limits.pids_max is not None and (_key_value(self._read("pids.events"), "max") or 0) > 0:
             return f"process limit {self.limits.pids_max} reached (pids_max: a fork was refused)"
         return None

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hive_bash.core import launch, output, process, recovery, summaries
+from hive_bash.core import launch, output, process, recovery, wording
 from hive_bash.core.endings import Endings
 from hive_bash.core.record_saver import RecordSaver
 from hive_bash.core.records import RecordStore, TaskRecord, max_record_bytes
@@ -280,7 +280,7 @@ class TaskManager:
             logger.exception("task %s: could not hand its end to its todo", record.id)
             self._saver.save(record)
         self._retention.ended(record)  # pruned by the watcher's tick, off the reply's path
-        logger.debug("task %s ended: %s", record.id, summaries.status_words(record))
+        logger.debug("task %s ended: %s", record.id, wording.status_words(record))
 
     def _forget(self, task: Task) -> None:
         del self._tasks[task.id]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from hive_bash.core import summaries
+from hive_bash.core import wording
 
 logger = logging.getLogger(__name__)
 
@@ -140,5 +140,5 @@ def diagnose(memory: CgroupMemory | None, kills_before: int | None) -> str | Non
     if kills_after is None or kills_after <= kills_before:
         return None
     limit = memory.limit()
-    where = "no memory limit readable" if limit is None else f"memory limit {summaries.size(limit[0])} ({limit[1]})"
+    where = "no memory limit readable" if limit is None else f"memory limit {wording.size(limit[0])} ({limit[1]})"
     return f"most likely killed by the kernel's OOM killer: the cgroup's oom_kill count rose while it ran; {where}"

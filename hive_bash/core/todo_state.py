@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hive_bash.core import summaries
+from hive_bash.core import todo_texts
 from hive_bash.core.line_match import Match
 from hive_bash.core.store import TaskFiles
 from hive_bash.core.records import TaskRecord, TodoProgress, TodoState
@@ -151,7 +151,7 @@ class TodoStateMachine:
         todo = self._todo(record)
         if todo is None or todo.progress.wanted != "running" or not self._notifier.enabled:
             return
-        body = summaries.waiting_todo(record, prompt) if waiting else summaries.running_todo(record)
+        body = todo_texts.waiting_todo(record, prompt) if waiting else todo_texts.running_todo(record)
         self._notifier.upsert(record.id, body, "running")
 
     def seen(self, record: TaskRecord) -> None:
@@ -200,7 +200,7 @@ class TodoStateMachine:
         notices.timer = None
         if notices.latest is None and notices.gave_up is None:
             return
-        body = summaries.match_todo(record, notices.pattern, notices.latest, notices.unseen, notices.gave_up)
+        body = todo_texts.match_todo(record, notices.pattern, notices.latest, notices.unseen, notices.gave_up)
         notices.sent_at, notices.shown, notices.gave_up = time.monotonic(), True, None
         self._notifier.upsert(record.id, body, "running")
         todo.progress.wanted, todo.progress.wanted_delivered = "running", False
@@ -232,9 +232,9 @@ class TodoStateMachine:
         if state == "clear":
             self._notifier.clear(record.id)
         elif state == "running":
-            self._notifier.upsert(record.id, summaries.running_todo(record), "running")
+            self._notifier.upsert(record.id, todo_texts.running_todo(record), "running")
         else:
-            body = summaries.final_todo(record, self._files.out(record.id), self._files.err(record.id))
+            body = todo_texts.final_todo(record, self._files.out(record.id), self._files.err(record.id))
             self._notifier.upsert(record.id, body, "final")
 
     def _delivered(self, message: TodoMessage) -> None:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hive_bash.core import output, summaries
+from hive_bash.core import output, wording
 from hive_bash.core.line_match import FollowRequest, LineWatch, Match, StreamStart
 from hive_bash.core.store import TaskFiles
 from hive_bash.core.records import TaskRecord
@@ -138,12 +138,12 @@ class Watcher:
         return output.last_output_time(record.started_at or record.created_at, map(output.size_and_mtime, streams))
 
     def _deadline_passed(self, record: TaskRecord) -> None:
-        self._report(record, Status.TIMED_OUT, f"timed out after {summaries.seconds(record.timeout_secs or 0)}")
+        self._report(record, Status.TIMED_OUT, f"timed out after {wording.seconds(record.timeout_secs or 0)}")
 
     def _check_idle(self, record: TaskRecord, now: float) -> None:
         idle_timeout = record.idle_timeout_secs
         if idle_timeout is not None and now - self.last_output_at(record) >= idle_timeout:
-            self._report(record, Status.TIMED_OUT, f"timed out: idle, no output for {summaries.seconds(idle_timeout)}")
+            self._report(record, Status.TIMED_OUT, f"timed out: idle, no output for {wording.seconds(idle_timeout)}")
 
     def _check_output_cap(self, record: TaskRecord) -> None:
         for stream in ("stdout", "stderr"):

@@ -8,7 +8,7 @@ from typing import Any
 
 from mcp.types import CallToolResult
 
-from hive_bash.core import summaries
+from hive_bash.core import wording
 from hive_bash.core.task import Task
 from hive_bash.core.records import TaskRecord
 from hive_bash.model import Status
@@ -68,7 +68,7 @@ def listing(
 
 def list_row(record: TaskRecord, waiting_for_input: bool = False) -> str:
     """`done, exit 0 after 1.2s: make test`, shortened so the row with its id fits LIST_ROW_CHARS."""
-    words = summaries.ending_words(record.status, record.exit_code, record.signal)
+    words = wording.ending_words(record.status, record.exit_code, record.signal)
     took = record.duration_secs
     if took is not None:
         words += f" {'for' if record.status is Status.RUNNING else 'after'} {duration(took)}"
@@ -83,7 +83,7 @@ def list_row(record: TaskRecord, waiting_for_input: bool = False) -> str:
         words += f" ({usage})"
         cmd_min = LIST_USAGE_CMD_MIN_CHARS
     room = max(cmd_min, LIST_ROW_CHARS - len(record.id) - len(words) - 2)
-    return f"{words}: {summaries.shorten(record.cmd, room)}"
+    return f"{words}: {wording.shorten(record.cmd, room)}"
 
 
 def session_rows(sessions: Sequence[tuple[SessionState, int]], budget: int) -> list[dict[str, Any]]:

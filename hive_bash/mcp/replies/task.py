@@ -13,7 +13,7 @@ from typing import Any
 
 from mcp.types import CallToolResult
 
-from hive_bash.core import line_match, output, semantics, summaries
+from hive_bash.core import line_match, output, semantics, wording
 from hive_bash.core.task import Task
 from hive_bash.core.output import Excerpt
 from hive_bash.core.records import TaskRecord
@@ -154,14 +154,14 @@ def task_reply(record: TaskRecord, shown: Shown) -> dict[str, Any]:
             "cpu_secs": cpu_secs,
             "max_rss_bytes": max_rss_bytes,
             "last_output_age_secs": None if shown.from_run else rounded(shown.last_output_age_secs),
-            "cmd": None if known else summaries.shorten(record.cmd, STATUS_CMD_CHARS),
+            "cmd": None if known else wording.shorten(record.cmd, STATUS_CMD_CHARS),
             # a session's task starts where the session was: not something the model wrote
             "cwd": None if known and record.session is None else record.cwd,
             "session": record.session,
             "session_note": record.session_note,
             # where the session is now, and what it exported: a `cd` that worked reads as one
             "session_cwd": shown.session_cwd,
-            "exported": summaries.shorten(", ".join(shown.session_exports), EXPORTS_CHARS),
+            "exported": wording.shorten(", ".join(shown.session_exports), EXPORTS_CHARS),
             "pty": record.pty and not shown.from_run,
             **stream_keys(record.id, shown.stdout, always_path=True),
             **stream_keys(record.id, shown.stderr, always_path=False),
@@ -184,7 +184,7 @@ def verdict(record: TaskRecord, shown: Shown, ok_meaning: str | None) -> str:
 
 
 def _verdict(record: TaskRecord, shown: Shown, ok_meaning: str | None) -> str:
-    words = summaries.ending_words(record.status, record.exit_code, record.signal)
+    words = wording.ending_words(record.status, record.exit_code, record.signal)
     if shown.from_run and not record.status.is_terminal:
         return f"task started: id={record.id}, {record.status.value}"
     took = record.duration_secs
@@ -234,8 +234,8 @@ def worth_saying(cpu_secs: float | None, max_rss_bytes: int | None) -> tuple[flo
 def usage_words(cpu_secs: float | None, max_rss_bytes: int | None) -> str:
     """`cpu 12s, 410 MiB` from what worth_saying kept; "" when nothing was."""
     cpu, rss = worth_saying(cpu_secs, max_rss_bytes)
-    words = [f"cpu {summaries.seconds(cpu)}"] if cpu is not None else []
-    return ", ".join(words + ([summaries.size(rss)] if rss is not None else []))
+    words = [f"cpu {wording.seconds(cpu)}"] if cpu is not None else []
+    return ", ".join(words + ([wording.size(rss)] if rss is not None else []))
 
 
 def stream_keys(task_id: str, stream: StreamExcerpt, always_path: bool) -> dict[str, Any]:

@@ -1,4 +1,7 @@
-"""Words for people and models: status lines, durations, signal names, todo bodies."""
+"""The todo texts: what the agent's harness shows of a task while it runs or waits, and once it ended.
+
+hive_bash.core.todo_state decides when each is sent; this module, what it says.
+"""
 
 from __future__ import annotations
 
@@ -7,41 +10,10 @@ from pathlib import Path
 from hive_bash.core import output, semantics
 from hive_bash.core.line_match import Match
 from hive_bash.core.records import TaskRecord
-from hive_bash.model import Status
+from hive_bash.core.wording import seconds, shorten, status_words
 
-CMD_PREVIEW_CHARS = 120
 FAILED_TODO_LINES = 3
 FAILED_TODO_LINE_CHARS = 200
-
-
-def seconds(value: float) -> str:
-    if value < 10:
-        return f"{value:.3g}s" if value < 1 else f"{value:.1f}s"
-    if value < 120:
-        return f"{value:.0f}s"
-    minutes, secs = divmod(int(value), 60)
-    if minutes < 120:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
-
-
-def shorten(cmd: str, limit: int = CMD_PREVIEW_CHARS) -> str:
-    flat = " ".join(cmd.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def ending_words(status: Status, exit_code: int | None, signal: str | None) -> str:
-    """`done, exit 3` / `killed, SIGINT` / `running`: status first, then how the process ended."""
-    if exit_code is not None:
-        return f"{status.value}, exit {exit_code}"
-    if signal is not None:
-        return f"{status.value}, {signal}"
-    return status.value
-
-
-def status_words(record: TaskRecord) -> str:
-    return ending_words(record.status, record.exit_code, record.signal)
 
 
 def running_todo(record: TaskRecord) -> str:
@@ -90,14 +62,6 @@ def _last_lines(path: Path, stream: str) -> list[str]:
     """A failed task's last words, so the agent can triage from its todo list without a Read."""
     last = output.last_lines(path, FAILED_TODO_LINES, FAILED_TODO_LINE_CHARS)
     return [f"last {stream} lines:", *(f"  {line}" for line in last)] if last else []
-
-
-def size(value: int) -> str:
-    """Bytes as a short human size: 512 B, 3.2 KiB, 41 MiB, 1.5 GiB."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if value >= scale:
-            return f"{value / scale:.2g} {unit}" if value < 10 * scale else f"{value / scale:.0f} {unit}"
-    return f"{value} B"
 
 
 def _non_empty(path: Path) -> bool:
