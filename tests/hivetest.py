@@ -23,8 +23,16 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from hive_bash.sdk.client import BashClient, ToolReply, open_client
+import pytest
+
+from hive_bash.core import input_wait
 from hive_bash.mcp.replies.state import with_state
+from hive_bash.sdk.client import BashClient, ToolReply, open_client
+
+# Waiting-for-input detection reads /proc/<pid>/syscall, whose numbers are tabled per architecture.
+needs_known_syscalls = pytest.mark.skipif(
+    input_wait.syscall_table() is None, reason="system call numbers are tabled for x86_64 and aarch64 only"
+)
 
 START_TIMEOUT_SECS = 20.0
 

@@ -17,29 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 
-from anthropic_standin import FINAL_TEXT, Exchange, MessagesApi, ToolCall, tool_result_text, tool_use_id
+from anthropic_standin import ToolCall, tool_result_text, tool_use_id
+from claude_cli import TOOLS, agent_request, claude, claude_binary, claude_turns, render_mcp_config, token_file
 from hive_bash.sdk.client import open_client
 from hivetest import Daemon, call_ok, dead_url
-
-
-def claude_binary() -> str:
-    path = os.environ.get("HIVE_BASH_CLAUDE_BIN") or shutil.which("claude")
-    if not path or not Path(path).exists():
-        pytest.skip("Claude Code is not installed (npm install @anthropic-ai/claude-code; set HIVE_BASH_CLAUDE_BIN)")
-    return path
-
-
-def claude(binary: str, home: Path, cwd: Path, *args: str) -> str:
-    env = {
-        "HOME": str(home),
-        "PATH": os.environ.get("PATH", ""),
-        "DISABLE_AUTOUPDATER": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-    }
-    proc = subprocess.run([binary, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
-    return proc.stdout + proc.stderr
 
 
 def test_claude_code_connects_to_the_bash_server(daemon: Daemon, tmp_path: Path) -> None:
@@ -106,7 +88,7 @@ def test_claude_code_connects_through_the_rendered_config_with_the_generated_tok
 
 SEQ_COUNT = 700_000
 SEQ_SIZE = sum(len(str(number)) + 1 for number in range(1, SEQ_COUNT + 1))
-TOOLS = "mcp__bash__"
+
 
 SCRIPT: list[tuple[str, str, dict[str, Any]]] = [
     ("run: echo hi", "run", {"cmd": "echo hi"}),
@@ -175,114 +157,6 @@ SCRIPT: list[tuple[str, str, dict[str, Any]]] = [
     ("status: waits for input", "status", {"id": "asker"}),
     ("write: the answer", "write", {"id": "asker", "data": "bob\n"}),
 ]
-
-
-def token_file(daemon: Daemon) -> Path:
-    """Where `--generate-token` puts the loopback token (the NixOS module's default)."""
-    return daemon.workdir / "harness" / "bash-token"
-
-
-def render_mcp_config(daemon: Daemon, directory: Path) -> tuple[Path, str]:
-    """--mcp-config and --allowedTools exactly as the harness gets them from hive-bash-mcp-config,
-    from the entry the NixOS module writes (the loopback token included)."""
-    servers = directory / "mcp-servers.json"
-    servers.write_text(
-        json.dumps(
-            {
-                "version": 1,
-                "toolGroups": ["execution"],
-                "mcpServers": {
-                    "bash": {
-                        "type": "http",
-                        "url": daemon.url,
-                        "allowedTools": ["*"],
-                        "requiredPermission": "execution",
-                        "bearerTokenFile": str(token_file(daemon)),
-                    }
-                },
-            }
-        )
-    )
-    config, allowed = directory / "mcp.json", directory / "allowed-tools"
-    renderer = shutil.which("hive-bash-mcp-config")
-    command = [renderer] if renderer else [sys.executable, "-m", "hive_bash.client.mcp_config"]
-    subprocess.run(
-        [
-            *command,
-            "--servers-file",
-            str(servers),
-            "--tool-groups",
-            "execution",
-            "--out-config",
-            str(config),
-            "--out-allowed-tools",
-            str(allowed),
-        ],
-        check=True,
-        timeout=60,
-    )
-    return config, ",".join(allowed.read_text().split())
-
-
-def claude_turns(binary: str, daemon: Daemon, directory: Path, script: list[ToolCall]) -> Exchange:
-    config, allowed = render_mcp_config(daemon, directory)
-    home = directory / "home"
-    home.mkdir(exist_ok=True)
-    with MessagesApi(script, TOOLS) as api:
-        env = {
-            "HOME": str(home),
-            "PATH": os.environ.get("PATH", ""),
-            "DISABLE_AUTOUPDATER": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "ANTHROPIC_BASE_URL": api.url,
-            "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-key",
-        }
-        proc = subprocess.run(
-            [
-                binary,
-                "-p",
-                "Run the scripted steps.",
-                "--mcp-config",
-                str(config),
-                "--strict-mcp-config",
-                "--allowedTools",
-                allowed,
-            ],
-            cwd=directory,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    assert proc.returncode == 0 and FINAL_TEXT in proc.stdout, f"claude -p failed:\n{proc.stdout}\n{proc.stderr}"
-    return api.exchange
-
-
-def agent_request(binary: str, directory: Path, config: Path | None) -> dict[str, Any]:
-    """The body of the agent loop's request `claude -p` sends, with our server configured or none."""
-    home = directory / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    with MessagesApi([], TOOLS) as api:
-        env = {
-            "HOME": str(home),
-            "PATH": os.environ.get("PATH", ""),
-            "DISABLE_AUTOUPDATER": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "ANTHROPIC_BASE_URL": api.url,
-            "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-key",
-        }
-        servers = ["--mcp-config", str(config)] if config is not None else []
-        proc = subprocess.run(
-            [binary, "-p", "Say hello.", *servers, "--strict-mcp-config"],
-            cwd=directory,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    assert proc.returncode == 0, f"claude -p failed:\n{proc.stdout}\n{proc.stderr}"
-    bodies = [body for body in api.exchange.requests if body.get("tools") and body.get("messages")]
-    return max(bodies, key=lambda body: len(body["tools"]))
 
 
 def compact_json(value: Any) -> int:

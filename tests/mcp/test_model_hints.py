@@ -15,15 +15,10 @@ from typing import Any
 import pytest
 
 from harness import TodoHarness
-from hive_bash.core import input_wait
 from hive_bash.sdk.client import BashClient
-from hivetest import Daemon, call_ok
+from hivetest import Daemon, call_ok, needs_known_syscalls
 
 pytestmark = pytest.mark.anyio
-
-needs_known_syscalls = pytest.mark.skipif(
-    input_wait.syscall_table() is None, reason="system call numbers are tabled for x86_64 and aarch64 only"
-)
 
 
 async def status_once(client: BashClient, task_id: str) -> dict[str, Any]:

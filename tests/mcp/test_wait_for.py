@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from claude_cli import TOOLS, claude_binary, claude_turns
 from hive_bash.client import cli
 from hive_bash.core import line_match, search
-from hivetest import Daemon, call_error, call_ok, children_of, wait_until
-from test_model_hints import needs_known_syscalls
+from hivetest import Daemon, call_error, call_ok, children_of, needs_known_syscalls, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -261,7 +261,6 @@ def test_an_unended_line_reported_once_is_not_reported_again_when_it_ends(tmp_pa
 
 def test_the_model_gets_the_matching_line_in_one_call_through_claude_code(make_daemon: Any, tmp_path: Path) -> None:
     from anthropic_standin import ToolCall, tool_result_text, tool_use_id
-    from test_claude_code import TOOLS, claude_binary, claude_turns
 
     binary = claude_binary()
     daemon = make_daemon(args=["--generate-token"])
