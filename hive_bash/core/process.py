@@ -461,19 +461,20 @@ class TaskProcess:
 
 
 def _popen(
-    request: SpawnRequest, stdin: int, stdout: int, stderr: int, terminal: str | None = None
+    request: SpawnRequest, stdin: int, stdout: int, stderr: int, terminal: bool = False
 ) -> tuple[StartedProcess, tuple[int, int]]:
     """Start the process; returns it and CLOCK_BOOTTIME just before and after (see start_ticks_between).
 
-    With a `terminal` (a PTY's slave path) it becomes the task's controlling terminal.
+    With `terminal`, `stdin` is a PTY's slave and becomes the task's controlling terminal.
     """
     argv = request.prepare_argv()
     if request.cgroup is not None and native_spawn.available():
+        terminal_path = os.ttyname(stdin) if terminal else None
         before = boottime_ns()
         try:
             # Born in its cgroup (clone3's CLONE_INTO_CGROUP): no move, and none of its costs.
             spawned = native_spawn.spawn(
-                argv, request.env, request.cwd, request.cgroup.fd, stdin, stdout, stderr, terminal
+                argv, request.env, request.cwd, request.cgroup.fd, stdin, stdout, stderr, terminal_path
             )
             return spawned, (before, boottime_ns())
         except native_spawn.NativeSpawnRefused:
@@ -496,7 +497,7 @@ def _popen(
         env=request.env,
         start_new_session=True,
         close_fds=True,
-        preexec_fn=None if terminal is None else _take_controlling_terminal,
+        preexec_fn=_take_controlling_terminal if terminal else None,
     )
     return popen, (before, boottime_ns())
 
@@ -560,7 +561,7 @@ def _spawn_pty(request: SpawnRequest) -> TaskProcess:
     master, slave = os.openpty()
     try:
         _set_window_size(slave)
-        popen, forked_between = _popen(request, slave, slave, slave, terminal=os.ttyname(slave))
+        popen, forked_between = _popen(request, slave, slave, slave, terminal=True)
     except BaseException:
         os.close(master)
         os.close(out_fd)
