@@ -31,6 +31,7 @@ TOTALS: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])  # name ->
 SERVER = "server: one POST, first byte in to last byte out"
 TOOL = "tool call (SDK dispatch to reply)"
 SUBMIT, WAIT = "submit (all of it)", "wait inline (all of it)"
+SPAWN = "submit: vfork + exec (the loop waits for exec)"
 # (timer, the row it is part of (None: off the reply's path), module, "Class.attribute"s, async);
 # an attribute of another module is "module:Class.attribute". bench/breakdown.py builds its
 # rows from this table.
@@ -44,7 +45,10 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
     ("submit: OOM counter", SUBMIT, "core.oom", ("CgroupMemory.oom_kills",), False),
     ("submit: create .out/.err", SUBMIT, "core.process", ("_open_output",), False),
     ("submit: cgroup mkdir", SUBMIT, "core.cgroups", ("CgroupTree.create",), False),
-    ("submit: vfork + exec (the loop waits for exec)", SUBMIT, "core.process", ("_popen",), False),
+    (SPAWN, SUBMIT, "core.process", ("_popen",), False),
+    # Born in the cgroup (core.native_spawn, glibc 2.39+): the parts of the row above.
+    ("spawn: PATH lookup (native)", SPAWN, "core.native_spawn", ("_find_executable",), False),
+    ("spawn: posix_spawn, clone3 into the cgroup (native)", SPAWN, "core.native_spawn", ("_posix_spawn",), False),
     ("submit: pidfd, start time", SUBMIT, "core.process", ("TaskProcess.__init__",), False),
     ("submit: record saved (running)", SUBMIT, "core.todo_state", ("TodoStateMachine.started",), False),
     (WAIT, TOOL, "core.manager", ("TaskManager.wait_for_result",), True),
