@@ -1,10 +1,16 @@
-"""Tiny exception classes, each message written for the agent that made the call.
+"""Tiny exception classes: every one that leaves the module raising it lives here.
 
-The tool layer (hive_bash.mcp.tools) turns them into MCP tool errors. The task manager
-catches one itself: SpawnFailed of a pending task ends that task `failed`.
+Two kinds. `HiveBashError` and its subclasses carry a message written for the agent
+that made the call: the tool layer (hive_bash.mcp.tools) turns them into MCP tool
+errors, and the task manager catches one itself (SpawnFailed of a pending task ends
+that task `failed`). The others are the programs' own failures, caught and reported
+(a config error is one line and exit status 2) or handled where they are caught.
+An exception raised and caught inside one module stays beside its code.
 """
 
 from __future__ import annotations
+
+# ---- what the agent reads: turned into tool errors -------------------------
 
 
 class HiveBashError(Exception):
@@ -16,8 +22,6 @@ class InvalidArgument(HiveBashError):
 
     def __init__(self, argument: str, rule: str) -> None:
         super().__init__(f"invalid argument {argument!r}: {rule}")
-        self.argument = argument
-        self.rule = rule
 
 
 class TaskNotFound(HiveBashError):
@@ -48,3 +52,69 @@ class SpawnFailed(HiveBashError):
 class NoInput(HiveBashError):
     def __init__(self, task_id: str) -> None:
         super().__init__(f"task {task_id!r} takes no input: start it with pty=true or stdin='pipe'")
+
+
+class InputClosed(HiveBashError):
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id!r}: its input was already closed (eof)")
+
+
+class BacklogFull(HiveBashError):
+    def __init__(self, task_id: str, queued: int, limit: int) -> None:
+        super().__init__(
+            f"task {task_id!r} is not reading its input: {queued} bytes already wait "
+            f"(limit {limit}); try again once it has read some"
+        )
+
+
+class AllBacklogsFull(HiveBashError):
+    def __init__(self, task_id: str, queued: int, limit: int) -> None:
+        super().__init__(
+            f"task {task_id!r}: input waiting for tasks not reading it would pass the limit for all tasks "
+            f"together: {queued} bytes already wait (limit {limit}); try again once they have read some, "
+            "or kill the tasks that never will"
+        )
+
+
+class SearchFailed(HiveBashError):
+    """The search child failed or ran past its deadline."""
+
+
+class SearchBusy(HiveBashError):
+    def __init__(self, running: int, waiting: int, max_running: int, max_waiting: int) -> None:
+        super().__init__(
+            f"too many searches at once: {running} running and {waiting} waiting (the limit is "
+            f"{max_running} running and {max_waiting} waiting); try again when one has ended"
+        )
+
+
+# ---- the programs' own failures ---------------------------------------------
+
+
+class ConfigError(ValueError):
+    """Bad configuration (a setting, the tasks dir, the token file, the servers file): the
+    program reports it as one line naming what is wrong and exits with status 2."""
+
+
+class TokenError(ValueError):
+    """The token file is missing, unsafe or holds no usable token; the message says which and how to fix it."""
+
+
+class ListenError(Exception):
+    """The daemon's address cannot be bound (in use, not local, no permission)."""
+
+
+class CgroupError(Exception):
+    """HIVE_BASH_CGROUP_ROOT names nothing the daemon can use."""
+
+
+class NotOurs(OSError):
+    """A name in the tasks dir is not a regular file owned by the daemon's user."""
+
+
+class TooLarge(OSError):
+    """A file in the tasks dir is larger than what it may legitimately hold."""
+
+
+class RecordNotSaved(OSError):
+    """A record could not be written whole (disk full, I/O error); the old one, if any, stands."""

@@ -22,20 +22,14 @@ import os
 import stat
 from pathlib import Path
 
+from hive_bash.errors import NotOurs, TooLarge
+
 logger = logging.getLogger(__name__)
 
 FILE_MODE = 0o600
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 SET_ASIDE_SUFFIX = ".set-aside"
-
-
-class NotOurs(OSError):
-    """A name in the tasks dir is not a regular file owned by the daemon's user."""
-
-
-class TooLarge(OSError):
-    """A file in the tasks dir is larger than what it may legitimately hold."""
 
 
 def create_private(path: Path) -> int:

@@ -16,12 +16,10 @@ import secrets
 import stat
 from pathlib import Path
 
+from hive_bash.errors import TokenError
+
 GENERATED_TOKEN_BYTES = 32
 MAX_TOKEN_FILE_BYTES = 4096
-
-
-class TokenError(ValueError):
-    """The token file is missing, unsafe or holds no usable token; the message says which and how to fix it."""
 
 
 def check_token(text: str) -> str:

@@ -48,6 +48,7 @@ from hive_bash.mcp import limits
 from hive_bash.mcp.replies.state import with_state
 from hive_bash import tokens
 from hive_bash.sdk.client import BashClient, ToolReply, open_client
+from hive_bash.errors import ConfigError, TokenError
 from hive_bash.model import NAME_MAX_CHARS, Status
 from hive_bash.settings import DEFAULT_PORT
 
@@ -248,7 +249,7 @@ def connection_for(args: argparse.Namespace) -> Connection:
     if token_file is not None:
         try:
             token, _ = tokens.read_token_file(Path(token_file), check_mode=False)
-        except tokens.TokenError as exc:
+        except TokenError as exc:
             raise ValueError(f"token file {token_file}: {exc}") from None
         headers["Authorization"] = f"Bearer {token}"
     return Connection(url=args.url, headers=headers)
@@ -259,7 +260,7 @@ def module_token_file(servers_file: Path, url: str) -> Path | None:
     with that URL, so `hive-bash` needs no flag on an agent machine. None when there is none."""
     try:
         parsed = mcp_config.load_servers_file(servers_file)
-    except mcp_config.ConfigError:
+    except ConfigError:
         return None  # no module here (or a broken file, which hive-bash-mcp-config reports)
     for server in parsed.servers.values():
         if server.type == "http" and server.url == url and server.bearer_token_file is not None:

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from hive_bash import tokens
+from hive_bash.errors import ConfigError, TokenError
 
 log = logging.getLogger(__name__)
 
@@ -92,12 +93,8 @@ ENTRY_FIELDS = frozenset(
 )
 
 
-class ConfigError(ValueError):
-    """Malformed servers file; the message names the entry and field."""
-
-
 @dataclass(frozen=True)
-class McpServer:
+class ServerEntry:
     """One validated ``extraMcpServers`` entry."""
 
     name: str
@@ -118,7 +115,7 @@ class McpServer:
 class ServersFile:
     """The module's JSON file: entries plus the configured tool groups."""
 
-    servers: Mapping[str, McpServer]
+    servers: Mapping[str, ServerEntry]
     tool_groups: frozenset[str] | None
 
 
@@ -178,7 +175,7 @@ def _allowed_tools(entry: Mapping[str, Any], name: str) -> tuple[str, ...]:
     return tools
 
 
-def parse_server(name: str, entry: Any) -> McpServer:
+def parse_server(name: str, entry: Any) -> ServerEntry:
     """Validate one entry; raise ConfigError naming the entry and field."""
     if not NAME_RE.fullmatch(name):
         raise ConfigError(f"mcpServers.{_shown(name)}: server names may use only letters, digits, '_' and '-'")
@@ -193,7 +190,7 @@ def parse_server(name: str, entry: Any) -> McpServer:
     subagents = entry.get("availableToSubagents", False)
     if not isinstance(subagents, bool):
         raise ConfigError(f"{_where(name, 'availableToSubagents')}: expected true or false, got {subagents!r}")
-    server = McpServer(
+    server = ServerEntry(
         name=name,
         type=kind,
         command=_opt_str(entry, name, "command"),
@@ -320,11 +317,11 @@ def resolve_tool_groups(
 
 
 def select_servers(
-    servers: Mapping[str, McpServer], tool_groups: Iterable[str], *, subagent: bool = False
-) -> dict[str, McpServer]:
+    servers: Mapping[str, ServerEntry], tool_groups: Iterable[str], *, subagent: bool = False
+) -> dict[str, ServerEntry]:
     """Entries the agent may see: permission held, and (for subagents) marked available."""
     held = frozenset(tool_groups)
-    selected: dict[str, McpServer] = {}
+    selected: dict[str, ServerEntry] = {}
     for name, server in sorted(servers.items()):
         if server.required_permission is not None and server.required_permission not in held:
             log.debug("dropping %s: tool group %s not held", name, server.required_permission)
@@ -336,7 +333,7 @@ def select_servers(
     return selected
 
 
-def without_unwritten_tokens(servers: Mapping[str, McpServer]) -> dict[str, McpServer]:
+def without_unwritten_tokens(servers: Mapping[str, ServerEntry]) -> dict[str, ServerEntry]:
     """Leave out (with one warning line each) the entries whose token file does not exist yet.
 
     The daemon writes its token at its first start: before it (first boot, a daemon that
@@ -344,7 +341,7 @@ def without_unwritten_tokens(servers: Mapping[str, McpServer]) -> dict[str, McpS
     every other server from the agent. A file that exists but cannot be used is still an
     error (read_bearer_token): that is a broken setup, not one still coming up.
     """
-    kept: dict[str, McpServer] = {}
+    kept: dict[str, ServerEntry] = {}
     for name, server in servers.items():
         path = server.bearer_token_file
         if path is not None and not os.path.lexists(path):
@@ -359,17 +356,17 @@ def without_unwritten_tokens(servers: Mapping[str, McpServer]) -> dict[str, McpS
     return kept
 
 
-def read_bearer_token(server: McpServer) -> str:
+def read_bearer_token(server: ServerEntry) -> str:
     """The token in the entry's bearerTokenFile; a ConfigError naming the entry when it cannot be used."""
     assert server.bearer_token_file is not None
     try:
         token, _ = tokens.read_token_file(Path(server.bearer_token_file))
-    except tokens.TokenError as exc:
+    except TokenError as exc:
         raise ConfigError(f"{_where(server.name, 'bearerTokenFile')}: {server.bearer_token_file}: {exc}") from None
     return token
 
 
-def render_server(server: McpServer) -> dict[str, Any]:
+def render_server(server: ServerEntry) -> dict[str, Any]:
     """One ``mcpServers`` value in Claude Code's --mcp-config shape."""
     if server.type == "http":
         rendered: dict[str, Any] = {"type": "http", "url": server.url}
@@ -382,11 +379,11 @@ def render_server(server: McpServer) -> dict[str, Any]:
     return {"type": "stdio", "command": server.command, "args": list(server.args), "env": dict(server.env)}
 
 
-def render_mcp_config(servers: Mapping[str, McpServer]) -> dict[str, Any]:
+def render_mcp_config(servers: Mapping[str, ServerEntry]) -> dict[str, Any]:
     return {"mcpServers": {name: render_server(server) for name, server in sorted(servers.items())}}
 
 
-def render_allowed_tools(servers: Mapping[str, McpServer]) -> list[str]:
+def render_allowed_tools(servers: Mapping[str, ServerEntry]) -> list[str]:
     """``mcp__<name>__*`` for allowedTools ["*"], else ``mcp__<name>__<tool>`` per tool."""
     tools: set[str] = set()
     for name, server in servers.items():

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hive_bash.core import native_spawn, wording
+from hive_bash.errors import CgroupError
 
 logger = logging.getLogger(__name__)
 
@@ -55,10 +56,6 @@ DELEGATE_XATTRS = ("trusted.delegate", "user.delegate")
 EMPTY_POLL_FIRST_SECS = 0.0005
 EMPTY_POLL_MAX_SECS = 0.05
 LEFTOVER_WAIT_SECS = 5.0
-
-
-class CgroupError(Exception):
-    """HIVE_BASH_CGROUP_ROOT names nothing the daemon can use."""
 
 
 @dataclass(frozen=True)

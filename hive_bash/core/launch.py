@@ -19,11 +19,11 @@ from pathlib import Path
 from hive_bash.core import cgroups, oom, output, process
 from hive_bash.core.input_wait import InputEnd, InputWait
 from hive_bash.core.record_saver import RecordSaver
-from hive_bash.core.records import RecordNotSaved, RecordStore, TaskRecord
+from hive_bash.core.records import RecordStore, TaskRecord
 from hive_bash.core.sessions import SessionStore
 from hive_bash.core.store import TaskFiles
 from hive_bash.core.task import Task
-from hive_bash.errors import InvalidArgument, SpawnFailed
+from hive_bash.errors import InvalidArgument, RecordNotSaved, SpawnFailed
 from hive_bash.model import TaskOptions
 from hive_bash.settings import Settings, memory_bytes
 

@@ -33,7 +33,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, BinaryIO
 
 from hive_bash.core import search
-from hive_bash.errors import InvalidArgument
 
 logger = logging.getLogger(__name__)
 
@@ -76,10 +75,7 @@ class Match:
 
 def compile_for(argument: str, pattern: object) -> re.Pattern[str]:
     """`logs(pattern)`'s rules, the error naming `argument` (wait_for, notify_on)."""
-    try:
-        return search.compile_pattern(pattern)  # type: ignore[arg-type]
-    except InvalidArgument as exc:
-        raise InvalidArgument(argument, exc.rule) from None
+    return search.compile_pattern(pattern, argument)  # type: ignore[arg-type]
 
 
 def describe(match: Match, pattern: str) -> str:

@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from hive_bash.errors import RecordNotSaved
 from hive_bash.model import Status
 from hive_bash.private_files import create_private, open_own, read_own_file, set_aside, write_all
 from hive_bash.core.store import TaskFiles
@@ -40,10 +41,6 @@ SPARE_LIMIT = 64
 
 def max_record_bytes(max_cmd_bytes: int) -> int:
     return 6 * max_cmd_bytes + RECORD_OVERHEAD_BYTES
-
-
-class RecordNotSaved(OSError):
-    """A record could not be written whole (disk full, I/O error); the old one, if any, stands."""
 
 
 # The todo state the daemon wants the harness to show for a task.

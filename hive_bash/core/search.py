@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from hive_bash.errors import HiveBashError, InvalidArgument
+from hive_bash.errors import InvalidArgument, SearchBusy, SearchFailed
 
 CHUNK_BYTES = 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024
@@ -57,18 +57,6 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # Constructs whose meaning at a line end differs between "the chunk" and "the line alone":
 # patterns with them are searched line by line (slower, exact).
 LINE_SENSITIVE = re.compile(r"\(\?<?[=!]|\\[AZ]")
-
-
-class SearchFailed(HiveBashError):
-    """The search child failed or ran past its deadline."""
-
-
-class SearchBusy(HiveBashError):
-    def __init__(self, running: int, waiting: int) -> None:
-        super().__init__(
-            f"too many searches at once: {running} running and {waiting} waiting (the limit is "
-            f"{MAX_RUNNING_SEARCHES} running and {MAX_WAITING_SEARCHES} waiting); try again when one has ended"
-        )
 
 
 @dataclass(frozen=True)
@@ -98,16 +86,16 @@ class SearchResult:
     next_offset: int = 0  # offset of the first match not listed, else end_offset
 
 
-def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """Python `re` syntax, `^`/`$` anchored at line ends. Raises InvalidArgument naming `pattern`."""
+def compile_pattern(pattern: str, argument: str = "pattern") -> re.Pattern[str]:
+    """Python `re` syntax, `^`/`$` anchored at line ends. Raises InvalidArgument naming `argument`."""
     if not isinstance(pattern, str) or not pattern:
-        raise InvalidArgument("pattern", "must be a non-empty regular expression")
+        raise InvalidArgument(argument, "must be a non-empty regular expression")
     if len(pattern) > MAX_PATTERN_CHARS:
-        raise InvalidArgument("pattern", f"is {len(pattern)} characters; the limit is {MAX_PATTERN_CHARS}")
+        raise InvalidArgument(argument, f"is {len(pattern)} characters; the limit is {MAX_PATTERN_CHARS}")
     try:
         return re.compile(pattern, re.MULTILINE)
     except (re.error, RecursionError, OverflowError) as exc:
-        raise InvalidArgument("pattern", f"is not a valid regular expression: {exc}") from None
+        raise InvalidArgument(argument, f"is not a valid regular expression: {exc}") from None
 
 
 def _display(text: str) -> str:
@@ -613,7 +601,7 @@ class SearchSlots:
         compile_pattern(request.pattern)
         # No await between this check and the count below: no other caller slips in between.
         if self._free.locked() and self.waiting >= self.max_waiting:
-            raise SearchBusy(self.running, self.waiting)
+            raise SearchBusy(self.running, self.waiting, self.max_running, self.max_waiting)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         self.waiting += 1

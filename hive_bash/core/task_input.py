@@ -20,7 +20,7 @@ import os
 import re
 import termios
 
-from hive_bash.errors import HiveBashError, InvalidArgument
+from hive_bash.errors import AllBacklogsFull, BacklogFull, InputClosed, InvalidArgument
 from hive_bash.core.process import TaskProcess
 
 logger = logging.getLogger(__name__)
@@ -34,28 +34,6 @@ TERMINAL_LINE_MAX = 4095
 TERMINAL_LINE_ENDS = re.compile(rb"[\n\r\x04\x03\x1c\x1a\x15]")
 CHUNK_BYTES = 65536
 EOT = b"\x04"  # ^D: the terminal's end-of-file character
-
-
-class InputClosed(HiveBashError):
-    def __init__(self, task_id: str) -> None:
-        super().__init__(f"task {task_id!r}: its input was already closed (eof)")
-
-
-class BacklogFull(HiveBashError):
-    def __init__(self, task_id: str, queued: int, limit: int) -> None:
-        super().__init__(
-            f"task {task_id!r} is not reading its input: {queued} bytes already wait "
-            f"(limit {limit}); try again once it has read some"
-        )
-
-
-class AllBacklogsFull(HiveBashError):
-    def __init__(self, task_id: str, queued: int, limit: int) -> None:
-        super().__init__(
-            f"task {task_id!r}: input waiting for tasks not reading it would pass the limit for all tasks "
-            f"together: {queued} bytes already wait (limit {limit}); try again once they have read some, "
-            "or kill the tasks that never will"
-        )
 
 
 class InputBudget:

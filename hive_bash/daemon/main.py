@@ -13,13 +13,10 @@ from pydantic import ValidationError
 
 from hive_bash import __version__, tokens
 from hive_bash.core import cgroups
+from hive_bash.errors import CgroupError, ConfigError, TokenError
 from hive_bash.settings import Settings
 
 logger = logging.getLogger("hive_bash")
-
-
-class ConfigError(Exception):
-    """Bad configuration: reported as one line, exit status 2."""
 
 
 def _setting_help(name: str, text: str) -> str:
@@ -113,7 +110,7 @@ def read_token(settings: Settings) -> str | None:
             logger.info("%s the bearer token in %s", "generated" if generated else "kept", path)
             return token
         token, warning = tokens.read_token_file(path)
-    except tokens.TokenError as exc:
+    except TokenError as exc:
         raise ConfigError(f"token file {path}: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"token file {path}: {exc.strerror or exc}") from None
@@ -156,7 +153,7 @@ def check_cgroup_root(path: Path | None) -> None:
     if path is not None:
         try:
             cgroups.configured_root(path)
-        except cgroups.CgroupError as exc:
+        except CgroupError as exc:
             raise ConfigError(str(exc)) from None
 
 

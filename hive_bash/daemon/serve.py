@@ -12,11 +12,11 @@ from hive_bash.core import process
 from hive_bash.daemon.app import create_app
 from hive_bash.daemon.edge.connections import (
     ConnectionGuard,
-    ListenError,
     connection_budget,
     listening_socket,
     raise_open_files_limit,
 )
+from hive_bash.errors import ListenError
 from hive_bash.settings import Settings
 
 logger = logging.getLogger("hive_bash")

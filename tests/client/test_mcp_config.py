@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from hive_bash.client import mcp_config
-from hive_bash.client.mcp_config import ConfigError
+from hive_bash.errors import ConfigError
 
 BASH_ENTRY = {
     "type": "http",

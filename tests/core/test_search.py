@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hive_bash.core import search
-from hive_bash.errors import InvalidArgument
+from hive_bash.errors import InvalidArgument, SearchFailed
 
 
 def reference(data: bytes, pattern: str, offset: int, max_matches: int, context: int) -> dict[str, object]:
@@ -150,5 +150,5 @@ async def test_child_process_search_and_its_deadline(tmp_path: Path) -> None:
     result = await search.search(search.SearchRequest(str(path), "hit"))
     assert [(line.number, line.text) for line in result.lines] == [(2, "hit")]
     # catastrophic backtracking: the child is stopped at the deadline, the caller gets a clear error
-    with pytest.raises(search.SearchFailed, match="ran past"):
+    with pytest.raises(SearchFailed, match="ran past"):
         await search.search(search.SearchRequest(str(path), "(a*)*b"), timeout=1.0)

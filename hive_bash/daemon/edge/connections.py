@@ -38,6 +38,8 @@ from typing import Any, ClassVar
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from hive_bash.errors import ListenError
+
 logger = logging.getLogger(__name__)
 
 # Tasks inherit the daemon's limits, and some programs walk every possible
@@ -62,10 +64,6 @@ def raise_open_files_limit() -> int:
         except (ValueError, OSError) as exc:
             logger.warning("could not raise the open files limit from %d: %s", soft, exc)
     return OPEN_FILES_CEILING if soft == resource.RLIM_INFINITY else soft
-
-
-class ListenError(Exception):
-    """The daemon's address cannot be bound (in use, not local, no permission)."""
 
 
 def listening_socket(host: str, port: int, request_timeout_secs: float) -> socket.socket:
