@@ -4,7 +4,9 @@ Whatever a name in the tasks dir points at is never trusted: a planted symlink
 (`build.out -> ~/.bashrc`), a hard link or a world-writable file left there is
 unlinked, not opened, and a new 0600 file owned by the daemon takes its place
 (O_EXCL + O_NOFOLLOW, so a name re-planted in between fails the open instead of
-being followed).
+being followed). `write_atomically` replaces a file whole the same way, and is the one
+write-temp-then-rename of the package (records, session states, the token, the
+rendered Claude Code config).
 
 Every file there is also hostile input when read: a task runs as the daemon's user and
 can put a FIFO, a directory, a symlink or a sparse 100 GB file under any name. A read
@@ -19,6 +21,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import secrets
 import stat
 from pathlib import Path
 
@@ -32,19 +35,65 @@ _OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 SET_ASIDE_SUFFIX = ".set-aside"
 
 
-def create_private(path: Path) -> int:
-    """A new, empty 0600 file at `path` (whatever was there is unlinked first); returns a write fd."""
+def create_private(path: Path, mode: int = FILE_MODE) -> int:
+    """A new, empty file at `path` of exactly `mode` (whatever was there is unlinked first); returns a write fd."""
     try:
-        fd = os.open(path, _CREATE_FLAGS, FILE_MODE)
+        return _create(path, mode)
     except FileExistsError:
         os.unlink(path)  # a symlink is removed itself, never followed
-        fd = os.open(path, _CREATE_FLAGS, FILE_MODE)
+        return _create(path, mode)
+
+
+def _create(path: Path, mode: int) -> int:
+    fd = os.open(path, _CREATE_FLAGS, mode)
     try:
-        os.fchmod(fd, FILE_MODE)  # the umask may have taken bits off; nothing may add any
+        os.fchmod(fd, mode)  # the umask may have taken bits off; nothing may add any
     except OSError:
         os.close(fd)
         raise
     return fd
+
+
+def write_atomically(
+    path: Path, data: bytes, mode: int = FILE_MODE, durable: bool = False, unique_temp: bool = False
+) -> None:
+    """Replace `path` with `data`: a reader (or a restart after SIGKILL) sees the old file or the new, never half.
+
+    The data goes into a temp file beside `path`, created fresh with exactly `mode` and
+    never through a planted name, written whole (a write to a filling disk may be short
+    before it fails), fsynced first when `durable` (the file must survive a power loss,
+    not only a crash), then renamed over `path` (a symlink there is replaced, never
+    followed). On any failure the temp file is unlinked (a partial one holds disk space)
+    and the error raised; `path` is as it was. The temp file is `.<name>.tmp`, replaced
+    at each write, in a directory with one writer (the tasks dir); with `unique_temp` it
+    has a random name, for a directory where other writers may be at work at once."""
+    fd, temp = _create_temp(path, mode, unique_temp)
+    try:
+        try:
+            write_all(fd, data)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        _unlink_if_there(temp)
+        raise
+
+
+def _create_temp(path: Path, mode: int, unique: bool) -> tuple[int, Path]:
+    if not unique:
+        temp = path.with_name(f".{path.name}.tmp")
+        return create_private(temp, mode), temp
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    return _create(temp, mode), temp  # O_EXCL: another writer's temp file is never touched
+
+
+def _unlink_if_there(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def open_own(path: Path, flags: int = os.O_RDONLY) -> int:

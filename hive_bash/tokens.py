@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 
 from hive_bash.errors import TokenError
+from hive_bash.private_files import write_atomically
 
 GENERATED_TOKEN_BYTES = 32
 MAX_TOKEN_FILE_BYTES = 4096
@@ -64,19 +65,9 @@ def read_token_file(path: Path, check_mode: bool = True) -> tuple[str, str | Non
 def generate_token_file(path: Path) -> str:
     """Write a fresh random token to `path` (mode 0600, owned by this user), replacing the file atomically."""
     token = secrets.token_urlsafe(GENERATED_TOKEN_BYTES)
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, f"{token}\n".encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.replace(temp, path)  # a symlink at `path` is replaced, never followed
-    except OSError:
-        temp.unlink(missing_ok=True)
-        raise
+    # Unique temp: two daemons starting at once never write one temp file. Durable: a token lost
+    # to a power cut would lock out every client configured with it.
+    write_atomically(path, f"{token}\n".encode(), mode=0o600, durable=True, unique_temp=True)
     return token
 
 

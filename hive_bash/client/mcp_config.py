@@ -49,7 +49,6 @@ import os
 import re
 import stat
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +56,7 @@ from typing import Any
 
 from hive_bash import tokens
 from hive_bash.errors import ConfigError, TokenError
+from hive_bash.private_files import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -412,16 +412,8 @@ def write_output(target: str, text: str, mode: int = 0o644) -> None:
     if target == "-":
         sys.stdout.write(text)
         return
-    path = Path(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), mode)
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # Another renderer (the next agent turn) may write the same file at once: a unique temp name.
+    write_atomically(Path(target), text.encode("utf-8"), mode=mode, unique_temp=True)
 
 
 def build_parser() -> argparse.ArgumentParser:

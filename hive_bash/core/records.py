@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from hive_bash.errors import RecordNotSaved
 from hive_bash.model import Status
-from hive_bash.private_files import create_private, open_own, read_own_file, set_aside, write_all
+from hive_bash.private_files import create_private, open_own, read_own_file, set_aside, write_all, write_atomically
 from hive_bash.core.store import TaskFiles
 
 logger = logging.getLogger(__name__)
@@ -122,18 +122,10 @@ class RecordStore:
         Raises RecordNotSaved when the new record could not be written whole: the old one
         stands. On a full disk the task's reserve (see `reserve`) takes the write instead,
         unless `use_reserve` is False (a start keeps it for the end)."""
-        final = self.files.record(record.id)
-        temp = final.with_name(f".{final.name}.tmp")
         data = record.model_dump_json().encode()
         try:
-            fd = create_private(temp)  # never through a planted .<id>.json.tmp symlink
-            try:
-                write_all(fd, data)
-            finally:
-                os.close(fd)
-            os.replace(temp, final)
+            write_atomically(self.files.record(record.id), data)  # never through a planted .<id>.json.tmp
         except OSError as exc:
-            _unlink(temp)  # a partial temp file holds disk space and is no record
             if use_reserve and self._save_into_reserve(record.id, data):
                 self._reserved.pop(record.id, None)
                 return

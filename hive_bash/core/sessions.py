@@ -51,7 +51,7 @@ from hive_bash.model import ENV_NAME_PATTERN, NAME_PATTERN
 from hive_bash.core import process
 from hive_bash.core.records import TaskRecord
 from hive_bash.core.store import TaskFiles
-from hive_bash.private_files import create_private, read_own_file, set_aside
+from hive_bash.private_files import create_private, read_own_file, set_aside, write_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -260,19 +260,6 @@ def _read_own(path: Path, limit: int) -> bytes | None:
         return None
     except OSError as exc:  # ELOOP (a symlink planted in the tasks dir), NotOurs, TooLarge
         raise SessionFileError(f"{path}: {exc.strerror or exc}") from exc
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write-then-rename, created fresh and 0600, never through a planted name: readers see old or new, never half."""
-    temp = path.with_name(f".{path.name}.tmp")
-    fd = create_private(temp)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        _unlink(temp)
-        raise
 
 
 def _unlink(path: Path) -> None:
