@@ -4,7 +4,7 @@ A matcher child (`python -m hive_bash.core.line_match REQUEST`) follows the task
 the way `tail -f` does: it keeps its place in each file and reads only the bytes added
 since its last look, in pieces cut at line ends, so each byte is read once and never by
 the daemon. It matches with the engine and line rules of `logs(pattern)`
-(hive_bash.core.search: Python `re`, `^`/`$` at line ends, ASCII pieces searched as bytes) and
+(hive_bash.core.matching: Python `re`, `^`/`$` at line ends, ASCII pieces searched as bytes) and
 writes one JSON line to its stdout per report: a match (the latest matching line and how
 many matched since the previous report, at most one report per REPORT_EVERY_SECS), or
 why it gave up.
@@ -32,17 +32,17 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, BinaryIO
 
-from hive_bash.core import search
+from hive_bash.core import matching, search
 
 logger = logging.getLogger(__name__)
 
-CHUNK_BYTES = search.CHUNK_BYTES
-MAX_LINE_BYTES = search.MAX_LINE_BYTES  # a longer line is matched in pieces of this size
+CHUNK_BYTES = matching.CHUNK_BYTES
+MAX_LINE_BYTES = matching.MAX_LINE_BYTES  # a longer line is matched in pieces of this size
 POLL_MIN_SECS = 0.05  # right after output grew
 POLL_MAX_SECS = 0.25  # idle: the most a new line waits before it is looked at
 REPORT_EVERY_SECS = 0.25  # matches in between are counted, the latest kept
 MATCH_CPU_SECS = 1.0  # CPU one search call (one piece of at most CHUNK_BYTES) may take
-SHOWN_LINE_CHARS = search.LINE_CHARS
+SHOWN_LINE_CHARS = matching.LINE_CHARS
 KEPT_LINE_BYTES = 4 * SHOWN_LINE_CHARS  # of a matching line, what is kept to show it
 
 
@@ -75,7 +75,7 @@ class Match:
 
 def compile_for(argument: str, pattern: object) -> re.Pattern[str]:
     """`logs(pattern)`'s rules, the error naming `argument` (wait_for, notify_on)."""
-    return search.compile_pattern(pattern, argument)  # type: ignore[arg-type]
+    return matching.compile_pattern(pattern, argument)  # type: ignore[arg-type]
 
 
 def describe(match: Match, pattern: str) -> str:
@@ -91,9 +91,9 @@ class _LineMatcher:
 
     def __init__(self, pattern: re.Pattern[str]) -> None:
         self.pattern = pattern
-        self.by_line = bool(search.LINE_SENSITIVE.search(pattern.pattern))
-        self.twin = None if self.by_line else search._ascii_twin(pattern)
-        self.find = search._finder(pattern, self.twin)
+        self.by_line = bool(matching.LINE_SENSITIVE.search(pattern.pattern))
+        self.twin = None if self.by_line else matching.ascii_twin(pattern)
+        self.find = matching.finder(pattern, self.twin)
 
     def lines(self, data: bytes) -> Iterator[tuple[int, int]]:
         """(start, end) byte indexes of each matching line of `data` (whole lines, the last maybe unended)."""
@@ -102,7 +102,7 @@ class _LineMatcher:
         else:
             yield from self._text_lines(data)
 
-    def _ascii_lines(self, data: bytes, find: search.Finder, verify: re.Pattern[bytes]) -> Iterator[tuple[int, int]]:
+    def _ascii_lines(self, data: bytes, find: matching.Finder, verify: re.Pattern[bytes]) -> Iterator[tuple[int, int]]:
         pos, end = 0, len(data)
         while pos < end:
             found = find(data, pos, end)
@@ -141,7 +141,7 @@ class _LineMatcher:
         """A matching line as a reply shows it: cut to SHOWN_LINE_CHARS around the hit."""
         text = line.decode("utf-8", "surrogateescape").rstrip("\r")
         match = self.pattern.search(text)
-        return search._cut(text, None if match is None else match.start())
+        return matching.cut_line(text, None if match is None else match.start())
 
 
 class _ByteOffsets:
@@ -263,7 +263,7 @@ class _Follower:
         """The number of the line that begins at `offset`, inside `piece` (which begins at piece_start)."""
         if self.lines_before is None:  # followed from the middle: the lines before are counted once, lazily
             assert self.handle is not None
-            self.lines_before = _count_newlines(self.handle, self.counted_from)
+            self.lines_before = matching.count_newlines(self.handle, self.counted_from)
             self.handle.seek(self.position)
         return self.lines_before + self.lines_read + piece.count(b"\n", 0, offset - piece_start) + 1
 
@@ -276,18 +276,6 @@ def _line_start(handle: BinaryIO, offset: int) -> int:
     handle.seek(back)
     newline = handle.read(offset - back).rfind(b"\n")
     return back + newline + 1 if newline >= 0 or back == 0 else offset
-
-
-def _count_newlines(handle: BinaryIO, end: int) -> int:
-    handle.seek(0)
-    count, left = 0, end
-    while left > 0:
-        data = handle.read(min(CHUNK_BYTES, left))
-        if not data:
-            break
-        count += data.count(b"\n")
-        left -= len(data)
-    return count
 
 
 class _Reporter:
@@ -316,7 +304,7 @@ class _Reporter:
 class _Child:
     def __init__(self, request: FollowRequest, write: Callable[[dict[str, Any]], None]) -> None:
         self.request = request
-        self.matcher = _LineMatcher(search.compile_pattern(request.pattern))
+        self.matcher = _LineMatcher(matching.compile_pattern(request.pattern))
         self.followers = [_Follower(start) for start in request.streams]
         self.deadline = _CpuDeadline(MATCH_CPU_SECS)
         self.reporter = _Reporter(write)

@@ -32,19 +32,25 @@ import re
 import signal
 import sys
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from hive_bash.errors import InvalidArgument, SearchBusy, SearchFailed
+from hive_bash.core.matching import (
+    CHUNK_BYTES,
+    LINE_SENSITIVE,
+    MAX_LINE_BYTES,
+    Finder,
+    ascii_twin,
+    compile_pattern,
+    count_newlines,
+    cut_line,
+    finder,
+)
+from hive_bash.errors import SearchBusy, SearchFailed
 
-CHUNK_BYTES = 1024 * 1024
-MAX_LINE_BYTES = 1024 * 1024
-LINE_CHARS = 200  # a listed line is cut to this many characters
-MATCH_LEAD_CHARS = 40  # kept before a hit that lies beyond LINE_CHARS in a long line
 LISTED_CHARS_BUDGET = 4000  # listed text per reply (a reply stays within the model's budget)
-MAX_PATTERN_CHARS = 1000
 DEFAULT_MAX_MATCHES = 50
 MAX_MATCHES_CAP = 200
 MAX_CONTEXT_LINES = 10
@@ -54,9 +60,6 @@ MAX_RUNNING_SEARCHES = 4
 MAX_WAITING_SEARCHES = 16
 CHILD_GRACE_SECS = 5.0  # the child's own deadline comes this long after the daemon's
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-# Constructs whose meaning at a line end differs between "the chunk" and "the line alone":
-# patterns with them are searched line by line (slower, exact).
-LINE_SENSITIVE = re.compile(r"\(\?<?[=!]|\\[AZ]")
 
 
 @dataclass(frozen=True)
@@ -84,31 +87,6 @@ class SearchResult:
     start_offset: int = 0  # the first line searched begins here
     end_offset: int = 0  # the file's size when the search began: what was searched
     next_offset: int = 0  # offset of the first match not listed, else end_offset
-
-
-def compile_pattern(pattern: str, argument: str = "pattern") -> re.Pattern[str]:
-    """Python `re` syntax, `^`/`$` anchored at line ends. Raises InvalidArgument naming `argument`."""
-    if not isinstance(pattern, str) or not pattern:
-        raise InvalidArgument(argument, "must be a non-empty regular expression")
-    if len(pattern) > MAX_PATTERN_CHARS:
-        raise InvalidArgument(argument, f"is {len(pattern)} characters; the limit is {MAX_PATTERN_CHARS}")
-    try:
-        return re.compile(pattern, re.MULTILINE)
-    except (re.error, RecursionError, OverflowError) as exc:
-        raise InvalidArgument(argument, f"is not a valid regular expression: {exc}") from None
-
-
-def _display(text: str) -> str:
-    """Undo surrogateescape for display: invalid UTF-8 bytes become U+FFFD."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def _cut(line: str, hit: int | None) -> str:
-    if len(line) <= LINE_CHARS:
-        return _display(line)
-    start = 0 if hit is None or hit < LINE_CHARS - MATCH_LEAD_CHARS else hit - MATCH_LEAD_CHARS
-    lead = "…" if start else ""
-    return _display(lead + line[start : start + LINE_CHARS] + "…")
 
 
 class _Chunk:
@@ -143,8 +121,8 @@ class _Searcher:
         self.context = request.context_lines
         self.result = result
         self.by_line = bool(LINE_SENSITIVE.search(pattern.pattern))
-        self.twin = _ascii_twin(pattern) if not self.by_line else None
-        self.find = _finder(pattern, self.twin)
+        self.twin = ascii_twin(pattern) if not self.by_line else None
+        self.find = finder(pattern, self.twin)
         self.budget = LISTED_CHARS_BUDGET
         self.listing = request.max_matches > 0
         self.want_next = not self.listing  # next_offset still to be set to the first unlisted match
@@ -245,7 +223,7 @@ class _Searcher:
         self.last_listed = line.number
 
     def _list_match(self, chunk: _Chunk, start: int, end: int, hit: int, line_no: int) -> None:
-        text = _cut(chunk.text[start:end], hit - start)
+        text = cut_line(chunk.text[start:end], hit - start)
         if not self._spend(text):
             self.listing = False
             self.result.next_offset = chunk.byte_offset(start)
@@ -255,7 +233,7 @@ class _Searcher:
             if self._spend(line.text):
                 self._emit(line)
         for number, line_start, line_end in spans:
-            before = _cut(chunk.text[line_start:line_end], None)
+            before = cut_line(chunk.text[line_start:line_end], None)
             if self._spend(before):
                 self._emit(Line(number, chunk.byte_offset(line_start), before, False))
         self._emit(Line(line_no, chunk.byte_offset(start), text, True))
@@ -286,7 +264,7 @@ class _Searcher:
         number = self.last_listed + 1
         while self.after_left > 0 and start < stop:
             end = _line_end(chunk.text, start)
-            text = _cut(chunk.text[start:end], None)
+            text = cut_line(chunk.text[start:end], None)
             if not self._spend(text):
                 self.after_left = 0
                 return
@@ -311,63 +289,8 @@ class _Searcher:
                 break
             number, end = number - 1, line_start - 1
         for number, line_start, line_end in reversed(spans):
-            line = Line(number, chunk.byte_offset(line_start), _cut(text[line_start:line_end], None), False)
+            line = Line(number, chunk.byte_offset(line_start), cut_line(text[line_start:line_end], None), False)
             self.previous.append(line)
-
-
-def _ascii_twin(pattern: re.Pattern[str]) -> re.Pattern[bytes] | None:
-    """The pattern over bytes, a quick test of ASCII chunks for any hit at all; None where it could differ.
-
-    On ASCII text a str and a bytes pattern agree, but for \\s (Unicode's also takes \\x1c-\\x1f).
-    """
-    source = pattern.pattern
-    if not source.isascii() or "\\s" in source.lower():
-        return None
-    try:
-        return re.compile(source.encode(), pattern.flags & ~re.UNICODE)
-    except re.error:
-        return None
-
-
-Finder = Callable[[bytes, int, int], "tuple[int, int] | None"]
-# Literals joined by |: `re` tries every alternative at every position, so each literal
-# is searched for on its own (a literal search skips ahead fast), the leftmost kept.
-LITERALS = re.compile(r"[^\\.^$*+?{}\[\]()|\n]+(?:\|[^\\.^$*+?{}\[\]()|\n]+)*")
-
-
-def _finder(pattern: re.Pattern[str], twin: re.Pattern[bytes] | None) -> Finder | None:
-    """The quickest way to the next hit in ASCII bytes: one literal search per alternative, else the bytes twin."""
-    if twin is None:
-        return None
-    if "|" in pattern.pattern and LITERALS.fullmatch(pattern.pattern) and not pattern.flags & re.IGNORECASE:
-        return _Literals(pattern.pattern.encode().split(b"|"))
-    return lambda data, pos, end: None if (match := twin.search(data, pos, end)) is None else match.span()
-
-
-class _Literals:
-    """Leftmost of several literals: each one's next position is kept until passed, so each is scanned once."""
-
-    def __init__(self, literals: list[bytes]) -> None:
-        self.literals = [re.compile(re.escape(literal)) for literal in literals]
-        self._data: bytes | None = None  # the data (held: its id cannot be reused) and end the cache is for
-        self._end = -1
-        self._pos = 0
-        self._next: list[tuple[int, int] | None] = []  # each literal's next span; None: no more
-
-    def __call__(self, data: bytes, pos: int, end: int) -> tuple[int, int] | None:
-        if data is not self._data or end != self._end or pos < self._pos:
-            self._data, self._end = data, end
-            self._next = [(-1, -1)] * len(self.literals)  # (-1, -1): not looked for yet
-        self._pos = pos
-        best: tuple[int, int] | None = None
-        for index, literal in enumerate(self.literals):
-            span = self._next[index]
-            if span is not None and span[0] < pos:
-                match = literal.search(data, pos, end)
-                span = self._next[index] = None if match is None else match.span()
-            if span is not None and (best is None or span[0] < best[0]):
-                best = span
-        return best
 
 
 def _count_hits(find: Finder, verify: re.Pattern[bytes], data: bytes, begin: int, end: int) -> int:
@@ -452,18 +375,6 @@ def _aligned_start(handle: BinaryIO, offset: int, size: int) -> int:
     return size
 
 
-def _count_newlines(handle: BinaryIO, end: int) -> int:
-    handle.seek(0)
-    count, left = 0, end
-    while left > 0:
-        data = handle.read(min(CHUNK_BYTES, left))
-        if not data:
-            break
-        count += data.count(b"\n")
-        left -= len(data)
-    return count
-
-
 def search_file(pattern: re.Pattern[str], request: SearchRequest) -> SearchResult:
     """Search `request.path` from the first line start at or after `request.offset` up to its current size."""
     result = SearchResult()
@@ -477,7 +388,7 @@ def search_file(pattern: re.Pattern[str], request: SearchRequest) -> SearchResul
         start = _aligned_start(handle, request.offset, size)
         result.start_offset = start
         result.end_offset = result.next_offset = size
-        line_no = 1 + _count_newlines(handle, start)
+        line_no = 1 + count_newlines(handle, start)
         searcher = _Searcher(pattern, request, result)
         for data, begin, end, offset in _pieces(handle, start, size):
             line_no += searcher.feed(data, begin, end, offset, line_no)

@@ -21,7 +21,7 @@ from hive_bash import __version__
 from hive_bash.mcp import arguments, descriptions, limits
 from hive_bash.mcp.replies import control, listing, page, schema
 from hive_bash.mcp.replies import task as task_reply
-from hive_bash.core import line_match, output, search, semantics
+from hive_bash.core import line_match, matching, output, search, semantics
 from hive_bash.mcp.disconnects import client_gone
 from hive_bash.errors import HiveBashError, InvalidArgument
 from hive_bash.sdk.server import McpServer, ToolError, ToolContext, add_tool, create_server, hide_argument
@@ -244,7 +244,7 @@ def search_request(
     path: Path, pattern: str, offset: int, context_lines: int | None, max_matches: int | None
 ) -> search.SearchRequest:
     """logs(pattern=...) arguments, checked: a bad pattern is refused before any wait."""
-    search.compile_pattern(pattern)
+    matching.compile_pattern(pattern)
     return search.SearchRequest(
         path=str(path),
         pattern=pattern,

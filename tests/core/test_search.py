@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hive_bash.core import search
+from hive_bash.core import matching, search
 from hive_bash.errors import InvalidArgument, SearchFailed
 
 
@@ -43,7 +43,7 @@ def reference(data: bytes, pattern: str, offset: int, max_matches: int, context:
 
 def run(path: Path, pattern: str, offset: int = 0, max_matches: int = 50, context: int = 0) -> search.SearchResult:
     request = search.SearchRequest(str(path), pattern, offset, max_matches, context)
-    return search.search_file(search.compile_pattern(pattern), request)
+    return search.search_file(matching.compile_pattern(pattern), request)
 
 
 @pytest.fixture
@@ -111,7 +111,7 @@ def test_long_lines_are_cut_around_the_hit(tmp_path: Path) -> None:
     path = tmp_path / "long"
     path.write_bytes(b"x" * 5000 + b" needle " + b"y" * 5000 + b"\n")
     (line,) = run(path, "needle").lines
-    assert "needle" in line.text and len(line.text) <= search.LINE_CHARS + 2
+    assert "needle" in line.text and len(line.text) <= matching.LINE_CHARS + 2
 
 
 def test_listing_stops_at_the_reply_budget_and_says_where_to_continue(tmp_path: Path) -> None:
@@ -139,7 +139,7 @@ def test_missing_file_is_an_empty_result(tmp_path: Path) -> None:
 @pytest.mark.parametrize("pattern", ["(", "a{2,1}", "", "[z-a]", "x" * 1001])
 def test_bad_patterns_name_the_argument(pattern: str) -> None:
     with pytest.raises(InvalidArgument) as error:
-        search.compile_pattern(pattern)
+        matching.compile_pattern(pattern)
     assert str(error.value).startswith("invalid argument 'pattern':")
 
 

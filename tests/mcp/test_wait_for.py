@@ -17,7 +17,7 @@ import pytest
 
 from claude_cli import TOOLS, claude_binary, claude_turns
 from hive_bash.client import cli
-from hive_bash.core import line_match, search
+from hive_bash.core import line_match, matching
 from hivetest import Daemon, call_error, call_ok, children_of, needs_known_syscalls, wait_until
 
 pytestmark = pytest.mark.anyio
@@ -236,9 +236,9 @@ def test_following_from_an_offset_counts_the_lines_before_it(tmp_path: Path) -> 
 
 
 def test_a_line_longer_than_a_piece_is_matched_in_pieces(tmp_path: Path) -> None:
-    content = b"a" * (search.MAX_LINE_BYTES * 2 + 10) + b" needle\nnext\n"
+    content = b"a" * (matching.MAX_LINE_BYTES * 2 + 10) + b" needle\nnext\n"
     [found] = follow(tmp_path, "needle", content)
-    assert found["line"] == 1 and found["text"].endswith("needle") and len(found["text"]) <= search.LINE_CHARS + 2
+    assert found["line"] == 1 and found["text"].endswith("needle") and len(found["text"]) <= matching.LINE_CHARS + 2
 
 
 def test_an_unended_line_reported_once_is_not_reported_again_when_it_ends(tmp_path: Path) -> None:
