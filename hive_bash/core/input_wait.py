@@ -25,6 +25,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from hive_bash.core.process import stat_fields
+
 logger = logging.getLogger(__name__)
 
 INPUT_WAIT_SECS = 2.0
@@ -94,11 +96,8 @@ def descendants(leader: int) -> list[int]:
 
 def in_group(pid: int, pgid: int) -> bool:
     """Whether `pid` lives and is in process group `pgid` (/proc/<pid>/stat: state, ppid, pgrp)."""
-    stat = _read(f"/proc/{pid}/stat")
-    if stat is None:
-        return False
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return len(fields) > 2 and fields[0] not in ("Z", "X") and int(fields[2]) == pgid
+    fields = stat_fields(pid)
+    return fields is not None and len(fields) > 2 and fields[0] not in (b"Z", b"X") and int(fields[2]) == pgid
 
 
 def blocked_on(pid: int, end: InputEnd, table: tuple[frozenset[int], frozenset[int]]) -> bool:

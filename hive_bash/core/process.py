@@ -136,14 +136,8 @@ def start_ticks_between(before_ns: int, after_ns: int) -> int | None:
 
 def read_start_ticks(pid: int) -> int | None:
     """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22), or None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            data = stat.read()
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces and parentheses: split after its last ')'.
-    fields = data[data.rindex(b")") + 2 :].split()
-    return int(fields[19])
+    fields = stat_fields(pid)
+    return None if fields is None else int(fields[19])
 
 
 def boot_id() -> str | None:
@@ -162,8 +156,7 @@ def same_process_alive(pid: int, start_ticks: int | None) -> bool:
     environment or argv (`exec env -i ...`, `exec -c ...`) changes none of these."""
     if start_ticks is None:
         return False
-    fields = _stat_fields(str(pid))
-    # fields: state(0) ppid(1) pgrp(2) session(3) ... starttime(19)
+    fields = stat_fields(pid)
     if fields is None or fields[0] in (b"Z", b"X"):
         return False
     return int(fields[2]) == int(fields[3]) == pid and int(fields[19]) == start_ticks
@@ -178,11 +171,15 @@ def carries_task_id(pid: int, task_id: str) -> bool:
         return False
 
 
-def _stat_fields(pid: str) -> list[bytes] | None:
+def stat_fields(pid: int | str) -> list[bytes] | None:
+    """/proc/<pid>/stat from field 3 on: state(0) ppid(1) pgrp(2) session(3) ... starttime(19); None if gone.
+
+    The one parser of that file: the command name (field 2) may contain spaces and
+    parentheses, so the fields are split after its last ')'."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             data = stat.read()
-    except OSError:
+    except OSError:  # gone, or not ours to read
         return None
     return data[data.rindex(b")") + 2 :].split()
 
@@ -195,7 +192,7 @@ def leftover_group_members(pgid: int, leader_start_ticks: int | None) -> list[in
     """
     if leader_start_ticks is None:
         return []
-    leader = _stat_fields(str(pgid))
+    leader = stat_fields(pgid)
     if leader is not None and leader[0] not in (b"Z", b"X"):
         # A live process holds the leader's pid: ours (the caller ended its group) or a
         # stranger (the pid was reused, or the record forged): leave its group alone.
@@ -204,7 +201,7 @@ def leftover_group_members(pgid: int, leader_start_ticks: int | None) -> list[in
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        fields = _stat_fields(entry)
+        fields = stat_fields(entry)
         # fields: state(0) ppid(1) pgrp(2) session(3) ... starttime(19)
         if fields is None or int(fields[2]) != pgid or int(fields[3]) != pgid or fields[0] in (b"Z", b"X"):
             continue
