@@ -351,13 +351,9 @@ def count_newlines(path: Path, start: int, end: int) -> int:
     return count
 
 
-def excerpt(path: Path, budget: int, start: int = 0) -> Excerpt:
-    """The stream from byte `start` in at most `budget` JSON characters: whole, or head + tail on lines."""
-    return excerpt_of(read_stream(path, start), budget)
-
-
 def excerpt_of(stream: StreamBytes, budget: int) -> Excerpt:
-    """`excerpt` from bytes already read (the file is opened again only to count the lines left out)."""
+    """The stream read by `read_stream` in at most `budget` JSON characters: whole, or head + tail on
+    lines (the file is opened again only to count the lines left out)."""
     path, start, head, tail = stream.path, stream.start, stream.head, stream.tail
     if stream.size <= start:
         return Excerpt("", "", stream.size, stream.size, stream.size, 0, start)

@@ -17,9 +17,6 @@ class Retention:
         self.retain_secs = retain_secs
         self._finished: collections.deque[TaskRecord] = collections.deque()
 
-    def __len__(self) -> int:
-        return len(self._finished)
-
     def ended(self, record: TaskRecord) -> None:
         self._finished.append(record)
 

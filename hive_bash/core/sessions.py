@@ -316,9 +316,6 @@ class SessionStore:
     def get(self, name: str) -> SessionState | None:
         return self._states.get(name)
 
-    def all(self) -> list[SessionState]:
-        return list(self._states.values())
-
     def listing(self, task_sessions: Iterable[str | None], name: str | None = None) -> list[tuple[SessionState, int]]:
         """Each session (or only `name`) by name with its count in `task_sessions` (the session of
         every known task); a session whose tasks have not ended yet has no state: cwd None."""

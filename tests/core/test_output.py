@@ -67,7 +67,7 @@ def seq_file(tmp_path: Path, count: int) -> Path:
 
 def test_a_long_stream_is_cut_on_line_boundaries_with_an_exact_marker(tmp_path: Path) -> None:
     path = seq_file(tmp_path, 200_000)
-    cut = output.excerpt(path, 4000)
+    cut = output.excerpt_of(output.read_stream(path), 4000)
     head, tail = cut.head.splitlines(), cut.tail.splitlines()
     assert head[0] == "1" and tail[-1] == "200000"
     # every shown line is a whole number that existed: no fragment like "99562" from a byte cut
@@ -82,14 +82,14 @@ def test_a_long_stream_is_cut_on_line_boundaries_with_an_exact_marker(tmp_path: 
 def test_a_short_stream_is_shown_whole(tmp_path: Path) -> None:
     path = tmp_path / "x.out"
     path.write_bytes(b"one\ntwo")
-    cut = output.excerpt(path, 4000)
+    cut = output.excerpt_of(output.read_stream(path), 4000)
     assert (cut.head, cut.tail, cut.cut_bytes) == ("one\ntwo", "", 0)
 
 
 def test_one_huge_line_is_cut_inside_it_on_a_character_boundary(tmp_path: Path) -> None:
     path = tmp_path / "x.out"
     path.write_bytes(("€" * 30_000).encode())
-    cut = output.excerpt(path, 3000)
+    cut = output.excerpt_of(output.read_stream(path), 3000)
     assert cut.head and set(cut.head) == {"€"} and set(cut.tail) == {"€"}
     assert cut.cut_bytes % 3 == 0 and cut.cut_lines == 0
 
@@ -97,7 +97,7 @@ def test_one_huge_line_is_cut_inside_it_on_a_character_boundary(tmp_path: Path) 
 def test_escape_heavy_output_stays_within_the_budget_as_json(tmp_path: Path) -> None:
     path = tmp_path / "x.out"
     path.write_bytes(b'\x1b[31mred\x1b[0m "quoted" \\ \t\n' * 5000)
-    cut = output.excerpt(path, 4000)
+    cut = output.excerpt_of(output.read_stream(path), 4000)
     shown = cut.head + cut.tail
     assert len(json.dumps(shown, ensure_ascii=False)) - 2 <= 4000
     assert cut.head.endswith("\n") and cut.tail.startswith("\x1b[31m")

@@ -17,8 +17,8 @@ def test_beyond_the_count_the_oldest_go_first() -> None:
     for record in records:
         retention.ended(record)
     assert retention.expired(lambda record: True, now=110) == records[:3]
-    assert len(retention) == 2
     assert retention.expired(lambda record: True, now=110) == []
+    assert retention.expired(lambda record: True, now=10_000) == records[3:]  # the two kept, and only they
 
 
 def test_past_the_age_they_go_whatever_the_count() -> None:
@@ -35,4 +35,4 @@ def test_a_replaced_record_is_dropped_without_being_returned() -> None:
     retention.ended(replaced)
     retention.ended(kept)
     assert retention.expired(lambda record: record is not replaced, now=110) == []
-    assert len(retention) == 1
+    assert retention.expired(lambda record: True, now=10_000) == [kept]  # the replaced one is gone

@@ -248,7 +248,7 @@ def test_files_no_session_could_be_named_are_left_alone(tmp_path: Path) -> None:
     stray.write_text('{"name": "Not A Name", "cwd": "/", "set": {}, "unset": [], "updated_at": 0, "task_id": null}')
     store = sessions.SessionStore(TaskFiles(tmp_path), BASE_ENV, frozenset())
     store.load()
-    assert store.all() == [] and store.prune(set()) == [] and stray.exists()
+    assert store.listing([]) == [] and store.prune(set()) == [] and stray.exists()
 
 
 def test_the_trap_never_writes_through_a_name_planted_for_its_state(shell: Shell, tmp_path: Path) -> None:

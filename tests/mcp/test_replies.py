@@ -31,7 +31,7 @@ def seq_file(tmp_path: Path, count: int) -> Path:
 
 
 def test_the_marker_names_bytes_lines_and_the_logs_call(tmp_path: Path) -> None:
-    cut = output.excerpt(seq_file(tmp_path, 100_000), 2000)
+    cut = output.excerpt_of(output.read_stream(seq_file(tmp_path, 100_000)), 2000)
     text = task.excerpt_text("build", "stderr", cut)
     marker = (
         f"[... {cut.cut_bytes} bytes, {cut.cut_lines} lines left out: logs(id='build', stream='stderr', "
@@ -53,8 +53,10 @@ def facts(tmp_path: Path, **changes: Any) -> tuple[TaskRecord, task.Shown]:
     values: dict[str, Any] = dict(id="abc", status=Status.DONE, cmd="echo hi", cwd=str(tmp_path), exit_code=0)
     shown: dict[str, Any] = dict(
         from_run=True,
-        stdout=task.StreamExcerpt("stdout", str(out), output.excerpt(out, 4000)),
-        stderr=task.StreamExcerpt("stderr", str(tmp_path / "t.err"), output.excerpt(tmp_path / "t.err", 4000)),
+        stdout=task.StreamExcerpt("stdout", str(out), output.excerpt_of(output.read_stream(out), 4000)),
+        stderr=task.StreamExcerpt(
+            "stderr", str(tmp_path / "t.err"), output.excerpt_of(output.read_stream(tmp_path / "t.err"), 4000)
+        ),
     )
     for key, value in changes.items():
         (values if key in RECORD_KEYS else shown)[key] = value
@@ -203,10 +205,10 @@ def test_the_text_block_reads_the_same_facts() -> None:
 def test_an_excerpt_from_an_offset_shows_only_what_came_after_it(tmp_path: Path) -> None:
     path = seq_file(tmp_path, 100_000)
     offset = len(b"".join(b"%d\n" % number for number in range(1, 50_001)))
-    cut = output.excerpt(path, 2000, offset)
+    cut = output.excerpt_of(output.read_stream(path, offset), 2000)
     assert cut.head.startswith("50001\n") and cut.tail.endswith("100000\n")
     assert cut.cut_lines == 50_000 - len(cut.head.splitlines()) - len(cut.tail.splitlines())
-    seen = output.excerpt(path, 2000, path.stat().st_size)
+    seen = output.excerpt_of(output.read_stream(path, path.stat().st_size), 2000)
     reply = task_reply(tmp_path, stdout=task.StreamExcerpt("stdout", str(path), seen))
     assert reply["verdict"] == f"done, exit 0 after 2ms; nothing new on stdout since offset {seen.size}"
     assert "stdout" not in reply and reply["stdout_path"] == str(path)
@@ -216,7 +218,7 @@ def test_past_the_counting_limit_lines_left_out_are_estimated_not_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(output, "LINE_COUNT_MAX_BYTES", 1000)  # a 2 GiB log must not be read to count lines
-    cut = output.excerpt(seq_file(tmp_path, 100_000), 2000)
+    cut = output.excerpt_of(output.read_stream(seq_file(tmp_path, 100_000)), 2000)
     exact = 100_000 - len(cut.head.splitlines()) - len(cut.tail.splitlines())
     assert not cut.lines_counted and 0.5 * exact < cut.cut_lines < 1.5 * exact
     marker = task.cut_marker("x", "stdout", cut)
@@ -321,8 +323,10 @@ def test_a_task_printing_only_to_stderr_is_followed_on_stderr(tmp_path: Path) ->
     (tmp_path / "t.err").write_text("GET / 200\n")
     (tmp_path / "t.out").write_text("")
     streams = dict(
-        stdout=task.StreamExcerpt("stdout", str(tmp_path / "t.out"), output.excerpt(tmp_path / "t.out", 4000)),
-        stderr=task.StreamExcerpt("stderr", str(err), output.excerpt(err, 4000)),
+        stdout=task.StreamExcerpt(
+            "stdout", str(tmp_path / "t.out"), output.excerpt_of(output.read_stream(tmp_path / "t.out"), 4000)
+        ),
+        stderr=task.StreamExcerpt("stderr", str(err), output.excerpt_of(output.read_stream(err), 4000)),
     )
     reply = task.task_reply(record, dataclasses.replace(shown, **streams))
     assert reply["next"] == "logs(id='abc', stream='stderr', offset=10, wait_seconds=30) follows new output"
@@ -358,7 +362,7 @@ def test_excerpts_fold_overwrites_and_repeats_and_say_so(tmp_path: Path) -> None
     path = tmp_path / "bar.out"
     progress = "".join(f"\rprogress {percent}%" for percent in range(0, 101)) + "\n"
     path.write_bytes((progress + "retrying\n" * 300 + "done\n").encode())
-    cut = output.excerpt(path, 4000)
+    cut = output.excerpt_of(output.read_stream(path), 4000)
     assert cut.head == "progress 100%\nretrying\n[... the line above 299 more times ...]\ndone\n"
     reply = task_reply(tmp_path, stdout=task.StreamExcerpt("stdout", str(path), cut))
     assert (
