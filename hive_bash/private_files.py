@@ -18,6 +18,7 @@ set aside (renamed, one log line), so it is never tried again and never stops a 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -90,10 +91,8 @@ def _create_temp(path: Path, mode: int, unique: bool) -> tuple[int, Path]:
 
 
 def _unlink_if_there(path: Path) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def open_own(path: Path, flags: int = os.O_RDONLY) -> int:
