@@ -160,7 +160,14 @@ class Daemon:
                 stderr=subprocess.STDOUT,
                 preexec_fn=self._before_exec if self.preexec_limits or self.preexec else None,
             )
-        wait_until(self._healthy, START_TIMEOUT_SECS, 0.05, f"daemon /healthz\n{self.log()}")
+        try:
+            wait_until(self._healthy, START_TIMEOUT_SECS, 0.05, f"daemon /healthz\n{self.log()}")
+        except BaseException:
+            # The caller never gets this daemon to stop (make_daemon records it only once started):
+            # without this, a start slower than the timeout left it running after the test run.
+            self.proc.kill()
+            self.proc.wait()
+            raise
         return self
 
     def _before_exec(self) -> None:  # runs in the child before exec
