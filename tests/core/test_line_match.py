@@ -1,0 +1,85 @@
+"""hive_bash.core.line_match with its real matcher child over files written here: the first match
+of wait_for, notify_on's matches as lines arrive, line numbers and offsets, and the pattern
+rules (tests/mcp/test_wait_for.py and test_notify_on.py go through the tools)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hive_bash.core import line_match
+from hive_bash.core.line_match import FollowRequest, LineWatch, Match, StreamStart
+from hive_bash.errors import InvalidArgument
+
+pytestmark = pytest.mark.anyio
+
+
+def streams(tmp_path: Path, stdout: bytes = b"", stderr: bytes = b"", offset: int = 0) -> list[StreamStart]:
+    out, err = tmp_path / "t.out", tmp_path / "t.err"
+    out.write_bytes(stdout)
+    err.write_bytes(stderr)
+    return [StreamStart("stdout", str(out), offset), StreamStart("stderr", str(err), 0)]
+
+
+async def test_the_first_match_names_its_stream_line_and_offset(tmp_path: Path) -> None:
+    starts = streams(tmp_path, stdout=b"compiling\nstill compiling\n", stderr=b"warning: a\n")
+    async with line_match.first_match("Listening on", starts) as waited:
+        with Path(starts[1].path).open("ab") as err:
+            err.write(b"Listening on :8080\nListening on :8081\n")
+        with anyio.fail_after(20):
+            await waited.found.wait()
+    assert waited.gave_up is None
+    match = waited.match
+    assert match is not None and (match.stream, match.line, match.offset, match.text) == (
+        "stderr",
+        2,
+        11,
+        "Listening on :8080",
+    )
+    assert line_match.describe(match, "Listening on") == "matched 'Listening on' at stderr line 2"
+
+
+async def test_an_offset_inside_a_line_starts_at_that_line_and_lines_before_are_not_matched(tmp_path: Path) -> None:
+    text = b"ready once\nsecond\nready twice\n"
+    starts = streams(tmp_path, stdout=text, offset=text.index(b"twice"))
+    async with line_match.first_match("ready", starts) as waited:
+        with anyio.fail_after(20):
+            await waited.found.wait()
+    assert waited.match is not None and (waited.match.line, waited.match.text) == (3, "ready twice")
+
+
+async def test_notify_reports_each_new_match_as_it_arrives(tmp_path: Path) -> None:
+    starts = streams(tmp_path, stdout=b"ok\n")
+    matches: list[Match] = []
+    gave_up: list[str] = []
+    arrived = anyio.Event()
+
+    def on_match(match: Match) -> None:
+        matches.append(match)
+        if match.text == "ERROR two":
+            arrived.set()
+
+    watch = LineWatch(FollowRequest("ERROR", tuple(starts)), on_match, gave_up.append)
+    watch.start()
+    try:
+        with Path(starts[0].path).open("ab") as out:
+            out.write(b"ERROR one\nfine\n")
+            out.flush()
+            with anyio.fail_after(20):
+                while not matches:
+                    await anyio.sleep(0.02)
+            out.write(b"ERROR two\n")
+        with anyio.fail_after(20):
+            await arrived.wait()
+    finally:
+        await watch.aclose()
+    assert [(m.line, m.text) for m in matches] == [(2, "ERROR one"), (4, "ERROR two")] and gave_up == []
+
+
+def test_patterns_follow_logs_rules_and_the_error_names_the_argument() -> None:
+    assert line_match.compile_for("wait_for", "Listening on :\\d+").search("Listening on :80")
+    with pytest.raises(InvalidArgument) as refused:
+        line_match.compile_for("notify_on", "(unclosed")
+    assert refused.value.argument == "notify_on"
