@@ -25,6 +25,16 @@ class RawClient:
         self._next_id = 0
 
     def post(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            return self._post(body)
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # The daemon closes a keep-alive connection left idle for request_timeout_secs (10 s),
+            # as a latency-phase server is while the others take their turns (longer on a loaded
+            # machine). Reconnect, as HTTP clients do: the request came after the close, unread.
+            self._conn.close()
+            return self._post(body)
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any] | None:
         self._conn.request("POST", self._path, json.dumps(body), self._headers)
         response = self._conn.getresponse()
         data = response.read()
