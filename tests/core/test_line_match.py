@@ -80,6 +80,5 @@ async def test_notify_reports_each_new_match_as_it_arrives(tmp_path: Path) -> No
 
 def test_patterns_follow_logs_rules_and_the_error_names_the_argument() -> None:
     assert line_match.compile_for("wait_for", "Listening on :\\d+").search("Listening on :80")
-    with pytest.raises(InvalidArgument) as refused:
+    with pytest.raises(InvalidArgument, match="^invalid argument 'notify_on': "):
         line_match.compile_for("notify_on", "(unclosed")
-    assert refused.value.argument == "notify_on"
