@@ -22,6 +22,25 @@ from hivetest import Daemon
 TOOLS = "mcp__bash__"
 
 
+def claude_environment(home: Path, api_url: str | None = None) -> dict[str, str]:
+    """The CLI's environment: a home of its own, no updater or telemetry, the stand-in API if given.
+
+    MCP_CONNECTION_NONBLOCKING=0: `claude -p` otherwise sends its first request while MCP servers
+    are still connecting, with a WaitForMcpServers tool in place of theirs (a busy machine made
+    the request-size test see no bash tools at all); the turn now starts once they are connected.
+    """
+    env = {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", ""),
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "MCP_CONNECTION_NONBLOCKING": "0",
+    }
+    if api_url is not None:
+        env |= {"ANTHROPIC_BASE_URL": api_url, "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-key"}
+    return env
+
+
 def claude_binary() -> str:
     path = os.environ.get("HIVE_BASH_CLAUDE_BIN") or shutil.which("claude")
     if not path or not Path(path).exists():
@@ -30,12 +49,7 @@ def claude_binary() -> str:
 
 
 def claude(binary: str, home: Path, cwd: Path, *args: str) -> str:
-    env = {
-        "HOME": str(home),
-        "PATH": os.environ.get("PATH", ""),
-        "DISABLE_AUTOUPDATER": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-    }
+    env = claude_environment(home)
     proc = subprocess.run([binary, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
     return proc.stdout + proc.stderr
 
@@ -92,14 +106,7 @@ def claude_turns(binary: str, daemon: Daemon, directory: Path, script: list[Tool
     home = directory / "home"
     home.mkdir(exist_ok=True)
     with MessagesApi(script, TOOLS) as api:
-        env = {
-            "HOME": str(home),
-            "PATH": os.environ.get("PATH", ""),
-            "DISABLE_AUTOUPDATER": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "ANTHROPIC_BASE_URL": api.url,
-            "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-key",
-        }
+        env = claude_environment(home, api.url)
         proc = subprocess.run(
             [
                 binary,
@@ -126,14 +133,7 @@ def agent_request(binary: str, directory: Path, config: Path | None) -> dict[str
     home = directory / "home"
     home.mkdir(parents=True, exist_ok=True)
     with MessagesApi([], TOOLS) as api:
-        env = {
-            "HOME": str(home),
-            "PATH": os.environ.get("PATH", ""),
-            "DISABLE_AUTOUPDATER": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "ANTHROPIC_BASE_URL": api.url,
-            "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-key",
-        }
+        env = claude_environment(home, api.url)
         servers = ["--mcp-config", str(config)] if config is not None else []
         proc = subprocess.run(
             [binary, "-p", "Say hello.", *servers, "--strict-mcp-config"],
