@@ -417,7 +417,7 @@ def isolated_child_argv(module: str, *args: str) -> list[str]:
 
     Searches and the line matcher (hive_bash.core.line_match) start this way: a task can write
     into the daemon's working directory, so the child must not import from there."""
-    package_dir = str(Path(__file__).resolve().parent)
+    package_dir = str(Path(__file__).resolve().parents[1])  # hive_bash/, this module being hive_bash/core/search.py
     return [sys.executable, "-I", "-c", CHILD_CODE, package_dir, module, *args]
 
 

@@ -6,9 +6,11 @@ characters fall across chunk boundaries in files of a few KiB.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -152,3 +154,17 @@ async def test_child_process_search_and_its_deadline(tmp_path: Path) -> None:
     # catastrophic backtracking: the child is stopped at the deadline, the caller gets a clear error
     with pytest.raises(SearchFailed, match="ran past"):
         await search.search(search.SearchRequest(str(path), "(a*)*b"), timeout=1.0)
+
+
+def test_the_child_loads_the_daemons_package_by_location_without_any_import_path(tmp_path: Path) -> None:
+    # -S on top of -I: no site-packages either, so no installed or editable copy of hive_bash
+    # can be found by name. The child must load the package from where the daemon's lives, as
+    # in an installed package (nix build), where a wrong directory broke every search.
+    log = tmp_path / "task.out"
+    log.write_bytes(b"one\nready two\n")
+    request = search.SearchRequest(path=str(log), pattern="ready")
+    argv = search.isolated_child_argv("hive_bash.core.search", json.dumps(request.__dict__), str(os.getpid()), "10")
+    assert argv[1] == "-I"
+    child = subprocess.run([argv[0], "-S", *argv[1:]], capture_output=True, text=True, timeout=60, check=False)
+    assert child.returncode == 0, child.stderr
+    assert [line["text"] for line in json.loads(child.stdout)["lines"] if line["is_match"]] == ["ready two"]
