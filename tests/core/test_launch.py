@@ -33,7 +33,7 @@ def files(tmp_path: Path) -> TaskFiles:
 
 @pytest.fixture
 def sessions(files: TaskFiles) -> SessionStore:
-    return SessionStore(files, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, frozenset())
+    return SessionStore(files, {"PATH": os.environ["PATH"]}, frozenset())
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from hive_bash.core.records import TaskRecord
 from hive_bash.core.store import TaskFiles
 from hivetest import runs_child, wait_until
 
-BASE_ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp", "LANG": "C.UTF-8", "KEEP": "1"}
+BASE_ENV = {"PATH": os.environ["PATH"], "HOME": "/tmp", "LANG": "C.UTF-8", "KEEP": "1"}
 
 
 class Shell:
