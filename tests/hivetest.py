@@ -9,13 +9,16 @@ which is mcp.Client on the 2.x SDK line and ClientSession on 1.x).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -248,3 +251,61 @@ async def call_error(client: BashClient, tool: str, arguments: dict[str, Any]) -
     reply = await client.call(tool, arguments)
     assert reply.is_error, f"{tool}({arguments!r}) should have failed, got: {reply.text}"
     return reply.text
+
+
+def find_console_script(name: str) -> str | None:
+    """An installed entry point (`hive-bash`, ...): the one on PATH, as a user's shell finds it.
+
+    In a Nix build the interpreter is nixpkgs' python and the script is in $out/bin, which
+    preCheck puts on PATH. A venv used without activating it (`.venv/bin/python -m pytest`)
+    has its scripts beside the interpreter instead: that is the fallback.
+    """
+    interpreter_dir = str(Path(sys.executable).parent)
+    return shutil.which(name) or shutil.which(name, path=interpreter_dir)
+
+
+def console_script(name: str = "hive-bash") -> str:
+    path = find_console_script(name)
+    assert path is not None, f"no {name} console script on PATH nor beside {sys.executable}"
+    return path
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """The test's environment without HIVE_* settings, so only a command's own flags count."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
+    env.update(extra)
+    return env
+
+
+@contextlib.contextmanager
+def private_cgroup2(prefix: str) -> Iterator[Path]:
+    """A private cgroup2 mount (the one unified hierarchy, seen at a directory of our own);
+    the test skips, with the reason, where it cannot be had (not root, no cgroup v2)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting cgroup2 needs root")
+    if not Path("/proc/self/cgroup").read_text().count("0::"):
+        pytest.skip("this kernel has no cgroup v2 hierarchy")
+    mountpoint = Path(tempfile.mkdtemp(prefix=prefix))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(b"none", str(mountpoint).encode(), b"cgroup2", 0, None) != 0:
+        mountpoint.rmdir()
+        pytest.skip(f"cannot mount cgroup2: {os.strerror(ctypes.get_errno())}")
+    try:
+        yield mountpoint
+    finally:
+        libc.umount2(str(mountpoint).encode(), 2)  # MNT_DETACH
+        mountpoint.rmdir()
+
+
+async def asgi_messages(app: Callable[..., Any], scope: dict[str, Any]) -> list[dict[str, Any]]:
+    """What an ASGI app sends for one request with an empty body, called directly (no server)."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import shutil
 import subprocess
 import sys
 import urllib.error
@@ -29,27 +27,9 @@ import pexpect
 import pytest
 
 from hive_bash.client import cli
-from hivetest import Daemon, dead_url
+from hivetest import Daemon, cli_env, console_script, dead_url
 
 RUN_TIMEOUT_SECS = 60
-
-
-def console_script() -> str:
-    """The installed `hive-bash` entry point: the one on PATH, as a user's shell finds it.
-
-    In a Nix build the interpreter is nixpkgs' python and the script is in $out/bin, which
-    preCheck puts on PATH. A venv used without activating it (`.venv/bin/python -m pytest`)
-    has its scripts beside the interpreter instead: that is the fallback.
-    """
-    interpreter_dir = str(Path(sys.executable).parent)
-    path = shutil.which("hive-bash") or shutil.which("hive-bash", path=interpreter_dir)
-    assert path is not None, f"no hive-bash console script on PATH nor in {interpreter_dir}"
-    return path
-
-
-def cli_env() -> dict[str, str]:
-    """The test's environment without HIVE_* settings, so only our flags count."""
-    return {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
 
 
 @dataclass(frozen=True)

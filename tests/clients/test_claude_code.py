@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -43,31 +40,8 @@ def test_claude_code_connects_through_the_rendered_config_with_the_generated_tok
     through what `hive-bash-mcp-config` renders from the module's entry; without the token it cannot."""
     binary = claude_binary()
     daemon = make_daemon(args=["--generate-token"])
-    servers = tmp_path / "mcp-servers.json"
-    servers.write_text(
-        json.dumps(
-            {
-                "version": 1,
-                "toolGroups": ["execution"],
-                "mcpServers": {
-                    "bash": {
-                        "type": "http",
-                        "url": daemon.url,
-                        "allowedTools": ["*"],
-                        "requiredPermission": "execution",
-                        "bearerTokenFile": str(daemon.workdir / "harness" / "bash-token"),
-                    }
-                },
-            }
-        )
-    )
-    rendered_path = tmp_path / "mcp.json"
-    installed = shutil.which("hive-bash-mcp-config")
-    renderer = [installed] if installed else [sys.executable, "-m", "hive_bash.client.mcp_config"]
-    subprocess.run(
-        [*renderer, "--servers-file", str(servers), "--out-config", str(rendered_path)], check=True, timeout=30
-    )
-    rendered = json.loads(rendered_path.read_text())["mcpServers"]["bash"]
+    config, _ = render_mcp_config(daemon, tmp_path)
+    rendered = json.loads(config.read_text())["mcpServers"]["bash"]
     assert rendered["headers"]["Authorization"].startswith("Bearer ")
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()

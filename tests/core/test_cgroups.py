@@ -10,10 +10,8 @@ it has them (the same tests run then), and in vm-tests/cgroup-limits.nix.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,7 +20,8 @@ import pytest
 
 from hive_bash.core import cgroups, native_spawn
 from hive_bash.settings import memory_bytes
-from hivetest import Daemon, call_error, call_ok, pid_alive, wait_until
+from hive_bash.sdk.client import BashClient
+from hivetest import Daemon, call_error, call_ok, pid_alive, private_cgroup2, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -33,21 +32,8 @@ GONE_WITHIN_SECS = 1.0  # the issue's promise: the escapee is gone within a seco
 
 @pytest.fixture(scope="module")
 def cgroup2_mount() -> Iterator[Path]:
-    """A private cgroup2 mount (the one unified hierarchy, seen at a directory of our own)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting cgroup2 needs root")
-    if not Path("/proc/self/cgroup").read_text().count("0::"):
-        pytest.skip("this kernel has no cgroup v2 hierarchy")
-    mountpoint = Path(tempfile.mkdtemp(prefix="hive-cgroup2-"))
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.mount(b"none", str(mountpoint).encode(), b"cgroup2", 0, None) != 0:
-        mountpoint.rmdir()
-        pytest.skip(f"cannot mount cgroup2: {os.strerror(ctypes.get_errno())}")
-    try:
+    with private_cgroup2("hive-cgroup2-") as mountpoint:
         yield mountpoint
-    finally:
-        libc.umount2(str(mountpoint).encode(), 2)  # MNT_DETACH
-        mountpoint.rmdir()
 
 
 def fresh_root(mount: Path) -> Path:
@@ -110,6 +96,15 @@ def require_controller(mount: Path, name: str) -> None:
 
 def escaped_pid(text: str) -> int:
     return int(text.split("escaped=", 1)[1].split()[0])
+
+
+async def start_escaping_task(client: BashClient, daemon: Daemon) -> tuple[str, int]:
+    """Start a task that leaves a setsid'd sleep behind and keeps running; its id and the escapee's pid."""
+    started = await call_ok(client, "run", {"cmd": f"{ESCAPE}; exec sleep 300", "wait_seconds": 0})
+    task_id = started.structured["id"]
+    out = daemon.tasks_dir / f"{task_id}.out"
+    wait_until(lambda: "escaped=" in out.read_text(), 10, what="the escapee's pid")
+    return task_id, escaped_pid(out.read_text())
 
 
 def task_cgroups(root: Path) -> list[str]:
@@ -197,11 +192,7 @@ async def test_setsid_escapee_ends_at_the_timeout(cgroup_daemon: Daemon, cgroup_
 
 async def test_setsid_escapee_ends_at_kill_force(cgroup_daemon: Daemon, cgroup_root: Path) -> None:
     async with cgroup_daemon.client() as client:
-        started = await call_ok(client, "run", {"cmd": f"{ESCAPE}; exec sleep 300", "wait_seconds": 0})
-        task_id = started.structured["id"]
-        out = cgroup_daemon.tasks_dir / f"{task_id}.out"
-        wait_until(lambda: "escaped=" in out.read_text(), 10, what="the escapee's pid")
-        pid = escaped_pid(out.read_text())
+        task_id, pid = await start_escaping_task(client, cgroup_daemon)
         killed = await call_ok(client, "kill", {"id": task_id, "force": True})
         assert killed.structured["action"] == "SIGKILL"
         final = await call_ok(client, "status", {"id": task_id, "wait_seconds": 10})
@@ -213,11 +204,7 @@ async def test_setsid_escapee_ends_at_kill_force(cgroup_daemon: Daemon, cgroup_r
 async def test_recovery_after_sigkill_ends_the_escapee(own_cgroup_daemon: tuple[Daemon, Path]) -> None:
     cgroup_daemon, cgroup_root = own_cgroup_daemon
     async with cgroup_daemon.client() as client:
-        started = await call_ok(client, "run", {"cmd": f"{ESCAPE}; exec sleep 300", "wait_seconds": 0})
-    task_id = started.structured["id"]
-    out = cgroup_daemon.tasks_dir / f"{task_id}.out"
-    wait_until(lambda: "escaped=" in out.read_text(), 10, what="the escapee's pid")
-    pid = escaped_pid(out.read_text())
+        task_id, pid = await start_escaping_task(client, cgroup_daemon)
     cgroup_daemon.stop(signal.SIGKILL)
     assert pid_alive(pid) and task_cgroups(cgroup_root) == [f"task-{task_id}"]
     cgroup_daemon.restart()

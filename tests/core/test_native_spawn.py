@@ -6,17 +6,16 @@ cgroup2 mount; skipped with the reason elsewhere (this host's glibc is 2.36).
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hive_bash.core import native_spawn
+from hivetest import private_cgroup2
 
 pytestmark = pytest.mark.skipif(
     not native_spawn.available(), reason="the C library has no posix_spawnattr_setcgroup_np (glibc 2.39+)"
@@ -28,23 +27,15 @@ BASH = ["bash", "--noprofile", "--norc", "-c"]
 @pytest.fixture
 def cgroup_fd() -> Iterator[tuple[int, str]]:
     """A fresh cgroup on a private cgroup2 mount: its directory's fd and its path in /proc/<pid>/cgroup."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting cgroup2 needs root")
-    mountpoint = Path(tempfile.mkdtemp(prefix="hive-native-spawn-"))
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.mount(b"none", str(mountpoint).encode(), b"cgroup2", 0, None) != 0:
-        mountpoint.rmdir()
-        pytest.skip(f"cannot mount cgroup2: {os.strerror(ctypes.get_errno())}")
-    cgroup = mountpoint / f"native-{os.getpid()}"
-    cgroup.mkdir()
-    fd = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        yield fd, f"/{cgroup.name}"
-    finally:
-        os.close(fd)
-        cgroup.rmdir()
-        libc.umount2(str(mountpoint).encode(), 2)  # MNT_DETACH
-        mountpoint.rmdir()
+    with private_cgroup2("hive-native-spawn-") as mountpoint:
+        cgroup = mountpoint / f"native-{os.getpid()}"
+        cgroup.mkdir()
+        fd = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            yield fd, f"/{cgroup.name}"
+        finally:
+            os.close(fd)
+            cgroup.rmdir()
 
 
 def run(cmd: str, cgroup: int, cwd: str = "/", env: dict[str, str] | None = None) -> tuple[str, int]:

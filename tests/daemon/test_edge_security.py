@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from hive_bash.daemon.edge.security import REFUSAL, RequestGuard, allowed_hosts, allowed_origins
+from hivetest import asgi_messages
 
 pytestmark = pytest.mark.anyio
 
@@ -44,15 +45,7 @@ async def call(guard: RequestGuard, path: str = "/mcp", **headers: str) -> tuple
         "path": path,
         "headers": [(key.replace("_", "-").encode(), value.encode("latin-1")) for key, value in headers.items()],
     }
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    await guard(scope, receive, send)
+    sent = await asgi_messages(guard, scope)
     start, body = sent[0], sent[1]["body"]
     response_headers = {key.decode(): value.decode() for key, value in start.get("headers", [])}
     return start["status"], response_headers, body.decode() if body == b"passed" else json.loads(body)

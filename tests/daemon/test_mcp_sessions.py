@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from hive_bash.daemon.edge.mcp_sessions import SessionLimit
+from hivetest import asgi_messages
 
 pytestmark = pytest.mark.anyio
 
@@ -53,15 +54,7 @@ class SessionApp:
 async def request(limit: SessionLimit, session: str | None = None, method: str = "POST") -> tuple[int, str | None]:
     headers = [(b"host", b"127.0.0.1")] + ([(b"mcp-session-id", session.encode())] if session else [])
     scope = {"type": "http", "method": method, "path": "/mcp", "headers": headers}
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    await limit(scope, receive, send)
+    sent = await asgi_messages(limit, scope)
     given = dict(sent[0]["headers"]).get(b"mcp-session-id")
     return sent[0]["status"], given.decode() if given else None
 

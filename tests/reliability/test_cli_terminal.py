@@ -9,11 +9,7 @@ nothing changes. The real console script runs under a real pseudo-terminal (pexp
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,22 +17,11 @@ import pexpect
 import pytest
 
 from hive_bash.sdk.client import open_client
-from hivetest import Daemon
+from hivetest import Daemon, cli_env, console_script
 
 CLIPBOARD = "\x1b]52;c;cm0gLXJmIH4K\x07"
 CLEAR = "\x1b[2J"
 CONTROL_BYTES = (b"\x1b", b"\x07", b"\x9b")  # ESC, BEL, and U+009B (CSI as one C1 character)
-
-
-def console_script() -> str:
-    interpreter_dir = str(Path(sys.executable).parent)
-    path = shutil.which("hive-bash") or shutil.which("hive-bash", path=interpreter_dir)
-    assert path is not None, f"no hive-bash console script on PATH nor in {interpreter_dir}"
-    return path
-
-
-def cli_env() -> dict[str, str]:
-    return {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
 
 
 def on_terminal(daemon: Daemon, *args: str) -> tuple[int, bytes]:

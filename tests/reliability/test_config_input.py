@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 
-from hivetest import dead_url
+from hivetest import cli_env, dead_url, find_console_script
 
 TIMEOUT_SECS = 60
 # The renderer needs a few tens of MiB; a read of /dev/zero would take all there is without this.
@@ -29,15 +28,8 @@ def limit_memory() -> None:  # runs in the child before exec
 
 
 def installed(name: str, module: str) -> list[str]:
-    interpreter_dir = str(Path(sys.executable).parent)
-    path = shutil.which(name) or shutil.which(name, path=interpreter_dir)
+    path = find_console_script(name)
     return [path] if path else [sys.executable, "-m", module]
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
-    env.update(extra)
-    return env
 
 
 def render(*args: str) -> subprocess.CompletedProcess[str]:
@@ -45,7 +37,7 @@ def render(*args: str) -> subprocess.CompletedProcess[str]:
         [*installed("hive-bash-mcp-config", "hive_bash.client.mcp_config"), *args],
         capture_output=True,
         text=True,
-        env=clean_env(),
+        env=cli_env(),
         timeout=TIMEOUT_SECS,
         preexec_fn=limit_memory,
         check=False,
@@ -93,7 +85,7 @@ def test_hive_bash_with_a_fifo_as_servers_file_does_not_hang(tmp_path: Path) -> 
             [*installed("hive-bash", "hive_bash.client.cli"), "--url", url, "status", "x"],
             capture_output=True,
             text=True,
-            env=clean_env(HIVE_MCP_SERVERS_FILE=str(fifo)),
+            env=cli_env(HIVE_MCP_SERVERS_FILE=str(fifo)),
             timeout=TIMEOUT_SECS,
             check=False,
         )

@@ -13,10 +13,8 @@ import hashlib
 import http.client
 import json
 import os
-import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -25,7 +23,7 @@ import pytest
 from hive_bash.daemon.edge.strict_json import MAX_BODY_BYTES
 from hive_bash.mcp.limits import WRITE_MAX_BYTES
 from hive_bash.sdk.client import BashClient
-from hivetest import Daemon, call_ok
+from hivetest import Daemon, call_ok, cli_env, console_script
 
 pytestmark = pytest.mark.anyio
 
@@ -131,16 +129,9 @@ def test_a_body_past_the_drain_bound_is_refused_at_once_and_closed(daemon: Daemo
 # --------------------------------------------------------------------------- the CLI
 
 
-def console_script() -> str:
-    interpreter_dir = str(Path(sys.executable).parent)
-    path = shutil.which("hive-bash") or shutil.which("hive-bash", path=interpreter_dir)
-    assert path is not None, f"no hive-bash console script on PATH nor in {interpreter_dir}"
-    return path
-
-
 async def cli(daemon: Daemon, *args: str, stdin: Path | None = None) -> subprocess.CompletedProcess[bytes]:
     """The installed `hive-bash` as a real process (stdin from a file); setting up is done with the SDK client."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
+    env = cli_env()
     with open(stdin or os.devnull, "rb") as source:
         with anyio.fail_after(120):
             return await anyio.run_process(
