@@ -179,8 +179,9 @@ class TaskManager:
 
     def submit(self, options: TaskOptions) -> Task:
         limits = self._launcher.limits(options)
-        task_id = self._claim_id(options.name)
+        # Before the name is claimed: a start refused for want of room keeps the old task of that name.
         self._slots.check_room()
+        task_id = self._claim_id(options.name)
         record = launch.new_record(task_id, options)
         task = Task(record, dict(options.env), options.cwd, options.notify_on, self._input_budget)
         task.limits = limits

@@ -19,6 +19,7 @@ from hive_bash.model import TaskOptions
 from hive_bash.daemon.main import prepare_tasks_dir
 from hive_bash.settings import Settings
 from hive_bash.core.manager import TaskManager
+from hive_bash.errors import QueueFull
 
 pytestmark = pytest.mark.anyio
 
@@ -72,5 +73,23 @@ async def test_an_end_nobody_waits_for_is_written_at_once(settings: Settings) ->
         record = on_disk(settings, task.id)
         assert (record["status"], record["exit_code"]) == ("done", 4)
         assert record["todo"]["wanted"] == "final"  # owed to the harness, and on disk for a restart
+    finally:
+        await manager.shutdown()
+
+
+async def test_a_run_refused_for_want_of_room_keeps_the_old_task_of_its_name(tmp_path: Path) -> None:
+    settings = Settings(
+        tasks_dir=prepare_tasks_dir(tmp_path / "tasks"), agent_socket=None, max_running=1, max_pending=0
+    )
+    manager = TaskManager(settings)
+    await manager.start()
+    try:
+        old = manager.submit(TaskOptions(cmd="echo old", name="x"))
+        assert await manager.wait_for_result(old, 10)
+        manager.submit(TaskOptions(cmd="sleep 300"))  # the one slot taken, no pending room
+        with pytest.raises(QueueFull):
+            manager.submit(TaskOptions(cmd="echo new", name="x"))
+        assert manager.get("x") is old
+        assert settings.tasks_dir.joinpath("x.out").read_text() == "old\n"
     finally:
         await manager.shutdown()
