@@ -90,11 +90,8 @@ class Launcher:
         # start time taken after it would make a loaded daemon report `sleep 1` as 0.98 s.
         task.oom_kills_at_start = self.oom_counter.oom_kills() if self.oom_counter is not None else None
         started_at = time.time()
-        try:
-            proc = _spawn(task, self._store, start.env, lambda reason: self._output_failed(task, reason), self.cgroups)
-        except SpawnFailed:
-            self._sessions.discard(record.id)  # its session's wrapper, if any: nothing will run it
-            raise
+        # A refused spawn has deleted every file of the task (reserve and session wrapper included).
+        proc = _spawn(task, self._store, start.env, lambda reason: self._output_failed(task, reason), self.cgroups)
         task.started(proc, started_at)
         with self._saver.settling():
             started(record)  # wants its running todo; the record is written just below
@@ -187,6 +184,7 @@ def _spawn(
         cgroup = tree.create(record.id, task.limits) if tree is not None else None
     except OSError as exc:
         logger.warning("task %s could not get a cgroup: %s", record.id, exc)
+        store.delete(record.id)  # its reserve and its session's wrapper: nothing will run
         raise SpawnFailed(f"its cgroup could not be created: {exc.strerror or exc} (errno {exc.errno})") from exc
     request = process.SpawnRequest(
         cmd=record.cmd,

@@ -322,3 +322,17 @@ def test_memory_sizes_read_as_systemd_reads_them(value: str | int, size: int) ->
 def test_memory_size_errors_say_the_rule(value: str | int, rule: str) -> None:
     with pytest.raises(ValueError, match=rule):
         memory_bytes(value)
+
+
+async def test_a_task_whose_cgroup_cannot_be_made_leaves_no_file(own_cgroup_daemon: tuple[Daemon, Path]) -> None:
+    daemon, root = own_cgroup_daemon
+    # A cgroup of the task's name that holds a child cannot be removed, so none can be made.
+    (root / "task-blocked" / "inner").mkdir(parents=True)
+    try:
+        async with daemon.client() as client:
+            refused = await call_error(client, "run", {"cmd": "true", "name": "blocked"})
+        assert "its cgroup could not be created" in refused
+        assert sorted(path.name for path in daemon.tasks_dir.iterdir() if "blocked" in path.name) == []
+    finally:
+        (root / "task-blocked" / "inner").rmdir()
+        (root / "task-blocked").rmdir()
