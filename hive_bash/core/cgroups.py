@@ -20,7 +20,7 @@ seconds apart (70 us when they come every 4 ms): paid by the task's first proces
 never blocks the daemon's loop, as the daemon moving itself around the vfork did
 (measured: that blocked every client for those 8-13 ms; docs/performance.md, "A cgroup
 per task"); a preexec_fn would force fork over vfork (~5 ms of the daemon's CPU). Limits
-are written right after the spawn, before bash has finished starting.
+are written when the cgroup is made, before anything is born in it or moves into it.
 
 The end: once the leader has exited, ``cgroup.kill`` ends whatever is left (setsid'd
 or not), the task counts as ended once ``cgroup.events`` says ``populated 0``, and
@@ -93,7 +93,7 @@ class TaskCgroup:
         return self.path / "cgroup.procs"
 
     def apply_limits(self) -> None:
-        """Write the limits (after the spawn: see the module's docstring). OSError if refused."""
+        """Write the limits, before anything runs in the cgroup. OSError if refused."""
         if self.limits.memory_max is not None:
             self._write("memory.max", str(self.limits.memory_max))
             self._write("memory.swap.max", "0", missing_ok=True)  # a limit that swaps is no limit
@@ -236,7 +236,13 @@ class CgroupTree:
         except FileExistsError:  # a task of the same name ended but its cgroup could not be removed
             _end_leftover_now(path)
             path.mkdir()
-        return TaskCgroup(self, path, limits)
+        cgroup = TaskCgroup(self, path, limits)
+        try:
+            cgroup.apply_limits()
+        except OSError:
+            cgroup.remove()
+            raise
+        return cgroup
 
     def leftovers(self) -> list[Path]:
         return sorted(path for path in self.root.glob(f"{TASK_PREFIX}*") if path.is_dir())

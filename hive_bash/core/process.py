@@ -540,8 +540,6 @@ def spawn(request: SpawnRequest) -> TaskProcess:
         stdin = subprocess.PIPE if request.stdin == "pipe" else subprocess.DEVNULL
         popen, forked_between = _popen(request, stdin, out_fd, err_fd)
     with _owned(popen, request.cgroup) as on_failure:
-        if request.cgroup is not None:
-            request.cgroup.apply_limits()
         input_fd = None
         if popen.stdin is not None:
             input_fd = os.dup(popen.stdin.fileno())
@@ -568,8 +566,6 @@ def _spawn_pty(request: SpawnRequest) -> TaskProcess:
     with _owned(popen, request.cgroup) as on_failure:
         on_failure.callback(os.close, master)
         on_failure.callback(os.close, out_fd)
-        if request.cgroup is not None:
-            request.cgroup.apply_limits()
         os.set_blocking(master, False)
         return TaskProcess(
             popen, master, (out_fd, request.stdout_path), request.on_output_failed, forked_between, request.cgroup
