@@ -12,9 +12,9 @@ import pytest
 
 from hive_bash.core import input_wait
 from hive_bash.core.input_wait import INPUT_WAIT_SECS, InputEnd, InputWait
-from hivetest import wait_until
+from hivetest import needs_known_syscalls, wait_until
 
-pytestmark = pytest.mark.skipif(input_wait.syscall_table() is None, reason="no syscall table for this machine")
+pytestmark = needs_known_syscalls
 
 
 @pytest.fixture
@@ -69,12 +69,26 @@ def test_a_wait_is_said_once_it_held_and_unsaid_when_fed(task) -> None:
     assert changes == [True, False, True, False]
 
 
-def test_a_task_that_reads_nothing_never_waits(task) -> None:
+def test_a_reader_outside_the_tasks_group_is_not_counted(task) -> None:
     process, write_end = task
-    os.write(write_end, b"x")
-    end = InputEnd.of_pipe(write_end, process.pid, os.getpgrp())  # readers looked for in another group
-    changes: list[bool] = []
-    waits = InputWait(end, lambda: 0, changes.append)
-    for now in (0.0, INPUT_WAIT_SECS, 2 * INPUT_WAIT_SECS):
-        waits.sample(now)
-    assert changes == [] and input_wait.waiting_reader(end) is None
+    end = InputEnd.of_pipe(write_end, process.pid, process.pid)
+    wait_until(lambda: input_wait.waiting_reader(end), what="cat blocked reading the pipe")
+    elsewhere = InputEnd.of_pipe(write_end, process.pid, os.getpgrp())  # readers looked for in another group
+    assert input_wait.waiting_reader(elsewhere) is None
+
+
+def test_a_task_that_reads_nothing_never_waits() -> None:
+    read_end, write_end = os.pipe()
+    sleeper = subprocess.Popen(["sleep", "600"], stdin=read_end, process_group=0)  # holds the pipe, never reads
+    os.close(read_end)
+    try:
+        end = InputEnd.of_pipe(write_end, sleeper.pid, sleeper.pid)
+        changes: list[bool] = []
+        waits = InputWait(end, lambda: 0, changes.append)
+        for now in (0.0, INPUT_WAIT_SECS, 2 * INPUT_WAIT_SECS):
+            waits.sample(now)
+        assert changes == [] and input_wait.waiting_reader(end) is None
+    finally:
+        os.close(write_end)
+        sleeper.kill()
+        sleeper.wait()
