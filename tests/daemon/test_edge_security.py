@@ -28,9 +28,12 @@ def test_an_ipv6_bind_is_named_in_brackets_as_a_host_header_names_it() -> None:
 
 
 @pytest.mark.parametrize("wildcard", ["0.0.0.0", "::", ""])
-def test_a_wildcard_bind_takes_any_host_and_origin(wildcard: str) -> None:
+async def test_a_wildcard_bind_takes_any_host_and_origin(wildcard: str) -> None:
     assert allowed_hosts(wildcard, 7523) is None
-    assert allowed_origins(None) is None
+    guard = RequestGuard(app, wildcard, 7523, token="secret")
+    foreign = {"host": "agent.example:7523", "origin": "http://agent.example"}
+    assert (await call(guard, **foreign, authorization="Bearer secret"))[2] == "passed"
+    assert (await call(guard, **foreign))[0] == 401  # the token, not the Host header, keeps strangers out
 
 
 def test_origins_are_the_hosts_over_http_and_https() -> None:

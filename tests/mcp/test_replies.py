@@ -147,12 +147,15 @@ def test_the_semantic_reading_appears_only_where_it_adds_something(tmp_path: Pat
 
 
 def test_a_running_task_gets_one_next_step_and_todos_only_when_they_exist(tmp_path: Path) -> None:
-    record, running = facts(tmp_path, status=Status.RUNNING, exit_code=None, duration_secs=5.0)
+    # Over a minute, durations are whole seconds: the test may stall for most of one and still read the same.
+    record, running = facts(tmp_path, status=Status.RUNNING, exit_code=None, duration_secs=125.0)
     started = task.task_reply(record, running)
     assert started["verdict"] == "task started: id=abc, running"
     assert started["next"] == "logs(id='abc', offset=3, wait_seconds=30) follows new output"
     with_todos = task.task_reply(record, dataclasses.replace(running, todos=True, from_run=False))
-    assert with_todos["verdict"] == "running for 5.0s" and with_todos["next"].endswith("its end also arrives as a todo")
+    assert with_todos["verdict"] == "running for 2m05s" and with_todos["next"].endswith(
+        "its end also arrives as a todo"
+    )
     assert with_todos["cmd"] == "echo hi"
 
 
@@ -311,8 +314,8 @@ def test_a_task_waiting_for_input_is_told_to_get_a_write(tmp_path: Path) -> None
     waiting = task_reply(tmp_path, status=Status.RUNNING, exit_code=None, waiting_for_input=True)
     assert waiting["waiting_for_input"] is True
     assert waiting["next"] == "it waits for input: write(id='abc', data='...\\n') answers it"
-    shown = listing.list_row(row("repl", Status.RUNNING, "python3 -i", duration_secs=4.0), waiting_for_input=True)
-    assert shown.startswith("running for 4.0s, waits for input: python3")
+    shown = listing.list_row(row("repl", Status.RUNNING, "python3 -i", duration_secs=240.0), waiting_for_input=True)
+    assert shown.startswith("running for 4m00s, waits for input: python3")
 
 
 def test_a_task_printing_only_to_stderr_is_followed_on_stderr(tmp_path: Path) -> None:
