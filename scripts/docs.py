@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import io
 import json
 import os
@@ -49,7 +50,7 @@ DOC_FILES = ["README.md", "docs/*.md"]
 SOURCE_TREES = ["hive_bash", "bench", "scripts", "nixos", "nix", "vm-tests"]
 # Only comments and docstrings: a test's strings are data (a command line a test feeds the daemon, say).
 PROSE_TREES = ["tests"]
-SOURCE_FILES = ["flake.nix", ".ci/run"]
+SOURCE_FILES = ["flake.nix", ".ci/run", "pyproject.toml"]
 SOURCE_SUFFIXES = {".py", ".nix", ".sh", ".md", ""}
 PATH_ROOTS = ["hive_bash", "tests", "docs", "bench", "scripts", "nixos", "nix", "vm-tests", ".ci"]
 # Paths in other projects that read like ours: nixpkgs' NixOS tree.
@@ -333,7 +334,9 @@ def check_module_name(dotted: str, modules: dict[Path, ModuleNames]) -> str | No
     rest = parts[consumed:]
     if not rest:
         return None
-    names = modules.setdefault(module, ModuleNames.of(module))
+    if module not in modules:  # each module parsed once per run
+        modules[module] = ModuleNames.of(module)
+    names = modules[module]
     if rest[0] not in names.names:
         return f"{dotted}: {'.'.join(parts[:consumed])} has no {rest[0]}"
     if len(rest) > 1 and rest[0] in names.class_names and rest[1] not in names.class_names[rest[0]]:
@@ -374,14 +377,16 @@ def check_reference(path: str, test: str | None, tests: dict[Path, TestNames]) -
     """Why `path` (and `test` in it) does not name something in the repository, or None."""
     if any(path == foreign or path.startswith(foreign + "/") for foreign in FOREIGN_PATHS):
         return None
-    targets = resolve(path.rstrip("."))
+    targets = resolve(path)
     if not targets:
         return f"{path} does not exist"
     if test is None:
         return None
     for target in targets:
         if target.suffix == ".py" and target.is_file():
-            names = tests.setdefault(target, TestNames.of(target))
+            if target not in tests:  # each test file parsed once per run
+                tests[target] = TestNames.of(target)
+            names = tests[target]
             if names.has(test):
                 return None
     return f"{path} has no test {test}"
@@ -420,6 +425,7 @@ def reference_findings() -> list[Finding]:
     return findings
 
 
+@functools.cache
 def heading_anchors(markdown: Path) -> set[str]:
     """The anchors GitHub gives a file's headings: lower case, punctuation dropped, spaces as `-`."""
     anchors: set[str] = set()
