@@ -10,14 +10,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from anthropic_standin import FINAL_TEXT, Exchange, MessagesApi, ToolCall
-from hivetest import Daemon
+from hivetest import Daemon, installed_command
 
 TOOLS = "mcp__bash__"
 
@@ -81,8 +80,7 @@ def render_mcp_config(daemon: Daemon, directory: Path) -> tuple[Path, str]:
         )
     )
     config, allowed = directory / "mcp.json", directory / "allowed-tools"
-    renderer = shutil.which("hive-bash-mcp-config")
-    command = [renderer] if renderer else [sys.executable, "-m", "hive_bash.client.mcp_config"]
+    command = installed_command("hive-bash-mcp-config", "hive_bash.client.mcp_config")
     subprocess.run(
         [
             *command,

@@ -151,7 +151,7 @@ class Daemon:
         return f"http://127.0.0.1:{self.port}/healthz"
 
     def start(self) -> Daemon:
-        env = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
+        env = cli_env()
         env.update({"HIVE_BASH_PORT": str(self.port), "HIVE_BASH_LOG_LEVEL": "debug"})
         env.update(self.extra_env)
         with open(self.log_path, "ab") as log:
@@ -262,6 +262,12 @@ def find_console_script(name: str) -> str | None:
     """
     interpreter_dir = str(Path(sys.executable).parent)
     return shutil.which(name) or shutil.which(name, path=interpreter_dir)
+
+
+def installed_command(name: str, module: str) -> list[str]:
+    """The installed entry point `name`, else `python -m module` (a checkout without a venv's scripts)."""
+    path = find_console_script(name)
+    return [path] if path else [sys.executable, "-m", module]
 
 
 def console_script(name: str = "hive-bash") -> str:

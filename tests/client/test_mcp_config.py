@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ import pytest
 
 from hive_bash.client import mcp_config
 from hive_bash.errors import ConfigError
+from hivetest import installed_command
 
 BASH_ENTRY = {
     "type": "http",
@@ -63,8 +62,7 @@ def render(doc: dict[str, Any], groups: list[str], subagent: bool = False) -> di
 
 
 def renderer_command() -> list[str]:
-    installed = shutil.which("hive-bash-mcp-config")
-    return [installed] if installed else [sys.executable, "-m", "hive_bash.client.mcp_config"]
+    return installed_command("hive-bash-mcp-config", "hive_bash.client.mcp_config")
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ import pytest
 
 from hive_bash.daemon import main
 from hive_bash.settings import Settings
-from hivetest import call_ok
+from hivetest import call_ok, cli_env
 
 pytestmark = pytest.mark.anyio
 
@@ -52,7 +52,7 @@ def test_bad_configuration_exits_with_one_clear_line(tmp_path: Path, args: list[
         capture_output=True,
         text=True,
         timeout=30,
-        env={k: v for k, v in os.environ.items() if not k.startswith("HIVE_")},
+        env=cli_env(),
     )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()

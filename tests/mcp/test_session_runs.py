@@ -5,7 +5,6 @@ else about a task changes."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from hive_bash.client import cli
-from hivetest import Daemon, call_error, call_ok, runs_child, wait_until
+from hivetest import call_error, call_ok, cli_env, Daemon, runs_child, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -255,7 +254,7 @@ async def test_pty_tasks_carry_too(daemon: Daemon) -> None:
 
 
 def test_the_cli_runs_in_a_session(daemon: Daemon, capsys: pytest.CaptureFixture[str]) -> None:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
+    env = cli_env()
     assert cli.main(["--url", daemon.url, "run", "--session", "cli", "cd / && export CLI=1"], env=env) == 0
     capsys.readouterr()
     assert cli.main(["--url", daemon.url, "--json", "run", "--session", "cli", 'echo "$PWD $CLI"'], env=env) == 0

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hivetest import installed_command
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from nixeval import ROOT, evaluate_json, nix_instantiate, nixpkgs_lib_dir  # noqa: E402
@@ -73,8 +73,7 @@ def render(case: dict[str, Any], tmp_path: Path, *args: str) -> dict[str, Any]:
             entry["bearerTokenFile"] = str(token_file)
     servers_file = tmp_path / "mcp-servers.json"
     servers_file.write_text(json.dumps(document))
-    installed = shutil.which("hive-bash-mcp-config")
-    command = [installed] if installed else [sys.executable, "-m", "hive_bash.client.mcp_config"]
+    command = installed_command("hive-bash-mcp-config", "hive_bash.client.mcp_config")
     env = {k: v for k, v in os.environ.items() if k != "HIVE_TOOL_GROUPS"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.run(

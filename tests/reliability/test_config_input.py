@@ -12,11 +12,10 @@ import json
 import os
 import resource
 import subprocess
-import sys
 from pathlib import Path
 
 
-from hivetest import cli_env, dead_url, find_console_script
+from hivetest import cli_env, dead_url, installed_command
 
 TIMEOUT_SECS = 60
 # The renderer needs a few tens of MiB; a read of /dev/zero would take all there is without this.
@@ -27,14 +26,9 @@ def limit_memory() -> None:  # runs in the child before exec
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
 
 
-def installed(name: str, module: str) -> list[str]:
-    path = find_console_script(name)
-    return [path] if path else [sys.executable, "-m", module]
-
-
 def render(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*installed("hive-bash-mcp-config", "hive_bash.client.mcp_config"), *args],
+        [*installed_command("hive-bash-mcp-config", "hive_bash.client.mcp_config"), *args],
         capture_output=True,
         text=True,
         env=cli_env(),
@@ -82,7 +76,7 @@ def test_hive_bash_with_a_fifo_as_servers_file_does_not_hang(tmp_path: Path) -> 
     os.mkfifo(fifo)
     with dead_url() as url:
         proc = subprocess.run(
-            [*installed("hive-bash", "hive_bash.client.cli"), "--url", url, "status", "x"],
+            [*installed_command("hive-bash", "hive_bash.client.cli"), "--url", url, "status", "x"],
             capture_output=True,
             text=True,
             env=cli_env(HIVE_MCP_SERVERS_FILE=str(fifo)),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from hivetest import call_ok, pid_alive, wait_until
+from hivetest import call_ok, cli_env, installed_command, pid_alive, wait_until
 from hive_bash.sdk.client import open_client
 
 pytestmark = pytest.mark.anyio
@@ -32,7 +31,7 @@ NOBODY = 65534
 
 def start_daemon_process(workdir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run hive-bash-daemon expecting it to refuse to start; returns the finished process."""
-    base = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
+    base = cli_env()
     return subprocess.run(
         [sys.executable, "-m", "hive_bash.daemon.main", "--port", "1", *args],
         cwd=workdir,
@@ -210,9 +209,8 @@ def post_mcp(port: int, headers: dict[str, str] | None = None) -> int:
 
 
 def hive_bash(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    installed = shutil.which("hive-bash")
-    command = [installed] if installed else [sys.executable, "-m", "hive_bash.client.cli"]
-    base = {key: value for key, value in os.environ.items() if not key.startswith("HIVE_")}
+    command = installed_command("hive-bash", "hive_bash.client.cli")
+    base = cli_env()
     return subprocess.run([*command, *args], env={**base, **env}, capture_output=True, text=True, timeout=60)
 
 

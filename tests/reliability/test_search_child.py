@@ -3,7 +3,6 @@ code, a bounded number run at once, and none outlives its caller or the daemon."
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from hivetest import Daemon, call_ok, children_of, pid_alive, wait_until
+from hivetest import call_ok, children_of, cli_env, Daemon, pid_alive, wait_until
 from hive_bash.core import search
 from hive_bash.sdk.client import BashClient
 
@@ -116,7 +115,7 @@ def cli_search(daemon: Daemon, task_id: str) -> subprocess.Popen[bytes]:
     """`hive-bash logs ID --grep PATHOLOGICAL` as its own process: the real CLI client."""
     return subprocess.Popen(
         [sys.executable, "-m", "hive_bash.client.cli", "--url", daemon.url, "logs", task_id, "--grep", PATHOLOGICAL],
-        env={key: value for key, value in os.environ.items() if not key.startswith("HIVE_")},
+        env=cli_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import http.client
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from hivetest import Daemon, call_error, call_ok, reserve_port
+from hivetest import call_error, call_ok, cli_env, Daemon, reserve_port
 from hive_bash.sdk.client import open_client
 
 pytestmark = pytest.mark.anyio
@@ -57,7 +56,7 @@ async def test_non_loopback_bind_needs_a_token_and_every_request_carries_it(make
 
 
 def test_non_loopback_bind_without_token_refuses_to_start(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVE_")}
+    env = cli_env()
     with reserve_port() as held:
         port = str(held.getsockname()[1])
         proc = subprocess.run(
