@@ -50,7 +50,7 @@ def final_todo(record: TaskRecord, out_path: Path, err_path: Path) -> str:
         lines.append(record.diagnosis)
     lines.append(f"cmd: {shorten(record.cmd)}")
     lines.append(f"Read({out_path})")
-    stderr_written = _non_empty(err_path)
+    stderr_written = output.file_size(err_path) > 0  # lstat: a symlink a task planted counts nothing
     if stderr_written:
         lines.append(f"Read({err_path})")
     if semantics.semantic(record)[0] not in (None, "ok"):
@@ -62,10 +62,3 @@ def _last_lines(path: Path, stream: str) -> list[str]:
     """A failed task's last words, so the agent can triage from its todo list without a Read."""
     last = output.last_lines(path, FAILED_TODO_LINES, FAILED_TODO_LINE_CHARS)
     return [f"last {stream} lines:", *(f"  {line}" for line in last)] if last else []
-
-
-def _non_empty(path: Path) -> bool:
-    try:
-        return path.stat().st_size > 0
-    except OSError:
-        return False

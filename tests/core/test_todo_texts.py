@@ -55,3 +55,12 @@ def test_a_final_todo_of_a_failure_quotes_the_last_lines_of_stderr(tmp_path: Pat
         "  three",
         "  four: error",
     ]
+
+
+def test_a_final_todo_does_not_follow_a_stderr_the_task_replaced_with_a_link(tmp_path: Path) -> None:
+    out, err = tmp_path / "web.out", tmp_path / "web.err"
+    out.write_text("built\n")
+    (tmp_path / "elsewhere").write_text("not the task's stderr\n")
+    err.symlink_to(tmp_path / "elsewhere")
+    done = record(status="done", exit_code=0, started_at=1.0, ended_at=3.5)
+    assert todo_texts.final_todo(done, out, err) == f"bash task web done, exit 0 after 2.5s\ncmd: make all\nRead({out})"
