@@ -60,8 +60,7 @@ PORT_ENV = "HIVE_BASH_PORT"
 TOKEN_FILE_ENV = "HIVE_BASH_TOKEN_FILE"
 
 # The daemon caps one server-side wait; longer CLI waits are made of several calls.
-MAX_SERVER_WAIT_SECS = limits.WAIT_CAP_SECS
-FOLLOW_WAIT_SECS = limits.WAIT_CAP_SECS
+MAX_SERVER_WAIT_SECS = limits.WAIT_CAP_SECS  # one call's wait; longer waits are made of several calls
 # Client-side read timeout of one call: the longest server-side wait plus slack.
 CALL_TIMEOUT_SECS = MAX_SERVER_WAIT_SECS + 30.0
 
@@ -401,13 +400,13 @@ async def cmd_logs(client: BashClient, args: argparse.Namespace, out: Output) ->
 
 
 async def follow_logs(client: BashClient, args: argparse.Namespace, out: Output) -> int:
-    """Loop logs(wait_seconds=FOLLOW_WAIT_SECS) from next_offset, printing as it arrives, until eof.
+    """Loop logs(wait_seconds=MAX_SERVER_WAIT_SECS) from next_offset, printing as it arrives, until eof.
 
     With --json every page is printed as one JSON object per line.
     """
     offset = args.offset
     while True:
-        reply = await logs_page(client, args, offset, FOLLOW_WAIT_SECS)
+        reply = await logs_page(client, args, offset, MAX_SERVER_WAIT_SECS)
         page = reply.structured or {}
         if out.json:
             out.emit(reply)

@@ -14,34 +14,32 @@ from hive_bash.core.search import DEFAULT_MAX_MATCHES, MAX_CONTEXT_LINES, MAX_MA
 from hive_bash.core.todo_state import NOTICE_EVERY_SECS
 from hive_bash.mcp.limits import (
     DEFAULT_RUN_WAIT_SECS,
-    FOLLOW_UP_WAIT_SECS,
+    FOLLOW_UP,
     LIST_DEFAULT,
     LIST_MAX,
     LOGS_DEFAULT_BYTES,
     LOGS_MAX_BYTES,
-    WAIT_CAP_SECS,
+    WAIT_CAP,
     WRITE_MAX_BYTES,
     mib,
     secs,
 )
 from hive_bash.model import NAME_MAX_CHARS
 
-CAP = secs(WAIT_CAP_SECS)
 RUN_DEFAULT = secs(DEFAULT_RUN_WAIT_SECS)
-FOLLOW_UP = secs(FOLLOW_UP_WAIT_SECS)
 
 # One line per argument: the input schemas go to the model on every turn. Those stating a limit
 # are here, formatted from it; the others beside their argument in hive_bash.mcp.tools.
-RUN_WAIT = f"Wait inline for the end (default {RUN_DEFAULT}, max {CAP}, 0: return at once)"
+RUN_WAIT = f"Wait inline for the end (default {RUN_DEFAULT}, max {WAIT_CAP}, 0: return at once)"
 NAME = f"Your task id: [a-z0-9-], 1-{NAME_MAX_CHARS} chars"
 PTY = f"Under a pseudo-terminal ({PTY_ROWS}x{PTY_COLUMNS}, TERM=dumb)"
 WAIT_FOR = "Regex: the wait also returns when an output line matches; the task keeps running"
 WAIT_FOR_NEW = "Regex: the wait also returns when a new output line matches"
 NOTIFY_ON = f"Regex: while it runs, a matching output line updates its todo (at most every {secs(NOTICE_EVERY_SECS)}s)"
-STATUS_WAIT = f"Wait up to this long (max {CAP}) for the end"
+STATUS_WAIT = f"Wait up to this long (max {WAIT_CAP}) for the end"
 LIST_LIMIT = f"At most this many (default {LIST_DEFAULT}, max {LIST_MAX})"
 LOGS_MAX = f"Page size (default {LOGS_DEFAULT_BYTES}, max {mib(LOGS_MAX_BYTES)})"
-LOGS_WAIT = f"Wait up to this long (max {CAP}) for new output or the end"
+LOGS_WAIT = f"Wait up to this long (max {WAIT_CAP}) for new output or the end"
 CONTEXT_LINES = f"Lines around each match (max {MAX_CONTEXT_LINES})"
 MAX_MATCHES = f"Matches listed (default {DEFAULT_MAX_MATCHES}, max {MAX_MATCHES_CAP})"
 
@@ -60,7 +58,7 @@ def tool_descriptions(todos: bool) -> dict[str, str]:
             "Run a bash command as a background task; stdout and stderr go to files, nothing is lost.\n"
             "Each run is a fresh `bash -c` without profile: cd and variables do not carry over (use cwd and env, "
             "or &&), unless both runs name the same session.\n"
-            f"If it ends within wait_seconds (default {RUN_DEFAULT}, max {CAP}) the reply is its result: verdict "
+            f"If it ends within wait_seconds (default {RUN_DEFAULT}, max {WAIT_CAP}) the reply is its result: verdict "
             "(`done, exit 3 after 2s`), head and tail of the output, paths of the full output. Otherwise it "
             f"starts `task started: id=...`, the task keeps running{running_end} and `next` names the next step.\n"
             "Background processes it starts end with it. stdin is empty unless stdin='pipe' or pty=true "
@@ -68,7 +66,7 @@ def tool_descriptions(todos: bool) -> dict[str, str]:
         ),
         "status": (
             "A task's verdict, head and tail of its output, paths of the full output; while it runs, "
-            f"seconds since it last printed and the next step. wait_seconds (max {CAP}) returns at its end.{seen}"
+            f"seconds since it last printed and the next step. wait_seconds (max {WAIT_CAP}) returns at its end.{seen}"
         ),
         "kill": (
             "Stop a task: SIGINT to its process group (SIGHUP under pty), force=true: SIGKILL; "
@@ -77,7 +75,8 @@ def tool_descriptions(todos: bool) -> dict[str, str]:
         "list": "Known tasks, newest first, as id: `status, exit N after 3s: cmd`; then the shell sessions, if any.",
         "logs": (
             "A task's output by byte offset: to go on, pass next_offset or a cut marker's offset. "
-            f"wait_seconds (max {CAP}) waits for new output or the end. Offsets stay valid: the file is the store. "
+            f"wait_seconds (max {WAIT_CAP}) waits for new output or the end. "
+            "Offsets stay valid: the file is the store. "
             "pattern (Python regex) lists matching lines as `line:offset:text` and counts them."
         ),
         "write": (

@@ -25,3 +25,8 @@ def secs(value: float) -> str:
 def mib(value: int) -> str:
     """`1 MiB` for a limit that is a whole number of MiB."""
     return f"{value // (1024 * 1024)} MiB"
+
+
+# The two waits as every text writes them (descriptions, `next` steps, help texts).
+WAIT_CAP = secs(WAIT_CAP_SECS)
+FOLLOW_UP = secs(FOLLOW_UP_WAIT_SECS)

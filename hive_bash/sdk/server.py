@@ -30,7 +30,6 @@ else:
     from mcp.server.fastmcp import FastMCP as _ServerClass
     from mcp.server.fastmcp.exceptions import ToolError
 
-SDK_LINE = 2 if SDK_2 else 1
 
 if TYPE_CHECKING and not SDK_2:  # noqa: SIM108 (mypy reads an alias from an assignment, not a ternary)
     # 1.x's Context is generic in the session type too, which has no default; a tool takes any.
@@ -41,7 +40,6 @@ else:
 
 __all__ = [
     "SDK_2",
-    "SDK_LINE",
     "Context",
     "ToolContext",
     "ToolError",

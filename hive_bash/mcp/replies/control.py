@@ -7,12 +7,10 @@ from typing import Any
 from mcp.types import CallToolResult
 
 from hive_bash.core.task import KillAction, Task
-from hive_bash.mcp.limits import FOLLOW_UP_WAIT_SECS, secs
+from hive_bash.mcp.limits import FOLLOW_UP
 from hive_bash.mcp.replies.render import counted, in_schema_order, reply
 from hive_bash.mcp.replies.schema import KillResult, WriteResult
 from hive_bash.model import Status
-
-FOLLOW_UP = secs(FOLLOW_UP_WAIT_SECS)
 
 
 def kill_reply(task: Task, action: KillAction) -> CallToolResult:

@@ -21,8 +21,9 @@ STATUS_WORDS = "pending, running, done, timed_out, interrupted, killed or failed
 CPU_WORTH_SAYING_SECS = 0.5
 
 
+# Built by hive_bash.mcp.replies.task.task_reply; the docstring is sent to clients, so it names no module.
 class TaskStatus(BaseModel):
-    """The run/status reply (hive_bash.mcp.replies.task.task_reply): keys without anything to say are left out."""
+    """The run/status reply: keys without anything to say are left out."""
 
     verdict: str = Field(
         description=f"First, the status ({STATUS_WORDS}) and how it ended: `done, exit 3 after 1.2s`, "

@@ -19,7 +19,7 @@ from hive_bash.core.output import Excerpt
 from hive_bash.core.records import TaskRecord
 from hive_bash.model import Status, Stream
 from hive_bash.core.sessions import SessionState
-from hive_bash.mcp.limits import WAIT_CAP_SECS, secs
+from hive_bash.mcp.limits import WAIT_CAP
 from hive_bash.mcp.replies.render import counted, duration, in_schema_order, reply, rounded
 from hive_bash.mcp.replies.schema import CPU_WORTH_SAYING_SECS, TaskStatus
 
@@ -28,7 +28,6 @@ from hive_bash.mcp.replies.schema import CPU_WORTH_SAYING_SECS, TaskStatus
 EXCERPT_BUDGET = 4400
 STATUS_CMD_CHARS = 300  # a cmd may be 256 KiB; the record and `list` keep it, a reply shows its start
 EXPORTS_CHARS = 200  # the names a session run exported, within the reply's budget
-WAIT_CAP = secs(WAIT_CAP_SECS)  # a `next` step waits as long as one call may
 
 
 @dataclass(frozen=True)
