@@ -42,10 +42,10 @@ class RecordSaver:
             # Disk full or gone: the in-memory record stays authoritative and is saved at the next change.
             logger.error("could not save the record of task %s: %s", record.id, exc)
 
-    def write_now(self, record: TaskRecord, use_reserve: bool = True) -> None:
+    def write_now(self, record: TaskRecord) -> None:
         """Save `record` at once; raises RecordNotSaved (for a start, which must not go on unrecorded)."""
         self._unsaved.pop(record.id, None)
-        self._store.save(record, use_reserve)
+        self._store.save(record)
 
     def settle(self, record: TaskRecord) -> None:
         """Save `record` within SETTLE_SAVE_SECS, once for all the changes made meanwhile."""

@@ -116,17 +116,16 @@ class RecordStore:
         self._spares: list[tuple[Path, int]] = []  # reserves to reuse, with their sizes
         self._spare_labels = (f"{secrets.token_hex(4)}-{number}" for number in itertools.count())
 
-    def save(self, record: TaskRecord, use_reserve: bool = True) -> None:
+    def save(self, record: TaskRecord) -> None:
         """Write-then-rename, so a reader (or a restart after SIGKILL) sees the old or the new record, never half.
 
         Raises RecordNotSaved when the new record could not be written whole: the old one
-        stands. On a full disk the task's reserve (see `reserve`) takes the write instead,
-        unless `use_reserve` is False (a start keeps it for the end)."""
+        stands. On a full disk the task's reserve (see `reserve`) takes the write instead."""
         data = record.model_dump_json().encode()
         try:
             write_atomically(self.files.record(record.id), data)  # never through a planted .<id>.json.tmp
         except OSError as exc:
-            if use_reserve and self._save_into_reserve(record.id, data):
+            if self._save_into_reserve(record.id, data):
                 self._reserved.pop(record.id, None)
                 return
             raise RecordNotSaved(
