@@ -40,13 +40,10 @@ InputChanged = Callable[[TaskRecord, "str | None", bool], None]
 class Launcher:
     """Starts tasks: the cgroup tree they run in, the limits it enforces, their files, sessions and records."""
 
-    def __init__(
-        self, settings: Settings, store: RecordStore, saver: RecordSaver, sessions: SessionStore, failed: OutputFailed
-    ) -> None:
+    def __init__(self, settings: Settings, store: RecordStore, saver: RecordSaver, sessions: SessionStore) -> None:
         self._store = store
         self._saver = saver
         self._sessions = sessions
-        self._output_failed = failed
         # The tree first: it moves the daemon into a leaf, and the OOM counter of its root counts the tasks'.
         self.cgroups = cgroups.locate(settings.cgroup_root)
         self.oom_counter = oom.locate(settings.cgroup_dir or _counting_root(self.cgroups))
@@ -72,15 +69,14 @@ class Launcher:
             options.pids_max if options.pids_max is not None else defaults.pids_max,
         )
 
-    def start(self, task: Task, started: Started) -> None:
+    def start(self, task: Task, started: Started, output_failed: OutputFailed) -> None:
         """Spawn the task and save its record as running; raises SpawnFailed, with nothing left running."""
         record = task.record
         try:
             # Room for its end on disk, before anything runs: a full disk refuses the start.
             self._store.reserve(record)
         except RecordNotSaved as exc:
-            self._store.delete(record.id)
-            raise SpawnFailed(f"its record could not be saved in {self._store.files.dir}: {exc.strerror}") from exc
+            raise _record_not_saved(self._store, record, exc) from exc
         try:
             start = self._sessions.prepare(record, task.cwd, task.env)
         except OSError as exc:  # its session's wrapper could not be written
@@ -91,7 +87,7 @@ class Launcher:
         task.oom_kills_at_start = self.oom_counter.oom_kills() if self.oom_counter is not None else None
         started_at = time.time()
         # A refused spawn has deleted every file of the task (reserve and session wrapper included).
-        proc = _spawn(task, self._store, start.env, lambda reason: self._output_failed(task, reason), self.cgroups)
+        proc = _spawn(task, self._store, start.env, lambda reason: output_failed(task, reason), self.cgroups)
         task.started(proc, started_at)
         with self._saver.settling():
             started(record)  # wants its running todo; the record is written just below
@@ -115,8 +111,7 @@ class Launcher:
         try:
             self._saver.write_now(record)
         except RecordNotSaved as exc:
-            self._store.delete(record.id)
-            raise SpawnFailed(f"its record could not be saved in {self._store.files.dir}: {exc.strerror}") from exc
+            raise _record_not_saved(self._store, record, exc) from exc
 
 
 def new_record(task_id: str, options: TaskOptions) -> TaskRecord:
@@ -206,6 +201,11 @@ def _spawn(
             cgroup.kill()
             cgroup.remove()
         raise failed from exc
+
+
+def _record_not_saved(store: RecordStore, record: TaskRecord, exc: RecordNotSaved) -> SpawnFailed:
+    store.delete(record.id)  # nothing runs unrecorded: the start is refused, its files go
+    return SpawnFailed(f"its record could not be saved in {store.files.dir}: {exc.strerror}")
 
 
 def _could_not_start(store: RecordStore, record: TaskRecord, exc: OSError) -> SpawnFailed:

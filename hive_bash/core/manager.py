@@ -60,14 +60,7 @@ class TaskManager:
         self._input_budget = InputBudget()  # input waiting for all tasks together
         base_env = process.base_environment(os.environ, settings.hidden_env_names)
         self._sessions = SessionStore(self.files, base_env, settings.hidden_env_names)
-        # Told of output failures from the start: the endings need the OOM counter the launcher finds.
-        self._launcher = launch.Launcher(
-            settings,
-            self._store,
-            self._saver,
-            self._sessions,
-            lambda task, reason: self._endings.for_output_failure(task, reason),
-        )
+        self._launcher = launch.Launcher(settings, self._store, self._saver, self._sessions)
         self._endings = Endings(settings, self.files.dir, self._launcher.oom_counter, self._current)
         self._watcher = Watcher(
             self.files,
@@ -213,7 +206,7 @@ class TaskManager:
         return name
 
     def _start(self, task: Task) -> None:
-        self._launcher.start(task, self._todos.started)
+        self._launcher.start(task, self._todos.started, self._endings.for_output_failure)
         assert task.process is not None
         launch.watch_input(task, self.files, self._todos.waits_for_input)
         self._slots.running.add(task)

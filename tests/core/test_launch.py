@@ -40,7 +40,11 @@ def sessions(files: TaskFiles) -> SessionStore:
 def launcher(files: TaskFiles, sessions: SessionStore) -> Launcher:
     store = RecordStore(files)
     settings = Settings(tasks_dir=files.dir, agent_socket=None)
-    return Launcher(settings, store, RecordSaver(store), sessions, lambda task, reason: None)
+    return Launcher(settings, store, RecordSaver(store), sessions)
+
+
+def no_output_failure(task: Task, reason: str) -> None:
+    raise AssertionError(f"task {task.id}: its output could not be written: {reason}")
 
 
 async def run_to_end(task: Task) -> None:
@@ -51,7 +55,7 @@ async def run_to_end(task: Task) -> None:
 async def test_a_start_saves_its_record_with_its_pid(files: TaskFiles, launcher: Launcher) -> None:
     task = Task(new_record("hello", TaskOptions(cmd="echo hi")))
     started: list[TaskRecord] = []  # the manager's side: told before the record is saved with its pid
-    launcher.start(task, started.append)
+    launcher.start(task, started.append, no_output_failure)
     assert task.process is not None and started == [task.record]
     on_disk = json.loads(files.record("hello").read_text())
     assert (on_disk["status"], on_disk["pid"]) == ("running", task.process.pid)
@@ -63,7 +67,7 @@ async def test_a_session_task_leaves_its_state_for_collect(
     files: TaskFiles, launcher: Launcher, sessions: SessionStore, tmp_path: Path
 ) -> None:
     task = Task(new_record("s-1", TaskOptions(cmd=f"cd {tmp_path}; export GREETING=hi", session="dev")))
-    launcher.start(task, lambda record: None)
+    launcher.start(task, lambda record: None, no_output_failure)
     assert files.rc("s-1").exists() and task.session_env_before == {}
     await run_to_end(task)
     sessions.collect(task.record)
@@ -71,7 +75,7 @@ async def test_a_session_task_leaves_its_state_for_collect(
     assert state is not None and state.cwd == str(tmp_path) and state.set["GREETING"] == "hi"
     assert not files.rc("s-1").exists() and not files.capture("s-1").exists()
     follow = Task(new_record("s-2", TaskOptions(cmd="echo $GREETING", session="dev")))
-    launcher.start(follow, lambda record: None)
+    launcher.start(follow, lambda record: None, no_output_failure)
     assert follow.record.cwd == str(tmp_path) and follow.session_env_before == state.set
     await run_to_end(follow)
     assert files.out("s-2").read_text() == "hi\n"
@@ -82,7 +86,7 @@ async def test_a_start_that_fails_leaves_no_file(files: TaskFiles, launcher: Lau
     options = TaskOptions(cmd="true", cwd=missing, session="dev")
     task = Task(new_record("nowhere", options), cwd=options.cwd)  # an explicit cwd wins over the session's
     with pytest.raises(SpawnFailed, match=r"\(errno 2\)"):
-        launcher.start(task, lambda record: None)
+        launcher.start(task, lambda record: None, no_output_failure)
     assert list(files.dir.iterdir()) == []  # no record, no output, no wrapper, no reserve
 
 
