@@ -139,19 +139,19 @@ def spawn(
     c_argv = _string_array([_c_string(arg) for arg in argv])
     c_env = _string_array(_environment(env))
     c_terminal = None if terminal is None else _c_string(terminal)
+    stdin_writer = None
     with contextlib.ExitStack() as child_ends:  # closed once the child has its copies
-        stdin_writer = None
-        if terminal is not None:
-            stdio = [0, 0, 0]  # fd 0 is the terminal the child opened
-        else:
-            if stdin == subprocess.PIPE:
-                stdin, stdin_writer = os.pipe()
-                child_ends.callback(os.close, stdin)
-            elif stdin == subprocess.DEVNULL:
-                stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-                child_ends.callback(os.close, stdin)
-            stdio = [_above_stdio(fd, child_ends) for fd in (stdin, stdout, stderr)]
         try:
+            if terminal is not None:
+                stdio = [0, 0, 0]  # fd 0 is the terminal the child opened
+            else:
+                if stdin == subprocess.PIPE:
+                    stdin, stdin_writer = os.pipe()
+                    child_ends.callback(os.close, stdin)
+                elif stdin == subprocess.DEVNULL:
+                    stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+                    child_ends.callback(os.close, stdin)
+                stdio = [_above_stdio(fd, child_ends) for fd in (stdin, stdout, stderr)]  # EMFILE possible
             error, pid = _posix_spawn(executable, c_argv, c_env, cgroup_fd, cwd, c_terminal, stdio)
         except BaseException:
             if stdin_writer is not None:
