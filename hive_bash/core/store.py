@@ -13,10 +13,16 @@ is spelled once and deleting a task's files cannot miss one.
 
 from __future__ import annotations
 
+import logging
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from hive_bash.errors import ConfigError
 from hive_bash.model import Stream
+
+logger = logging.getLogger(__name__)
 
 OUT_SUFFIX = ".out"
 ERR_SUFFIX = ".err"
@@ -97,3 +103,32 @@ class TaskFiles:
 
     def spares(self) -> Iterator[Path]:
         return self.dir.glob(SPARE_PATTERN)
+
+
+def prepare_tasks_dir(path: Path) -> Path:
+    """Create the tasks dir 0700, or accept an existing one only if it is private to this user.
+
+    Another user who can write there could plant symlinks or records the daemon would follow
+    or act on, so a symlinked, foreign or group/other-writable dir is refused, not repaired.
+    """
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = path.lstat()
+    except OSError as exc:
+        raise ConfigError(f"tasks dir {path}: cannot create it: {exc.strerror}") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise ConfigError(f"tasks dir {path}: is a symlink; point HIVE_BASH_TASKS_DIR at the real directory")
+    if not stat.S_ISDIR(info.st_mode):
+        raise ConfigError(f"tasks dir {path}: exists and is not a directory")
+    if info.st_uid != os.geteuid():
+        raise ConfigError(f"tasks dir {path}: owned by uid {info.st_uid}, not by this user (uid {os.geteuid()})")
+    if info.st_mode & 0o022:
+        raise ConfigError(
+            f"tasks dir {path}: writable by group or others (mode {info.st_mode & 0o777:04o}); chmod 700 it"
+        )
+    if info.st_mode & 0o077:
+        logger.warning("tasks dir %s had mode %04o; making it 0700", path, info.st_mode & 0o777)
+        os.chmod(path, 0o700)
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"tasks dir {path}: not writable by this user")
+    return path.resolve()

@@ -18,7 +18,7 @@ from hive_bash.core.records import RecordStore, TaskRecord
 from hive_bash.core.sessions import SessionStore
 from hive_bash.core.store import TaskFiles
 from hive_bash.core.task import Task
-from hive_bash.daemon.main import prepare_tasks_dir
+from hive_bash.core.store import prepare_tasks_dir
 from hive_bash.errors import InvalidArgument, SpawnFailed
 from hive_bash.model import Status, TaskOptions
 from hive_bash.settings import Settings

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from hive_bash.model import TaskOptions
-from hive_bash.daemon.main import prepare_tasks_dir
+from hive_bash.core.store import prepare_tasks_dir
 from hive_bash.settings import Settings
 from hive_bash.core.manager import TaskManager
 from hive_bash.errors import QueueFull
