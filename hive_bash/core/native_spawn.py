@@ -30,6 +30,8 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import IO
 
+from hive_bash.errors import NativeSpawnRefused
+
 logger = logging.getLogger(__name__)
 
 # glibc's flag values (bits/spawn.h); SETCGROUP is glibc 2.39's.
@@ -47,10 +49,6 @@ LOWEST_FREE_FD = 3  # the child keeps 0-2 and closes every fd from here on
 CLONE3_REFUSED = frozenset({errno.ENOSYS})
 
 _Buffer = ctypes.Array[ctypes.c_uint64]
-
-
-class NativeSpawnRefused(Exception):
-    """The kernel refused clone3 (ENOSYS): nothing was started; the caller starts the task another way."""
 
 
 class NativeProcess:

@@ -29,6 +29,7 @@ from typing import IO, Literal, Protocol
 
 from hive_bash.core import native_spawn
 from hive_bash.core.cgroups import CgroupEnd, TaskCgroup
+from hive_bash.errors import NativeSpawnRefused
 from hive_bash.private_files import create_private
 
 logger = logging.getLogger(__name__)
@@ -474,7 +475,7 @@ def _popen(
                 argv, request.env, request.cwd, request.cgroup.fd, stdin, stdout, stderr, terminal_path
             )
             return spawned, (before, boottime_ns())
-        except native_spawn.NativeSpawnRefused:
+        except NativeSpawnRefused:
             pass  # clone3 refused (seccomp, old kernel): nothing started; the task moves itself
     if request.cgroup is not None:
         # The move costs the mover a grace period of the kernel's cgroup lock (8-13 ms when tasks
