@@ -118,7 +118,3 @@ class TooLarge(OSError):
 
 class RecordNotSaved(OSError):
     """A record could not be written whole (disk full, I/O error); the old one, if any, stands."""
-
-
-class NativeSpawnRefused(Exception):
-    """The kernel refused clone3 (ENOSYS): nothing was started; the caller starts the task another way."""

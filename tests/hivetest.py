@@ -11,11 +11,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import errno
 import json
 import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -301,6 +303,49 @@ def private_cgroup2(prefix: str) -> Iterator[Path]:
     finally:
         libc.umount2(str(mountpoint).encode(), 2)  # MNT_DETACH
         mountpoint.rmdir()
+
+
+# ---- a system call refused, as an old kernel or a container runtime's seccomp profile does ----
+# A real fault, not a mock: a seccomp filter installed in the daemon's process before exec
+# (it survives exec; the daemon's tasks inherit it).
+
+SYS_PIDFD_OPEN, SYS_CLONE3 = 434, 435  # the same numbers on every architecture (the generic table's)
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+SECCOMP_RET_ERRNO, SECCOMP_RET_ALLOW = 0x00050000, 0x7FFF0000
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_RET_K = 0x20, 0x15, 0x06
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+
+def _bpf(code: int, jump_true: int, jump_false: int, k: int) -> bytes:
+    return struct.pack("HBBI", code, jump_true, jump_false, k)  # struct sock_filter
+
+
+def refusing(syscall: int, error: int = errno.ENOSYS) -> Callable[[], None]:
+    """A `preexec` (a daemon's, or Popen's) that makes the kernel answer `syscall` with `error`.
+
+    The filter is built here, before any fork: the child only makes two prctl calls."""
+    instructions = [
+        _bpf(BPF_LD_W_ABS, 0, 0, 0),  # A = seccomp_data.nr
+        _bpf(BPF_JEQ_K, 0, 1, syscall),
+        _bpf(BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | error),
+        _bpf(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+    ]
+    program = ctypes.create_string_buffer(b"".join(instructions))
+    fprog = _SockFprog(len(instructions), ctypes.cast(program, ctypes.c_char_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def install() -> None:  # runs in the child, before exec
+        _ = program  # kept alive with the closure: fprog points into it
+        if (
+            libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            or libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0
+        ):
+            raise OSError(ctypes.get_errno(), "cannot install the seccomp filter")
+
+    return install
 
 
 async def asgi_messages(app: Callable[..., Any], scope: dict[str, Any]) -> list[dict[str, Any]]:

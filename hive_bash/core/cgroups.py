@@ -264,15 +264,16 @@ class CgroupTree:
                 logger.warning("cgroup %s is still not empty after %gs", path, LEFTOVER_WAIT_SECS)
             _remove_quietly(path)
 
-    def describe(self, born_in_place: bool) -> str:
-        """The start line; `born_in_place`: tasks start in their cgroups (native_spawn), no move to wait for."""
+    def describe(self, not_born_in_place: str | None) -> str:
+        """The start line; `not_born_in_place`: why tasks cannot start in their cgroups (native_spawn),
+        None where they do, with no move to wait for."""
         controllers = ", ".join(sorted(self.controllers)) or "none"
-        if born_in_place:
+        if not_born_in_place is None:
             how = "; tasks start in them (clone3 CLONE_INTO_CGROUP)"
-        elif _favours_moves(self.root):
-            how = ""
         else:
-            how = "; without the cgroup2 mount option favordynmods each task's move into its cgroup waits ~10 ms"
+            how = f"; each task moves itself in: {not_born_in_place}"
+            if not _favours_moves(self.root):
+                how += "; without the cgroup2 mount option favordynmods each move waits ~10 ms"
         return f"a cgroup per task under {self.root} (controllers: {controllers}){how}"
 
 
@@ -401,5 +402,5 @@ def locate(setting: Path | None) -> CgroupTree | None:
             raise CgroupError(f"HIVE_BASH_CGROUP_ROOT {root} cannot be used: {exc.strerror or exc}") from None
         logger.warning("cgroup tree %s cannot be used (%s): tasks are ended by process group", root, exc)
         return None
-    logger.info("%s", tree.describe(native_spawn.available()))
+    logger.info("%s", tree.describe(native_spawn.unavailable_reason()))
     return tree

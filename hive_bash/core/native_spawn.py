@@ -4,8 +4,11 @@ Moving a process into a cgroup write-locks the kernel's cgroup_threadgroup_rwsem
 percpu write path waits for an RCU grace period (milliseconds when moves are seconds
 apart). clone3's CLONE_INTO_CGROUP has the child born in the cgroup instead: no move, no
 lock, no window in which it runs anywhere else. glibc 2.39 offers it through
-``posix_spawnattr_setcgroup_np``, bound here with ctypes; older C libraries lack it and
-``available()`` says so (the caller then keeps the placing bash).
+``posix_spawnattr_setcgroup_np``, bound here with ctypes. Older C libraries lack it, and
+a kernel can refuse it (clone3 missing before 5.3, CLONE_INTO_CGROUP before 5.7, a
+container runtime's seccomp profile): ``unavailable_reason()`` says which, asked once, and
+the caller then keeps the placing bash. glibc itself does not fall back to clone when a
+cgroup was asked for, so refusal must be known before a task depends on it.
 
 posix_spawn runs no Python in the child (glibc gives it a stack of its own and shares the
 parent's memory, CLONE_VM | CLONE_VFORK, until exec), so it is as safe from the daemon's
@@ -24,15 +27,11 @@ import contextlib
 import ctypes
 import errno
 import fcntl
-import logging
+import functools
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from typing import IO
-
-from hive_bash.errors import NativeSpawnRefused
-
-logger = logging.getLogger(__name__)
 
 # glibc's flag values (bits/spawn.h); SETCGROUP is glibc 2.39's.
 POSIX_SPAWN_SETSIGDEF = 0x04
@@ -44,9 +43,10 @@ ATTR_WORDS = 128
 FILE_ACTIONS_WORDS = 32
 SIGSET_WORDS = 32
 LOWEST_FREE_FD = 3  # the child keeps 0-2 and closes every fd from here on
-# What clone3 answers where it is refused (old kernel, a seccomp profile); glibc does not fall
-# back to clone when a cgroup was asked for, and nothing of the child has run then.
-CLONE3_REFUSED = frozenset({errno.ENOSYS})
+# clone3 (the same number on every architecture: the generic table's) and what the probe passes.
+SYS_CLONE3 = 435
+CLONE_VM, CLONE_VFORK, CLONE_INTO_CGROUP = 0x100, 0x4000, 0x200000000
+NEVER_OPEN_FD = 2**31 - 1  # INT_MAX: above the kernel's largest fd table (fs.nr_open), never open
 
 _Buffer = ctypes.Array[ctypes.c_uint64]
 
@@ -105,12 +105,63 @@ def _load() -> _Libc | None:
 
 
 _libc = _load()
-_refused = False  # set once clone3 was refused: every later task takes the placing bash at once
+
+
+class _CloneArgs(ctypes.Structure):
+    """struct clone_args as of Linux 5.7 (CLONE_ARGS_SIZE_VER2, 88 bytes)."""
+
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "flags",
+            "pidfd",
+            "child_tid",
+            "parent_tid",
+            "exit_signal",
+            "stack",
+            "stack_size",
+            "tls",
+            "set_tid",
+            "set_tid_size",
+            "cgroup",
+        )
+    ]
+
+
+@functools.cache
+def unavailable_reason() -> str | None:
+    """Why tasks cannot be started in their cgroups here, or None where they can (asked once)."""
+    if _libc is None:
+        return "the C library has no posix_spawnattr_setcgroup_np (glibc 2.39+)"
+    error = _clone_into_cgroup_error()
+    if error == errno.EBADF:
+        return None
+    return f"the kernel refuses clone3 into a cgroup ({os.strerror(error)})"
 
 
 def available() -> bool:
     """Whether tasks can be started directly in their cgroups here."""
-    return _libc is not None and not _refused
+    return unavailable_reason() is None
+
+
+def _clone_into_cgroup_error() -> int:
+    """The error clone3 answers CLONE_INTO_CGROUP with, for a cgroup fd that cannot be open.
+
+    A kernel that has the flag, and lets this process call clone3, checks everything else
+    first and fails at the fd, EBADF, before any process exists (so CLONE_VM with no stack
+    of its own is safe: no child ever runs). ENOSYS: no clone3 or a seccomp profile; EINVAL:
+    a kernel before 5.7; EPERM: a seccomp profile that says so.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    args = _CloneArgs(flags=CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP, cgroup=NEVER_OPEN_FD)
+    result = libc.syscall(ctypes.c_long(SYS_CLONE3), ctypes.byref(args), ctypes.c_size_t(ctypes.sizeof(args)))
+    if result == 0:  # never (the fd cannot be open): the child, on the parent's stack, leaves at once
+        os._exit(70)
+    if result > 0:
+        os.waitpid(result, 0)
+        return 0
+    return ctypes.get_errno()
 
 
 def spawn(
@@ -128,11 +179,9 @@ def spawn(
     `stdin` is an fd, subprocess.PIPE or subprocess.DEVNULL, as for Popen. With `terminal`
     (a PTY's slave path) the child opens it as fd 0 once it leads its session, which makes it
     its controlling terminal, and gets it as 1 and 2 too; the stdio arguments are then unused.
-    Raises OSError as Popen would (the child's chdir or exec failing included), and
-    NativeSpawnRefused where the kernel refuses clone3.
+    Raises OSError as Popen would (the child's chdir or exec failing included).
     """
-    global _refused
-    assert _libc is not None, "spawn() called where available() is False"
+    assert _libc is not None and available(), "spawn() called where available() is False"
     executable = _find_executable(argv[0], env, cwd)
     c_argv = _string_array([_c_string(arg) for arg in argv])
     c_env = _string_array(_environment(env))
@@ -161,10 +210,6 @@ def spawn(
         return NativeProcess(pid, writer)
     if stdin_writer is not None:
         os.close(stdin_writer)
-    if error in CLONE3_REFUSED:
-        _refused = True
-        logger.warning("clone3 refused (%s): tasks move into their cgroups themselves from now on", os.strerror(error))
-        raise NativeSpawnRefused(os.strerror(error))
     raise OSError(error, os.strerror(error))  # as Popen words the child's chdir or exec failing
 
 

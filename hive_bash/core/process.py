@@ -29,7 +29,6 @@ from typing import IO, Literal, Protocol
 
 from hive_bash.core import native_spawn
 from hive_bash.core.cgroups import CgroupEnd, TaskCgroup
-from hive_bash.errors import NativeSpawnRefused
 from hive_bash.private_files import create_private
 
 logger = logging.getLogger(__name__)
@@ -469,14 +468,11 @@ def _popen(
     if request.cgroup is not None and native_spawn.available():
         terminal_path = os.ttyname(stdin) if terminal else None
         before = boottime_ns()
-        try:
-            # Born in its cgroup (clone3's CLONE_INTO_CGROUP): no move, and none of its costs.
-            spawned = native_spawn.spawn(
-                argv, request.env, request.cwd, request.cgroup.fd, stdin, stdout, stderr, terminal_path
-            )
-            return spawned, (before, boottime_ns())
-        except NativeSpawnRefused:
-            pass  # clone3 refused (seccomp, old kernel): nothing started; the task moves itself
+        # Born in its cgroup (clone3's CLONE_INTO_CGROUP): no move, and none of its costs.
+        spawned = native_spawn.spawn(
+            argv, request.env, request.cwd, request.cgroup.fd, stdin, stdout, stderr, terminal_path
+        )
+        return spawned, (before, boottime_ns())
     if request.cgroup is not None:
         # The move costs the mover a grace period of the kernel's cgroup lock (8-13 ms when tasks
         # start seconds apart, docs/performance.md): paid by the task's first process, never by the loop.

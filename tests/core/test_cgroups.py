@@ -21,7 +21,7 @@ import pytest
 from hive_bash.core import cgroups, native_spawn
 from hive_bash.settings import memory_bytes
 from hive_bash.sdk.client import BashClient
-from hivetest import Daemon, call_error, call_ok, pid_alive, private_cgroup2, wait_until
+from hivetest import SYS_CLONE3, Daemon, call_error, call_ok, pid_alive, private_cgroup2, refusing, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -147,7 +147,7 @@ SHOW_BIRTH = 'while read -r line; do echo "$line"; done < /proc/self/cgroup; ech
 
 @pytest.mark.skipif(
     not native_spawn.available(),
-    reason="the C library has no posix_spawnattr_setcgroup_np (glibc 2.39+): a task's first process moves itself",
+    reason=f"a task's first process moves itself: {native_spawn.unavailable_reason()}",
 )
 async def test_task_is_born_in_its_cgroup_where_the_c_library_can(cgroup_daemon: Daemon, cgroup_root: Path) -> None:
     """CLONE_INTO_CGROUP: no placing bash runs before the task's; a PTY task too, its terminal the controlling one.
@@ -172,6 +172,32 @@ async def test_task_is_born_in_its_cgroup_where_the_c_library_can(cgroup_daemon:
     # fields: state(0) ppid(1) pgrp(2) session(3) tty_nr(4) tpgid(5)
     assert int(fields[3]) == pid and int(fields[4]) != 0 and int(fields[5]) == pid, stat
     assert task_cgroups(cgroup_root) == []
+
+
+@pytest.mark.skipif(
+    not native_spawn.available(),
+    reason=f"tasks are never born in their cgroups here, refused or not: {native_spawn.unavailable_reason()}",
+)
+async def test_where_clone3_is_refused_tasks_move_into_their_cgroups(
+    make_daemon: Callable[..., Daemon], cgroup2_mount: Path
+) -> None:
+    """An old kernel or a seccomp profile answers clone3 with ENOSYS: the daemon asks at start and
+    says so, and each task's first process moves itself (its environment shows the placing bash's exec)."""
+    root = fresh_root(cgroup2_mount)
+    daemon = make_daemon(env={"HIVE_BASH_CGROUP_ROOT": str(root)}, preexec=refusing(SYS_CLONE3))
+    try:
+        async with daemon.client() as client:
+            for name in ("first", "second"):
+                reply = await call_ok(client, "run", {"cmd": SHOW_BIRTH, "env": {"_": EXEC_MARK}, "name": name})
+                cgroup_lines, _, environ = reply.structured["stdout"].partition("\n\n")
+                assert f"0::/{root.name}/task-{name}" in cgroup_lines.splitlines(), reply.text
+                assert f"_={EXEC_MARK}" not in environ.splitlines(), reply.text
+        start_line = "each task moves itself in: the kernel refuses clone3 into a cgroup (Function not implemented)"
+        log = daemon.log_path.read_text()
+        assert start_line in log, "\n".join(line for line in log.splitlines() if "cgroup" in line)
+    finally:
+        daemon.stop()
+        remove_tree(root)
 
 
 async def test_setsid_escapee_ends_with_its_task(cgroup_daemon: Daemon, cgroup_root: Path) -> None:

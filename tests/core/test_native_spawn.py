@@ -1,24 +1,27 @@
 """hive_bash.core.native_spawn against real processes in a real cgroup: what Popen did, born in the cgroup.
 
-Needs a C library with posix_spawnattr_setcgroup_np (glibc 2.39+) and root for a private
-cgroup2 mount; skipped with the reason elsewhere (this host's glibc is 2.36).
+Needs a C library with posix_spawnattr_setcgroup_np (glibc 2.39+), a kernel that lets this
+process clone3 into a cgroup, and root for a private cgroup2 mount; skipped with the reason
+elsewhere (this host's glibc is 2.36: scripts/nixpkgs-build.py runs it in a trixie root).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hive_bash.core import native_spawn
-from hivetest import private_cgroup2
+from hivetest import SYS_CLONE3, private_cgroup2, refusing
 
 pytestmark = pytest.mark.skipif(
-    not native_spawn.available(), reason="the C library has no posix_spawnattr_setcgroup_np (glibc 2.39+)"
+    not native_spawn.available(), reason=f"no start in a cgroup here: {native_spawn.unavailable_reason()}"
 )
 
 BASH = ["bash", "--noprofile", "--norc", "-c"]
@@ -119,3 +122,15 @@ def test_failures_are_the_errors_popen_raises(cgroup_fd: tuple[int, str], tmp_pa
             popen_error.value.errno,
             popen_error.value.strerror,
         )
+
+
+def test_a_kernel_that_refuses_clone3_is_known_before_any_task_depends_on_it() -> None:
+    """glibc does not fall back to clone when a cgroup was asked for: the probe must see the refusal."""
+    probe = "from hive_bash.core import native_spawn; print(native_spawn.unavailable_reason())"
+    for error in (errno.ENOSYS, errno.EPERM, errno.EINVAL):  # EINVAL: a kernel before 5.7
+        refused = subprocess.run(
+            [sys.executable, "-c", probe], preexec_fn=refusing(SYS_CLONE3, error), capture_output=True, text=True
+        )
+        assert refused.stdout.strip() == f"the kernel refuses clone3 into a cgroup ({os.strerror(error)})"
+    allowed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert allowed.stdout.strip() == "None", allowed.stderr

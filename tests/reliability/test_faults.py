@@ -3,12 +3,10 @@ a kernel that refuses to supervise a child."""
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import json
 import os
 import signal
-import struct
 import subprocess
 import sys
 import time
@@ -18,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hivetest import call_error, call_ok, children_of, group_members, pid_alive, wait_until
+from hivetest import SYS_PIDFD_OPEN, call_error, call_ok, children_of, group_members, pid_alive, refusing, wait_until
 from harness import TodoHarness
 
 pytestmark = pytest.mark.anyio
@@ -118,47 +116,11 @@ async def test_any_harness_reply_leaves_the_todo_worker_alive_and_each_failure_i
 
 # ---- pidfd_open refused -----------------------------------------------------
 #
-# A real fault, not a mock: a seccomp filter installed in the daemon's process before
-# exec makes the kernel answer pidfd_open with ENOSYS, as a kernel before 5.3 or a
-# container runtime's seccomp profile does. Popen still succeeds, so the daemon holds
-# a started child it cannot supervise. (The filter is inherited by the tasks; they do
-# not call pidfd_open.)
+# A seccomp filter (hivetest.refusing) makes the kernel answer pidfd_open with ENOSYS, as a
+# kernel before 5.3 or a container runtime's seccomp profile does. Popen still succeeds, so
+# the daemon holds a started child it cannot supervise. (The tasks do not call pidfd_open.)
 
-SYS_PIDFD_OPEN = 434  # the same number on every architecture (asm-generic and x86)
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-SECCOMP_RET_ERRNO, SECCOMP_RET_ALLOW = 0x00050000, 0x7FFF0000
-BPF_LD_W_ABS, BPF_JEQ_K, BPF_RET_K = 0x20, 0x15, 0x06
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
-
-
-def _bpf(code: int, jump_true: int, jump_false: int, k: int) -> bytes:
-    return struct.pack("HBBI", code, jump_true, jump_false, k)
-
-
-# Built before any fork: the child only makes two prctl calls.
-_PIDFD_FILTER = ctypes.create_string_buffer(
-    b"".join(
-        [
-            _bpf(BPF_LD_W_ABS, 0, 0, 0),  # A = seccomp_data.nr
-            _bpf(BPF_JEQ_K, 0, 1, SYS_PIDFD_OPEN),
-            _bpf(BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS),
-            _bpf(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
-        ]
-    )
-)
-_PIDFD_PROGRAM = _SockFprog(4, ctypes.cast(_PIDFD_FILTER, ctypes.c_char_p))
-_LIBC = ctypes.CDLL(None, use_errno=True)
-
-
-def refuse_pidfd_open() -> None:  # runs in the child, before exec
-    if (
-        _LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-        or _LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(_PIDFD_PROGRAM), 0, 0) != 0
-    ):
-        raise OSError(ctypes.get_errno(), "cannot install the seccomp filter")
+refuse_pidfd_open = refusing(SYS_PIDFD_OPEN)
 
 
 def pidfd_refusal_works() -> bool:
