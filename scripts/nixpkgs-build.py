@@ -26,6 +26,11 @@ that is as bare as Nix's build sandbox:
   tracked files flake.nix's packageSource keeps, and the tests selected must be the ones
   a run of the full checkout selects with the same options.
 
+One phase goes beyond Nix's sandbox, because trixie's glibc (2.41) is the only one here
+that can start a process inside a cgroup (posix_spawnattr_setcgroup_np, 2.39+), as
+NixOS's does: the cgroup tests run again as root on a private cgroup2 mount
+(CGROUP_TESTS), and a skip other than for a controller this machine lacks is a failure.
+
 Needs root (unshare, mount, debootstrap). Not root: skipped with the reason, unless
 HIVE_BASH_NIXBUILD_REQUIRED=1 (CI), which makes that a failure.
 """
@@ -61,6 +66,10 @@ MIRROR = os.environ.get("HIVE_BASH_NIXBUILD_MIRROR", "http://deb.debian.org/debi
 SCRIPT_VERSION = "2"
 REQUIRED = os.environ.get("HIVE_BASH_NIXBUILD_REQUIRED", "") not in ("", "0")
 BUILD_UID = 65534  # nobody/nogroup inside the sandbox, as in Nix's /etc/passwd
+# Tasks born in their cgroups (native_spawn), run as root, who alone can mount cgroup2.
+CGROUP_TESTS = ("tests/core/test_cgroups.py", "tests/core/test_native_spawn.py", "tests/core/test_process.py")
+# The one skip allowed there: this machine's controllers are bound to cgroup v1.
+CGROUP_SKIP_ALLOWED = "controller (bound to cgroup v1)"
 STORE = "/nix/store"
 # The derivation's default PATH: stdenv's initialPath (pkgs/stdenv/generic/common-path.nix).
 STDENV_TOOLS = (
@@ -363,8 +372,8 @@ class Sandbox:
         os.chown(self.scratch / "out", BUILD_UID, BUILD_UID)
         os.chown(self.scratch / "build", BUILD_UID, BUILD_UID)
 
-    def setup_script(self) -> str:
-        """Run by the host's sh as root in the new namespaces: make the root, then hand over."""
+    def setup_script(self, uid: int) -> str:
+        """Run by the host's sh as root in the new namespaces: make the root, then hand over to `uid`."""
         new_root = self.scratch / "root"
         environment = " ".join(shlex.quote(f"{name}={value}") for name, value in self.environment().items())
         debian = self.debian
@@ -422,7 +431,7 @@ class Sandbox:
             'mount -o remount,ro,bind "$R/sys" 2>/dev/null || mount -t tmpfs -o ro,mode=0555 sandbox-sys "$R/sys"',
             # the phase: chroot, the build user, a clean environment (env -i ran before)
             f'exec env -i {environment} {shutil.which("unshare")} --root="$R" --wd=/build/source '
-            f"--setuid={BUILD_UID} --setgid={BUILD_UID} -- "
+            f"--setuid={uid} --setgid={uid} -- "
             f'{self.tool_dir("bash")}/bin/bash -c "$0" phase "$@"',
         ]
         return "\n".join(lines)
@@ -446,8 +455,10 @@ class Sandbox:
             "out": self.out,
         }
 
-    def run(self, phase: str, *args: str, capture: bool = False) -> subprocess.CompletedProcess[str]:
-        """Run bash `phase` (with args) in a fresh sandbox."""
+    def run(
+        self, phase: str, *args: str, capture: bool = False, uid: int = BUILD_UID
+    ) -> subprocess.CompletedProcess[str]:
+        """Run bash `phase` (with args) in a fresh sandbox, as the build user unless `uid` says otherwise."""
         argv = [
             "unshare",
             "--mount",
@@ -458,7 +469,7 @@ class Sandbox:
             "--",
             "/bin/sh",
             "-c",
-            self.setup_script(),
+            self.setup_script(uid),
             f"set -eu -o pipefail\n{phase}",
             *args,
         ]
@@ -585,6 +596,30 @@ def collected(sandbox: Sandbox, source: Path, flags: list[str], what: str) -> li
     return selected_ids(proc.stdout)
 
 
+def cgroup_phase(sandbox: Sandbox, data: dict[str, Any], flags: list[str]) -> None:
+    """CGROUP_TESTS as root: where tasks are born in their cgroups, and where clone3 is refused."""
+    log(f"cgroup phase: {' '.join(CGROUP_TESTS)} as root on trixie's glibc (tasks born in their cgroups)")
+    report = "/build/cgroup-tests.xml"
+    phase = sandbox.run(check_phase(data), *flags, f"--junitxml={report}", "-rs", *CGROUP_TESTS, uid=0)
+    if phase.returncode != 0:
+        raise BuildFailed(f"the cgroup phase failed (pytest exit {phase.returncode})")
+    skipped = unexpected_skips(sandbox.scratch / report.lstrip("/"))
+    if skipped:
+        raise BuildFailed("the cgroup phase skipped what it is there to run:\n" + "\n".join(skipped))
+
+
+def unexpected_skips(junit_xml: Path) -> list[str]:
+    """Each skipped test whose reason is not CGROUP_SKIP_ALLOWED, with its reason."""
+    import xml.etree.ElementTree as ElementTree
+
+    found = []
+    for case in ElementTree.parse(junit_xml).iter("testcase"):
+        skip = case.find("skipped")
+        if skip is not None and CGROUP_SKIP_ALLOWED not in skip.get("message", ""):
+            found.append(f"  {case.get('classname')}::{case.get('name')}: {skip.get('message')}")
+    return found
+
+
 def main() -> int:
     reason = cannot_run_reason()
     if reason:
@@ -638,6 +673,7 @@ def main() -> int:
         )
         if phase.returncode != 0:
             raise BuildFailed(f"the check phase failed (pytest exit {phase.returncode})")
+        cgroup_phase(sandbox, data, flags)
     except BuildFailed as exc:
         print(f"nixpkgs-build: FAILED: {exc}", file=sys.stderr)
         return 1
