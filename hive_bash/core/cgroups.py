@@ -132,7 +132,8 @@ class TaskCgroup:
 
     def finish(self) -> CgroupEnd:
         """Read what the task cost and whether its own limit ended it, then remove the cgroup."""
-        end = CgroupEnd(self._cpu_secs(), self._int_file("memory.peak"), self._limit_reason())
+        peak = self._int_file("memory.peak") if "memory" in self.tree.controllers else None
+        end = CgroupEnd(self._cpu_secs(), peak, self._limit_reason())
         self.remove()
         return end
 
@@ -153,7 +154,7 @@ class TaskCgroup:
     def _limit_reason(self) -> str | None:
         """Why the task's own limit ended it, if it did: its cgroup hit memory.max and the OOM killer
         killed in it (`oom` counts this cgroup's own limit only; an ancestor's shows in `oom_kill` alone)."""
-        memory = self._read("memory.events")
+        memory = self._read("memory.events") if self.limits.memory_max is not None else None
         if (
             self.limits.memory_max is not None
             and (_key_value(memory, "oom") or 0) > 0
