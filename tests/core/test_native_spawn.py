@@ -124,6 +124,26 @@ def test_failures_are_the_errors_popen_raises(cgroup_fd: tuple[int, str], tmp_pa
         )
 
 
+def test_on_the_daemons_own_path_the_c_library_searches_as_popen_does(cgroup_fd: tuple[int, str]) -> None:
+    """The task's PATH is the daemon's (posix_spawnp searches it): found, or the error Popen raises."""
+    missing = f"hive-bash-no-such-program-{os.getpid()}"
+    with pytest.raises(OSError) as popen_error:
+        subprocess.Popen([missing])
+    read_end, write_end = os.pipe()
+    try:
+        with pytest.raises(OSError) as native_error:
+            native_spawn.spawn([missing], dict(os.environ), "/", cgroup_fd[0], subprocess.DEVNULL, write_end, write_end)
+        assert type(native_error.value) is type(popen_error.value)
+        assert (native_error.value.errno, native_error.value.strerror) == (
+            popen_error.value.errno,
+            popen_error.value.strerror,
+        )
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert run("echo $0", cgroup_fd[0]) == ("bash\n", 0)  # BASH's argv[0] is the bare name: found on PATH
+
+
 def test_a_kernel_that_refuses_clone3_is_known_before_any_task_depends_on_it() -> None:
     """glibc does not fall back to clone when a cgroup was asked for: the probe must see the refusal."""
     probe = "from hive_bash.core import native_spawn; print(native_spawn.unavailable_reason())"
