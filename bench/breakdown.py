@@ -8,7 +8,11 @@ server (the floor every tool call on this stack pays), the daemon answering
 `run("true", wait_seconds=5)`, and the daemon answering `run("sleep 5", wait_seconds=0)`
 (the start-rate workload, one call at a time); where a cgroup v2 hierarchy is writable
 (root), both daemon workloads again with a cgroup per task (HIVE_BASH_CGROUP_ROOT in
-a fresh directory under it). A raw HTTP client (bench/lib/raw_client.py,
+a fresh directory under it), and then what the cgroup adds, paired: two daemons at once,
+one with a cgroup per task and one without, each call alternating between them in a
+shuffled order, so that the host's drift (load, caches, the filesystem's state after the
+deletions of the phase before) falls on both alike; the medians of the paired differences
+are what a cgroup costs a call. A raw HTTP client (bench/lib/raw_client.py,
 one keep-alive connection) posts the same JSON-RPC call again and again, so no MCP
 client library runs beside the server. Rows are microseconds per call; a parent's
 "rest" is its time less its children's. The tasks dir is in --scratch (default the
@@ -19,8 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import random
+import statistics
 import signal
 import sys
 import tempfile
@@ -131,6 +138,82 @@ async def measure_server(
     )
 
 
+@dataclass
+class PairedCost:
+    """One workload's calls alternated between a daemon without and one with a cgroup per task."""
+
+    name: str
+    calls: int
+    without_p50_us: float
+    with_p50_us: float
+    difference_p50_us: float  # the median of (with - without), pair by pair
+    difference_mean_us: float
+
+
+def drive_pairs(urls: tuple[str, str], tool: str, arguments: dict[str, Any], calls: int) -> list[tuple[float, float]]:
+    """(without, with) wall seconds per pair; which of the two goes first is drawn each time."""
+    clients = [RawClient(url) for url in urls]
+    for client in clients:
+        client.initialize()
+    pairs = []
+    for _ in range(calls):
+        order = [0, 1] if random.random() < 0.5 else [1, 0]
+        walls = [0.0, 0.0]
+        for index in order:
+            start = time.perf_counter()
+            clients[index].call(tool, arguments)
+            walls[index] = time.perf_counter() - start
+        pairs.append((walls[0], walls[1]))
+    return pairs
+
+
+async def measure_pair(
+    name: str, workdir: Path, cgroups: Path, tool: str, arguments: dict[str, Any], calls: int
+) -> PairedCost:
+    slug = name.split(",")[0].replace(" ", "-")
+    envs = [
+        scenarios.daemon_env(workdir / f"paired-{slug}"),
+        {
+            **scenarios.daemon_env(workdir / f"paired-{slug}-cgroup"),
+            "HIVE_BASH_CGROUP_ROOT": str(cgroups / f"paired-{slug}"),
+        },
+    ]
+    async with contextlib.AsyncExitStack() as servers:
+        urls = []
+        for index, env in enumerate(envs):
+            port = measure.free_port()
+            argv = [sys.executable, "-m", "hive_bash.daemon.main", "--port", str(port)]
+            server = await servers.enter_async_context(
+                measure.serve(argv, port, workdir, env=env, name=f"paired-{slug}-{index}")
+            )
+            urls.append(server.url)
+        pair = (urls[0], urls[1])
+        await asyncio.to_thread(drive_pairs, pair, tool, arguments, WARMUP_CALLS)
+        pairs = await asyncio.to_thread(drive_pairs, pair, tool, arguments, calls)
+    differences = [(with_cgroup - without) * 1e6 for without, with_cgroup in pairs]
+    return PairedCost(
+        name,
+        calls,
+        measure.percentile([without * 1e6 for without, _ in pairs], 50),
+        measure.percentile([with_cgroup * 1e6 for _, with_cgroup in pairs], 50),
+        statistics.median(differences),
+        statistics.fmean(differences),
+    )
+
+
+def paired_table(costs: list[PairedCost]) -> str:
+    lines = [
+        "| what a cgroup per task adds, paired | client p50 without | with | median of the differences | mean |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for cost in costs:
+        lines.append(
+            f"| {cost.name} ({cost.calls} pairs) | {cost.without_p50_us:.0f} | {cost.with_p50_us:.0f} "
+            f"| {cost.difference_p50_us:+.0f} | {cost.difference_mean_us:+.0f} |"
+        )
+    return "\n".join(lines)
+
+
 def table(results: list[Breakdown]) -> str:
     names = list(dict.fromkeys(row for result in results for row in result.phases))
     lines = ["| us per call | " + " | ".join(r.name for r in results) + " |", "|---|" + "---:|" * len(results)]
@@ -152,14 +235,18 @@ def _depth(row: str) -> int:
     return depth
 
 
+# The daemon's two workloads: a short task waited for, and the start rate's (one call at a time).
+DAEMON_WORKLOADS: list[tuple[str, dict[str, Any]]] = [
+    ("run true, wait 5", {"cmd": "true", "wait_seconds": 5}),
+    ("run sleep 5, wait 0", START_ARGUMENTS),
+]
+
+
 def workloads(workdir: Path, cgroups: Path | None) -> Iterator[tuple[str, str, dict[str, str], str, dict[str, Any]]]:
     yield ("echo", "reference", {}, "echo", {"text": "hi"})
     variants = [("", {})] + ([(", cgroup", {"HIVE_BASH_CGROUP_ROOT": str(cgroups)})] if cgroups is not None else [])
     for suffix, extra in variants:
-        for name, arguments in (
-            ("run true, wait 5", {"cmd": "true", "wait_seconds": 5}),
-            ("run sleep 5, wait 0", START_ARGUMENTS),
-        ):
+        for name, arguments in DAEMON_WORKLOADS:
             directory = workdir / (name.split(",")[0] + suffix).replace(" ", "-").replace(",", "")
             yield (name + suffix, "daemon", {**scenarios.daemon_env(directory), **extra}, "run", arguments)
 
@@ -185,8 +272,9 @@ def remove_cgroup_tree(root: Path) -> None:
     root.rmdir()
 
 
-async def main_async(calls: int, scratch: Path | None) -> list[Breakdown]:
+async def main_async(calls: int, scratch: Path | None) -> tuple[list[Breakdown], list[PairedCost]]:
     results = []
+    costs = []
     with tempfile.TemporaryDirectory(prefix="hive-bash-breakdown-", dir=scratch) as temp:
         workdir = Path(temp)
         parent = cgroup_parent()
@@ -198,13 +286,16 @@ async def main_async(calls: int, scratch: Path | None) -> list[Breakdown]:
                     env["HIVE_BASH_CGROUP_ROOT"] = str(cgroups / name.replace(" ", "-").replace(",", ""))
                     cgroups.mkdir(exist_ok=True)
                 results.append(await measure_server(name, which, workdir, env, tool, arguments, calls))
+            if cgroups is not None:
+                for name, arguments in DAEMON_WORKLOADS:
+                    costs.append(await measure_pair(name, workdir, cgroups, "run", arguments, calls))
         finally:
             measure.sweep(workdir)
             if cgroups is not None and cgroups.exists():
                 for tree in cgroups.glob("*/"):
                     remove_cgroup_tree(tree)
                 cgroups.rmdir()
-    return results
+    return results, costs
 
 
 def main() -> None:
@@ -213,10 +304,14 @@ def main() -> None:
     parser.add_argument("--scratch", type=Path, help="where the tasks dir goes (default: the system's temp dir)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    results = asyncio.run(main_async(args.calls, args.scratch))
+    results, costs = asyncio.run(main_async(args.calls, args.scratch))
     print(table(results))
+    if costs:
+        print()
+        print(paired_table(costs))
     if args.json is not None:
-        args.json.write_text(json.dumps([r.__dict__ for r in results], indent=2) + "\n")
+        report = {"breakdown": [r.__dict__ for r in results], "cgroup_paired": [c.__dict__ for c in costs]}
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":
