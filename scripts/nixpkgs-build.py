@@ -49,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -610,8 +611,6 @@ def cgroup_phase(sandbox: Sandbox, data: dict[str, Any], flags: list[str]) -> No
 
 def unexpected_skips(junit_xml: Path) -> list[str]:
     """Each skipped test whose reason is not CGROUP_SKIP_ALLOWED, with its reason."""
-    import xml.etree.ElementTree as ElementTree
-
     found = []
     for case in ElementTree.parse(junit_xml).iter("testcase"):
         skip = case.find("skipped")

@@ -117,6 +117,16 @@ class TaskCgroup:
             with contextlib.suppress(OSError):
                 os.kill(int(pid), signal.SIGKILL)
 
+    def kill_what_is_left(self) -> bool:
+        """After the leader's exit: SIGKILL whatever is still in the cgroup; whether anything was.
+
+        The exited leader no longer counts, so an unpopulated cgroup holds no process that
+        could fork: then nothing is written (the common end, a task that left nothing behind)."""
+        if not self.populated():
+            return False
+        self.kill()
+        return True
+
     def populated(self) -> bool:
         text = self._read("cgroup.events")
         return text is not None and "populated 1" in text  # unreadable: the directory is gone
@@ -154,13 +164,10 @@ class TaskCgroup:
     def _limit_reason(self) -> str | None:
         """Why the task's own limit ended it, if it did: its cgroup hit memory.max and the OOM killer
         killed in it (`oom` counts this cgroup's own limit only; an ancestor's shows in `oom_kill` alone)."""
-        memory = self._read("memory.events") if self.limits.memory_max is not None else None
-        if (
-            self.limits.memory_max is not None
-            and (_key_value(memory, "oom") or 0) > 0
-            and (_key_value(memory, "oom_kill") or 0) > 0
-        ):
-            return f"memory limit {wording.size(self.limits.memory_max)} reached"
+        if self.limits.memory_max is not None:
+            memory = self._read("memory.events")
+            if (_key_value(memory, "oom") or 0) > 0 and (_key_value(memory, "oom_kill") or 0) > 0:
+                return f"memory limit {wording.size(self.limits.memory_max)} reached"
         if self.limits.pids_max is not None and (_key_value(self._read("pids.events"), "max") or 0) > 0:
             return f"process limit {self.limits.pids_max} reached (pids_max: a fork was refused)"
         return None

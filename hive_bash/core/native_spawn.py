@@ -184,7 +184,7 @@ def spawn(
     its controlling terminal, and gets it as 1 and 2 too; the stdio arguments are then unused.
     Raises OSError as Popen would (the child's chdir or exec failing included).
     """
-    assert _libc is not None and available(), "spawn() called where available() is False"
+    assert _libc is not None, "spawn() called where available() is False"
     # posix_spawnp searches the daemon's own PATH, in the child after its chdir, as Popen searches
     # the task's: the same search when the two are the same (they are, unless `run` set PATH),
     # without the ~30 us of stat calls a lookup in Python makes on every start.

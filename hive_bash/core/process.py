@@ -413,16 +413,12 @@ class TaskProcess:
         # The leader is a zombie now, so its pid (= the group id) cannot be reused yet:
         # whatever the command left running in the group is ended before we reap.
         signal_group(self.pgid, signal.SIGKILL)
-        # And what left the group (setsid): the cgroup holds it still. The exited leader no longer
-        # counts, so an unpopulated cgroup has no process left that could fork: nothing to kill.
-        killed = self.cgroup is not None and self.cgroup.populated()
-        if killed:
-            assert self.cgroup is not None
-            self.cgroup.kill()
+        cgroup = self.cgroup
+        left = cgroup is not None and cgroup.kill_what_is_left()  # what left the group (setsid) too
         _, status, usage = os.wait4(self.pid, 0)
         self.usage = ResourceUsage.from_rusage(usage, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
         self._popen.returncode = os.waitstatus_to_exitcode(status)
-        if killed and self.cgroup is not None and self.cgroup.populated():
+        if left and cgroup is not None and cgroup.populated():
             # SIGKILLed processes are still on their way out: the task ends once the last is gone.
             self._emptying = loop.create_task(self._end_once_empty(status), name=f"cgroup-{self.pid}")
             return

@@ -10,11 +10,13 @@ it has them (the same tests run then), and in vm-tests/cgroup-limits.nix.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,15 +80,25 @@ def cgroup_root(shared_cgroup_daemon: tuple[Daemon, Path]) -> Path:
     return shared_cgroup_daemon[1]
 
 
+@contextlib.contextmanager
+def daemon_with_its_own_tree(
+    make_daemon: Callable[..., Daemon], mount: Path, **daemon_args: Any
+) -> Iterator[tuple[Daemon, Path]]:
+    """A daemon of the test's own, with a tree of its own (for a test that stops it), removed after."""
+    root = fresh_root(mount)
+    daemon = make_daemon(env={"HIVE_BASH_CGROUP_ROOT": str(root)}, **daemon_args)
+    try:
+        yield daemon, root
+    finally:
+        if daemon.proc is not None and daemon.proc.poll() is None:
+            daemon.stop()
+        remove_tree(root)
+
+
 @pytest.fixture
 def own_cgroup_daemon(make_daemon: Callable[..., Daemon], cgroup2_mount: Path) -> Iterator[tuple[Daemon, Path]]:
-    """A daemon of the test's own, with a tree of its own (for a test that stops it)."""
-    root = fresh_root(cgroup2_mount)
-    daemon = make_daemon(env={"HIVE_BASH_CGROUP_ROOT": str(root)})
-    yield daemon, root
-    if daemon.proc is not None and daemon.proc.poll() is None:
-        daemon.stop()
-    remove_tree(root)
+    with daemon_with_its_own_tree(make_daemon, cgroup2_mount) as daemon_and_root:
+        yield daemon_and_root
 
 
 def require_controller(mount: Path, name: str) -> None:
@@ -183,9 +195,7 @@ async def test_where_clone3_is_refused_tasks_move_into_their_cgroups(
 ) -> None:
     """An old kernel or a seccomp profile answers clone3 with ENOSYS: the daemon asks at start and
     says so, and each task's first process moves itself (its environment shows the placing bash's exec)."""
-    root = fresh_root(cgroup2_mount)
-    daemon = make_daemon(env={"HIVE_BASH_CGROUP_ROOT": str(root)}, preexec=refusing(SYS_CLONE3))
-    try:
+    with daemon_with_its_own_tree(make_daemon, cgroup2_mount, preexec=refusing(SYS_CLONE3)) as (daemon, root):
         async with daemon.client() as client:
             for name in ("first", "second"):
                 reply = await call_ok(client, "run", {"cmd": SHOW_BIRTH, "env": {"_": EXEC_MARK}, "name": name})
@@ -195,9 +205,6 @@ async def test_where_clone3_is_refused_tasks_move_into_their_cgroups(
         start_line = "each task moves itself in: the kernel refuses clone3 into a cgroup (Function not implemented)"
         log = daemon.log_path.read_text()
         assert start_line in log, "\n".join(line for line in log.splitlines() if "cgroup" in line)
-    finally:
-        daemon.stop()
-        remove_tree(root)
 
 
 async def test_setsid_escapee_ends_with_its_task(cgroup_daemon: Daemon, cgroup_root: Path) -> None:

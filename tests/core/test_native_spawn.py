@@ -108,8 +108,14 @@ def test_cwd_and_path_are_the_tasks(cgroup_fd: tuple[int, str], tmp_path: Path) 
     assert run("ignored", cgroup_fd[0], cwd=str(tmp_path), env=env) == (f"found-on-the-task-path {tmp_path}\n", 0)
 
 
-def test_failures_are_the_errors_popen_raises(cgroup_fd: tuple[int, str], tmp_path: Path) -> None:
+def assert_raised_as_popen(native: BaseException, popen: BaseException) -> None:
     """The manager words a failed start from errno and strerror: both as Popen had them."""
+    assert isinstance(native, OSError) and isinstance(popen, OSError)
+    assert type(native) is type(popen)
+    assert (native.errno, native.strerror) == (popen.errno, popen.strerror)
+
+
+def test_failures_are_the_errors_popen_raises(cgroup_fd: tuple[int, str], tmp_path: Path) -> None:
     missing = str(tmp_path / "gone")
     cases = [({"cwd": missing}, {}), ({}, {"PATH": missing})]
     for popen_args, env in cases:
@@ -117,11 +123,7 @@ def test_failures_are_the_errors_popen_raises(cgroup_fd: tuple[int, str], tmp_pa
             subprocess.Popen([*BASH, "true"], env=env or None, **popen_args)
         with pytest.raises(OSError) as native_error:
             run("true", cgroup_fd[0], cwd=popen_args.get("cwd", "/"), env=env or dict(os.environ))
-        assert type(native_error.value) is type(popen_error.value)
-        assert (native_error.value.errno, native_error.value.strerror) == (
-            popen_error.value.errno,
-            popen_error.value.strerror,
-        )
+        assert_raised_as_popen(native_error.value, popen_error.value)
 
 
 def test_on_the_daemons_own_path_the_c_library_searches_as_popen_does(cgroup_fd: tuple[int, str]) -> None:
@@ -129,18 +131,9 @@ def test_on_the_daemons_own_path_the_c_library_searches_as_popen_does(cgroup_fd:
     missing = f"hive-bash-no-such-program-{os.getpid()}"
     with pytest.raises(OSError) as popen_error:
         subprocess.Popen([missing])
-    read_end, write_end = os.pipe()
-    try:
-        with pytest.raises(OSError) as native_error:
-            native_spawn.spawn([missing], dict(os.environ), "/", cgroup_fd[0], subprocess.DEVNULL, write_end, write_end)
-        assert type(native_error.value) is type(popen_error.value)
-        assert (native_error.value.errno, native_error.value.strerror) == (
-            popen_error.value.errno,
-            popen_error.value.strerror,
-        )
-    finally:
-        os.close(read_end)
-        os.close(write_end)
+    with pytest.raises(OSError) as native_error:
+        native_spawn.spawn([missing], dict(os.environ), "/", cgroup_fd[0], subprocess.DEVNULL, 2, 2)
+    assert_raised_as_popen(native_error.value, popen_error.value)
     assert run("echo $0", cgroup_fd[0]) == ("bash\n", 0)  # BASH's argv[0] is the bare name: found on PATH
 
 
