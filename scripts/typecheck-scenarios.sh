@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MYPY_VERSION=2.4.1
+# shellcheck source=scripts/tool-versions.sh
+. scripts/tool-versions.sh
 venv=.cache/mypy-venv
 if ! "$venv/bin/python" -m mypy --version 2>/dev/null | grep -q " $MYPY_VERSION "; then
     python3 -m venv "$venv"
