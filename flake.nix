@@ -52,15 +52,26 @@
         ps.hypothesis
       ];
 
-      hiveBash =
-        {
-          lib,
-          python3Packages,
-          # every name in packageData.runtimeTools and checkTools
-          bash,
-          coreutils,
-        }@args:
+      # The package, for callPackage. nixpkgs' callPackage hands a function only the
+      # arguments lib.functionArgs names, so the formals are made from the same data
+      # as the tools looked up below (lib.setFunctionArgs): a tool added to
+      # packageData.runtimeTools or checkTools reaches the derivation with no edit
+      # here, and one no package set has stops evaluation naming it.
+      # tests/nix/test_flake.py evaluates this through such a callPackage.
+      hiveBash = lib.setFunctionArgs hiveBashFrom (
+        lib.genAttrs (
+          [
+            "lib"
+            "python3Packages"
+          ]
+          ++ packageData.runtimeTools
+          ++ packageData.checkTools
+        ) (_: false)
+      );
+      hiveBashFrom =
+        args:
         let
+          inherit (args) lib python3Packages;
           tools = names: map (name: args.${name}) names;
         in
         python3Packages.buildPythonApplication {

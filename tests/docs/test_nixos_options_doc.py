@@ -4,7 +4,6 @@ scripts/docs.py holds, run as documented: without naming a part."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from nixeval import ROOT, nix_instantiate, nixpkgs_lib_dir  # noqa: E402
+from nixeval import ROOT, nix_environment, nix_instantiate, nixpkgs_lib_dir  # noqa: E402
 
 pytestmark = pytest.mark.nix
 
@@ -32,6 +31,6 @@ def test_the_nixos_options_tables_are_the_modules_own_descriptions() -> None:
         text=True,
         timeout=300,
         check=False,
-        env={**os.environ, "NIXPKGS_LIB": str(lib_dir), "NIXPKGS": ""},
+        env={**nix_environment(), "NIXPKGS_LIB": str(lib_dir), "NIXPKGS": ""},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

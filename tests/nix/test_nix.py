@@ -23,7 +23,7 @@ import pytest
 from hivetest import installed_command
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from nixeval import ROOT, evaluate_json, nix_instantiate, nixpkgs_lib_dir  # noqa: E402
+from nixeval import ROOT, evaluate_json, nixpkgs_lib_dir, run_nix_instantiate  # noqa: E402
 
 pytestmark = pytest.mark.nix
 
@@ -93,9 +93,7 @@ def render(case: dict[str, Any], tmp_path: Path, *args: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("path", nix_files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_nix_file_parses(path: Path) -> None:
-    proc = subprocess.run(
-        [nix_instantiate(), "--parse", str(path)], capture_output=True, text=True, timeout=60, check=False
-    )
+    proc = run_nix_instantiate("--parse", str(path), timeout=60)
     assert proc.returncode == 0, f"{path.relative_to(ROOT)} does not parse:\n{proc.stderr}"
 
 
