@@ -1,15 +1,24 @@
 # NixOS module for a hyperhive agent container: hive-bash-daemon, the `bash`
 # MCP server (background shell tasks), and its entry among the agent's extra
-# MCP servers. It declares only hive-bash's own options (`mcp.bashHttpPort`,
-# `bash.*`) and reads what hyperhive's agent module declares: the agent's
-# `user` (and `group`), `stateDir`, `agentSocket`, `toolGroups`, `mcp.httpPort`
-# and `extraMcpServers`. Without hyperhive, import nixos/standalone.nix beside
-# it, which declares those.
+# MCP servers. On by default, as hyperhive registers bash in every agent:
+# imported beside hyperhive's agent module it needs no setting.
+#
+# It declares only hive-bash's own options (`mcp.bashHttpPort`, `bash.*`) and
+# reads what hyperhive's agent module declares. Of hyperhive's options it needs
+# only what the hyperhive design names: `extraMcpServers` (it sets `bash` there)
+# and the loopback ports `mcp.*HttpPort` (bashHttpPort must differ from them).
+# The rest it needs (the agent's user and group, its state directory, the
+# harness socket, the tool groups) are its own `bash.*` options, whose defaults
+# are hyperhive's `user`, `group`, `stateDir`, `agentSocket`, `toolGroups` where
+# hyperhive declares them (looked up in `options`) and otherwise defaults that
+# fit a hyperhive agent container. Without hyperhive, import
+# nixos/standalone.nix beside it, which declares hyperhive's side.
 #
 # - `extraMcpServers.bash` is set with lib.mkDefault, so an agent config can
 #   replace the entry (`extraMcpServers.bash = { ... };`) or drop it
-#   (`extraMcpServers.bash = null;`). The hive-bash-daemon unit exists only
-#   while the entry exists.
+#   (`extraMcpServers.bash = null;`, where hyperhive's entries may be null, or
+#   `bash.enable = false`). The hive-bash-daemon unit exists only while the
+#   entry exists.
 # - The entry carries only the fields hyperhive's entry type declares: the
 #   token goes in `bearerTokenFile` where that type has it; where it has not,
 #   no client could send the token, so `bash.requireToken` defaults to false
@@ -33,7 +42,6 @@ let
     mapAttrs'
     mapAttrsToList
     mkDefault
-    mkEnableOption
     mkIf
     mkOption
     mkPackageOption
@@ -56,17 +64,25 @@ let
 
   mcpServersFile = "/etc/hyperhive/mcp-servers.json";
 
-  # What hyperhive declares, read here. user and stateDir are required;
-  # the others have the harness's documented defaults.
-  required =
-    name:
-    cfg.${name} or (throw "hive-bash's module (nixos/agent.nix) reads ${opt}.${name}, which hyperhive's agent module declares; import hyperhive's module, or nixos/standalone.nix (the flake's nixosModules.standalone) without hyperhive.");
-  agentUser = required "user";
-  agentGroup = cfg.group or agentUser;
-  stateDir = required "stateDir";
-  agentSocket = cfg.agentSocket or "/run/hive/mcp.sock";
-  toolGroups = cfg.toolGroups or defaultToolGroups;
-  hyperhivePort = cfg.mcp.httpPort or null;
+  # Whether hyperhive's agent module (or nixos/standalone.nix) declares an option
+  # under services.hyperhive.agent: then the bash.* option of that name follows it.
+  declaredByHyperhive = name: options.services.hyperhive.agent ? ${name};
+  fromHyperhive = name: fallback: if declaredByHyperhive name then cfg.${name} else fallback;
+  # defaultText of such an option: `config.services.hyperhive.agent.NAME or FALLBACK`
+  # reads as what it does (the option where declared, else the fallback).
+  fromHyperhiveText = name: fallback: literalExpression "config.${opt}.${name} or ${fallback}";
+
+  agentUser = cfg.bash.user;
+  agentGroup = cfg.bash.group;
+  stateDir = cfg.bash.stateDir;
+  agentSocket = cfg.bash.agentSocket;
+  toolGroups = cfg.bash.toolGroups;
+  # The other loopback MCP servers of the agent (hyperhive's mcp.httpPort, the built-in
+  # surface; mcp.subagentHttpPort, mcp.matrixHttpPort, ...): every mcp.*HttpPort set.
+  hyperhivePorts = filterAttrs (
+    name: value:
+    (name == "httpPort" || lib.hasSuffix "HttpPort" name) && name != "bashHttpPort" && value != null
+  ) cfg.mcp;
 
   # The fields hyperhive's entry type declares (attrsOf (nullOr (submodule ...))):
   # the default entry sets no other, or evaluation would stop at an undeclared option.
@@ -81,7 +97,7 @@ let
   bashEnabled = cfg.bash.enable && servers ? bash;
   port = cfg.mcp.bashHttpPort;
   bashUrl = "http://127.0.0.1:${toString port}/mcp";
-  # The daemon's default token file, relative to its working directory (stateDir):
+  # The daemon's default token file, relative to its working directory (bash.stateDir):
   # stateDir/harness is 0750 agent:agent and the daemon writes the file 0600.
   tokenFile = "${stateDir}/harness/bash-token";
   requireToken = cfg.bash.requireToken;
@@ -172,11 +188,89 @@ in
     };
 
     bash = {
-      enable = mkEnableOption ''
-        hive-bash for this agent: the default `bash` entry of {option}`${opt}.extraMcpServers`,
-        the server file at {option}`${opt}.bash.serversFile` and, while the `bash` entry
-        exists, the hive-bash-daemon service. nixos/standalone.nix turns it on with its
-        {option}`${opt}.enable`'';
+      enable = mkOption {
+        type = types.bool;
+        default = true;
+        description = ''
+          Whether hive-bash serves this agent: the default `bash` entry of
+          {option}`${opt}.extraMcpServers`, the server file at
+          {option}`${opt}.bash.serversFile` and, while the `bash` entry exists, the
+          hive-bash-daemon service. On by default, as hyperhive registers bash in every
+          agent: importing the module is enough. `false`, or dropping the entry
+          (`extraMcpServers.bash = null`), removes the service. nixos/standalone.nix
+          sets it to its own {option}`${opt}.enable`.
+        '';
+      };
+
+      user = mkOption {
+        type = types.str;
+        default = fromHyperhive "user" "agent";
+        defaultText = fromHyperhiveText "user" ''"agent"'';
+        description = ''
+          User hive-bash-daemon, and so every shell task, runs as: the agent's user,
+          hyperhive's {option}`${opt}.user` where hyperhive declares it. Otherwise
+          `agent`, created by {option}`${opt}.bash.createUser`.
+        '';
+      };
+
+      group = mkOption {
+        type = types.str;
+        default = fromHyperhive "group" cfg.bash.user;
+        defaultText = fromHyperhiveText "group" "config.${opt}.bash.user";
+        description = "Group of {option}`${opt}.bash.user`: hyperhive's {option}`${opt}.group` where hyperhive declares it, else the user's name.";
+      };
+
+      createUser = mkOption {
+        type = types.bool;
+        default = !declaredByHyperhive "user";
+        defaultText = literalExpression "whether hyperhive declares no ${opt}.user";
+        description = ''
+          Whether this module declares {option}`${opt}.bash.user` and
+          {option}`${opt}.bash.group` as a system user and group (home
+          {option}`${opt}.bash.stateDir`) and creates the state directory (mode 0750,
+          theirs). On where hyperhive declares no agent user, so the unit starts with
+          nothing set; turn it off when another module declares the user.
+        '';
+      };
+
+      stateDir = mkOption {
+        # A string, not types.path: a path literal would be copied into the store.
+        type = types.str;
+        default = fromHyperhive "stateDir" "/var/lib/hyperhive-agent";
+        defaultText = fromHyperhiveText "stateDir" ''"/var/lib/hyperhive-agent"'';
+        description = ''
+          The agent's state directory: hive-bash-daemon's working directory (where tasks
+          run unless `run` names a cwd), with task records and output in
+          `harness/bash-tasks` and the token in `harness/bash-token` below it.
+          Hyperhive's {option}`${opt}.stateDir` where hyperhive declares it.
+        '';
+      };
+
+      agentSocket = mkOption {
+        type = types.nullOr types.str;
+        default = fromHyperhive "agentSocket" "/run/hive/mcp.sock";
+        defaultText = fromHyperhiveText "agentSocket" ''"/run/hive/mcp.sock"'';
+        description = ''
+          Unix socket of the agent harness (`HIVE_AGENT_SOCKET`; the hyperhive design's
+          in-container socket is `/run/hive/mcp.sock`), where hive-bash-daemon posts task
+          completions as todos; `null` turns todos off. Hyperhive's
+          {option}`${opt}.agentSocket` where hyperhive declares it.
+        '';
+      };
+
+      toolGroups = mkOption {
+        type = types.listOf types.str;
+        default = fromHyperhive "toolGroups" defaultToolGroups;
+        defaultText = fromHyperhiveText "toolGroups" ''[ "messaging" "meta" "inbox" "execution" ]'';
+        description = ''
+          Tool groups (permissions) the agent holds, written to the server file:
+          `hive-bash-mcp-config` uses them unless the harness passes the current ones
+          (`--tool-groups` or `HIVE_TOOL_GROUPS`). Without `execution` the `bash` server
+          is not rendered into the agent's Claude config at all. Hyperhive's
+          {option}`${opt}.toolGroups` where hyperhive declares it, else the
+          AGENT_DEFAULT preset.
+        '';
+      };
 
       package = mkPackageOption pkgs "hive-bash" { };
 
@@ -212,7 +306,7 @@ in
       tokenFile = mkOption {
         type = types.str;
         default = tokenFile;
-        defaultText = literalExpression ''"''${config.${opt}.stateDir}/harness/bash-token"'';
+        defaultText = literalExpression ''"''${config.${opt}.bash.stateDir}/harness/bash-token"'';
         readOnly = true;
         description = ''
           Where the daemon writes its bearer token when {option}`${opt}.bash.requireToken`
@@ -336,7 +430,7 @@ in
         assertions = portAssertions ++ [
           {
             assertion = usedReservedSettings == [ ];
-            message = "${opt}.bash.settings: ${concatStringsSep ", " usedReservedSettings} cannot be set here; the daemon listens on 127.0.0.1:${opt}.mcp.bashHttpPort, keeps tasks under ${opt}.stateDir and reaches the harness at ${opt}.agentSocket.";
+            message = "${opt}.bash.settings: ${concatStringsSep ", " usedReservedSettings} cannot be set here; the daemon listens on 127.0.0.1:${opt}.mcp.bashHttpPort, keeps tasks under ${opt}.bash.stateDir and reaches the harness at ${opt}.bash.agentSocket.";
           }
           {
             assertion =
@@ -350,11 +444,16 @@ in
               else
                 "${opt}.bash.requireToken is on, but hyperhive's extraMcpServers entries have no bearerTokenFile, so Claude could not send the daemon's token and every call would be refused; set bash.requireToken = false (or use a hyperhive whose entries have bearerTokenFile).";
           }
-          {
-            assertion = !bashEnabled || hyperhivePort != port;
-            message = "${opt}.mcp.bashHttpPort (${toString port}) equals ${opt}.mcp.httpPort, the built-in hyperhive MCP surface's port; give hive-bash-daemon another port.";
-          }
-        ];
+        ]
+        ++ mapAttrsToList (name: other: {
+          assertion = !bashEnabled || other != port;
+          message = "${opt}.mcp.bashHttpPort (${toString port}) equals ${opt}.mcp.${name}, ${
+            if name == "httpPort" then
+              "the built-in hyperhive MCP surface's port"
+            else
+              "where another of the agent's MCP daemons listens"
+          }; give hive-bash-daemon another port.";
+        }) hyperhivePorts;
 
         warnings =
           let
@@ -374,9 +473,21 @@ in
         environment.etc."hyperhive/mcp-servers.json".text = builtins.toJSON serversDocument;
         environment.systemPackages = [ cfg.bash.package ];
 
-        # The token file's directory. stateDir itself is hyperhive's (or nixos/standalone.nix's).
-        systemd.tmpfiles.rules = [ "d '${stateDir}/harness' 0750 ${agentUser} ${agentGroup} - -" ];
+        # The token file's directory; stateDir itself only where this module owns the user.
+        systemd.tmpfiles.rules =
+          optionals cfg.bash.createUser [ "d '${stateDir}' 0750 ${agentUser} ${agentGroup} - -" ]
+          ++ [ "d '${stateDir}/harness' 0750 ${agentUser} ${agentGroup} - -" ];
       }
+
+      (mkIf cfg.bash.createUser {
+        users.users.${agentUser} = {
+          isSystemUser = true;
+          group = agentGroup;
+          home = stateDir;
+          description = "hyperhive agent (hive-bash)";
+        };
+        users.groups.${agentGroup} = { };
+      })
 
       (mkIf bashEnabled {
         systemd.services.hive-bash-daemon = {

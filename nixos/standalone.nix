@@ -272,26 +272,28 @@ in
     };
   };
 
-  config = mkIf cfg.enable {
-    services.hyperhive.agent.bash.enable = mkDefault true;
+  config = lib.mkMerge [
+    # nixos/agent.nix is on by default; beside this shim it follows `enable`.
+    { services.hyperhive.agent.bash.enable = mkDefault cfg.enable; }
+    (mkIf cfg.enable {
+      assertions = entryAssertions ++ [
+        {
+          assertion = unknownToolGroups == [ ];
+          message = "${opt}.toolGroups: unknown tool group(s) ${concatStringsSep ", " unknownToolGroups}; known: ${concatStringsSep ", " knownToolGroups}.";
+        }
+      ];
 
-    assertions = entryAssertions ++ [
-      {
-        assertion = unknownToolGroups == [ ];
-        message = "${opt}.toolGroups: unknown tool group(s) ${concatStringsSep ", " unknownToolGroups}; known: ${concatStringsSep ", " knownToolGroups}.";
-      }
-    ];
-
-    users.users = mkIf cfg.createUser {
-      ${cfg.user} = {
-        isSystemUser = true;
-        inherit (cfg) group;
-        home = cfg.stateDir;
-        description = "hyperhive agent";
+      users.users = mkIf cfg.createUser {
+        ${cfg.user} = {
+          isSystemUser = true;
+          inherit (cfg) group;
+          home = cfg.stateDir;
+          description = "hyperhive agent";
+        };
       };
-    };
-    users.groups = mkIf cfg.createUser { ${cfg.group} = { }; };
+      users.groups = mkIf cfg.createUser { ${cfg.group} = { }; };
 
-    systemd.tmpfiles.rules = [ "d '${cfg.stateDir}' 0750 ${cfg.user} ${cfg.group} - -" ];
-  };
+      systemd.tmpfiles.rules = [ "d '${cfg.stateDir}' 0750 ${cfg.user} ${cfg.group} - -" ];
+    })
+  ];
 }

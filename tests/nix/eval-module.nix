@@ -8,8 +8,8 @@
 # failed assertion messages, warnings, users). tests/nix/test_nix.py asserts on it.
 # The NixOS options the module sets are stand-ins from ./stubs.nix. Cases run
 # nixos/agent.nix through nixos/standalone.nix (as without hyperhive), those
-# under `hyperhive` beside ./hyperhive-standin.nix (as a hyperhive user's
-# system would), never both.
+# under `hyperhive` beside ./hyperhive-standin.nix and those under `minimal`
+# beside ./hyperhive-minimal.nix (as a hyperhive user's system would), never both.
 { libDir }:
 
 let
@@ -61,10 +61,8 @@ let
     };
 
   withAgent = cfg: { services.hyperhive.agent = { enable = true; } // cfg; };
-  withBash = cfg: {
-    imports = [ { services.hyperhive.agent.bash.enable = true; } ];
-    services.hyperhive.agent = cfg;
-  };
+  # Beside hyperhive nothing turns the module on: it is on by default.
+  agentWith = cfg: { services.hyperhive.agent = cfg; };
 in
 lib.mapAttrs (_: summarizeWith ../../nixos/standalone.nix) {
   disabled = { };
@@ -218,31 +216,83 @@ lib.mapAttrs (_: summarizeWith ../../nixos/standalone.nix) {
   reservedGenerateToken = withAgent { bash.settings.generate_token = false; };
 }
 // {
+  # Beside today's fuller stand-in of hyperhive's module: nothing set but the case.
   hyperhive = lib.mapAttrs (_: summarizeWith ./hyperhive-standin.nix) {
-    disabled = { };
+    disabled = {
+      services.hyperhive.agent.bash.enable = false;
+    };
 
-    defaults = withBash { };
+    defaults = { };
 
-    port = withBash { mcp.bashHttpPort = 9000; };
+    port = agentWith { mcp.bashHttpPort = 9000; };
 
-    acknowledgedNoToken = withBash { bash.requireToken = false; };
+    acknowledgedNoToken = agentWith { bash.requireToken = false; };
 
-    requireTokenAnyway = withBash { bash.requireToken = true; };
+    requireTokenAnyway = agentWith { bash.requireToken = true; };
 
-    hyperhivePortClash = withBash { mcp.httpPort = 7523; };
+    hyperhivePortClash = agentWith { mcp.httpPort = 7523; };
 
-    subagentPort = withBash { mcp.subagentHttpPort = 7524; };
+    subagentPort = agentWith { mcp.subagentHttpPort = 7524; };
 
-    customUser = withBash {
+    customUser = agentWith {
       user = "alice";
       stateDir = "/agents/alice/state";
     };
 
-    mixed = withBash {
+    mixed = agentWith {
       extraMcpServers.matrix = {
         command = "/run/current-system/sw/bin/matrix-mcp";
         args = [ "--stdio" ];
         allowedTools = [ "*" ];
+        availableToSubagents = true;
+      };
+    };
+  };
+
+  # Beside a hyperhive that declares only the options the design names
+  # (./hyperhive-minimal.nix): what else the module needs is its own.
+  minimal = lib.mapAttrs (_: summarizeWith ./hyperhive-minimal.nix) {
+    defaults = { };
+
+    disabled = {
+      services.hyperhive.agent.bash.enable = false;
+    };
+
+    dropBash = {
+      services.hyperhive.agent.extraMcpServers.bash = null;
+    };
+
+    noExecution = {
+      services.hyperhive.agent.bash.toolGroups = [
+        "messaging"
+        "meta"
+        "inbox"
+      ];
+    };
+
+    customUser = {
+      services.hyperhive.agent.bash = {
+        user = "alice";
+        group = "users";
+        createUser = false;
+        stateDir = "/agents/alice/state";
+        agentSocket = null;
+      };
+    };
+
+    subagentPortClash = {
+      services.hyperhive.agent.mcp.subagentHttpPort = 7523;
+    };
+
+    matrixPortClash = {
+      services.hyperhive.agent.mcp.matrixHttpPort = 7523;
+    };
+
+    overrideBash = {
+      services.hyperhive.agent.extraMcpServers.bash = {
+        type = "http";
+        url = "http://127.0.0.1:7523/mcp";
+        allowedTools = [ "run" ];
         availableToSubagents = true;
       };
     };
@@ -266,12 +316,20 @@ lib.mapAttrs (_: summarizeWith ../../nixos/standalone.nix) {
         ../../nixos/standalone.nix
         ../../nixos/agent.nix
       ];
+      minimal = options [ ./hyperhive-minimal.nix ];
+      besideMinimal = options [
+        ./hyperhive-minimal.nix
+        ../../nixos/agent.nix
+      ];
       added = a: b: lib.subtractLists (builtins.attrNames b) (builtins.attrNames a);
       agent = added both standin;
       agentMcp = added both.mcp standin.mcp;
     in
     {
       inherit agent agentMcp;
+      minimal = builtins.attrNames minimal;
+      agentBesideMinimal = added besideMinimal minimal;
+      agentMcpBesideMinimal = added besideMinimal.mcp minimal.mcp;
       agentBash = builtins.attrNames both.bash;
       standalone = lib.subtractLists agent (builtins.attrNames shim);
       standaloneMcp = lib.subtractLists agentMcp (builtins.attrNames shim.mcp);

@@ -360,15 +360,24 @@ def test_each_module_declares_only_its_own_options(cases: dict[str, Any]) -> Non
     declares = cases["_meta"]["declares"]
     assert declares["agent"] == ["bash"] and declares["agentMcp"] == ["bashHttpPort"]
     assert declares["agentBash"] == [
+        "agentSocket",
+        "createUser",
         "enable",
         "environmentFile",
         "extraPackages",
+        "group",
         "package",
         "requireToken",
         "serversFile",
         "settings",
+        "stateDir",
         "tokenFile",
+        "toolGroups",
+        "user",
     ]
+    # beside a hyperhive of the design's options only, the same two
+    assert declares["minimal"] == ["allowedRecipients", "extraMcpServers", "mcp"]
+    assert declares["agentBesideMinimal"] == ["bash"] and declares["agentMcpBesideMinimal"] == ["bashHttpPort"]
     assert declares["standalone"] == [
         "agentSocket",
         "createUser",
@@ -454,3 +463,77 @@ def test_beside_hyperhive_other_entries_render_with_the_defaults_of_missing_fiel
         "env": {},
     }
     assert rendered["allowedTools"] == ["mcp__bash__*", "mcp__matrix__*"]
+
+
+# --- beside a hyperhive of the design's options only (tests/nix/hyperhive-minimal.nix) ---------
+
+
+def test_beside_the_minimal_hyperhive_the_module_is_on_with_nothing_set(cases: dict[str, Any], tmp_path: Path) -> None:
+    case = cases["minimal"]["defaults"]
+    assert case["failedAssertions"] == []
+    assert len(case["warnings"]) == 1 and case["warnings"][0].startswith(TOKEN_WARNING), case["warnings"]
+    assert case["bashEntry"] == {
+        "type": "http",
+        "url": f"http://127.0.0.1:{DAEMON_DEFAULT_PORT}/mcp",
+        "allowedTools": ["*"],
+        "args": [],
+        "command": None,
+        "availableToSubagents": False,
+    }
+    service = case["service"]
+    assert service["serviceConfig"]["ExecStart"].endswith("-hive-bash-0.1.0/bin/hive-bash-daemon")
+    config = service["serviceConfig"]
+    assert (config["User"], config["Group"], config["WorkingDirectory"]) == ("agent", "agent", "/var/lib/hyperhive-agent")
+    assert service["environment"]["HIVE_AGENT_SOCKET"] == "/run/hive/mcp.sock"
+    assert service["environment"]["HIVE_BASH_TASKS_DIR"] == "/var/lib/hyperhive-agent/harness/bash-tasks"
+    # hyperhive declares no user here: the module's own, created with its state directory
+    assert list(case["users"]) == ["agent"] and case["users"]["agent"]["isSystemUser"] is True
+    assert case["groups"] == ["agent"]
+    assert case["tmpfiles"] == [
+        "d '/var/lib/hyperhive-agent' 0750 agent agent - -",
+        "d '/var/lib/hyperhive-agent/harness' 0750 agent agent - -",
+    ]
+    document = json.loads(case["serversFile"])
+    assert document["toolGroups"] == ["messaging", "meta", "inbox", "execution"]
+    assert document["mcpServers"]["bash"]["requiredPermission"] == "execution"
+    assert render(case, tmp_path)["allowedTools"] == ["mcp__bash__*"]
+
+
+@pytest.mark.parametrize("name", ["disabled", "dropBash"])
+def test_beside_the_minimal_hyperhive_dropping_bash_drops_entry_and_unit(cases: dict[str, Any], name: str) -> None:
+    case = cases["minimal"][name]
+    assert case["failedAssertions"] == []
+    assert case["service"] is None and case["bashEntry"] is None
+    assert case["serversFile"] is None or servers(case) == {}
+
+
+def test_beside_the_minimal_hyperhive_an_agent_without_execution_gets_no_bash_tool(
+    cases: dict[str, Any], tmp_path: Path
+) -> None:
+    case = cases["minimal"]["noExecution"]
+    assert case["failedAssertions"] == []
+    assert render(case, tmp_path) == {"allowedTools": [], "mcpConfig": {"mcpServers": {}}}
+    assert render(case, tmp_path, "--tool-groups", "execution")["allowedTools"] == ["mcp__bash__*"]
+
+
+def test_beside_the_minimal_hyperhive_the_modules_own_options_place_the_daemon(cases: dict[str, Any]) -> None:
+    case = cases["minimal"]["customUser"]
+    assert case["failedAssertions"] == []
+    config = case["service"]["serviceConfig"]
+    assert (config["User"], config["Group"], config["WorkingDirectory"]) == ("alice", "users", "/agents/alice/state")
+    assert "HIVE_AGENT_SOCKET" not in case["service"]["environment"]
+    assert case["users"] == {} and case["tmpfiles"] == ["d '/agents/alice/state/harness' 0750 alice users - -"]
+
+
+@pytest.mark.parametrize("port", ["subagentHttpPort", "matrixHttpPort"])
+def test_beside_the_minimal_hyperhive_another_daemons_port_is_refused(cases: dict[str, Any], port: str) -> None:
+    failed = cases["minimal"][port.removesuffix("HttpPort") + "PortClash"]["failedAssertions"]
+    assert len(failed) == 1 and failed[0].startswith(f"{OPT}.mcp.bashHttpPort (7523) equals {OPT}.mcp.{port}, "), failed
+
+
+def test_beside_the_minimal_hyperhive_a_replaced_entry_is_the_agents(cases: dict[str, Any], tmp_path: Path) -> None:
+    case = cases["minimal"]["overrideBash"]
+    assert case["failedAssertions"] == [] and case["service"] is not None
+    assert case["bashEntry"]["allowedTools"] == ["run"]
+    subagent = render(case, tmp_path, "--tool-groups", "execution", "--subagent")
+    assert subagent["allowedTools"] == ["mcp__bash__run"]
