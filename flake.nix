@@ -129,10 +129,11 @@
         default = self.packages.${pkgs.stdenv.hostPlatform.system}.hive-bash;
       });
 
-      # hive-bash's module, for systems that import hyperhive's agent module: it
-      # declares mcp.bashHttpPort and bash.* and reads hyperhive's options. It builds
-      # the package with the importing system's nixpkgs (or takes pkgs.hive-bash
-      # when the overlay is applied).
+      # hive-bash's module, for systems that import hyperhive's agent module: on once
+      # imported, as hyperhive registers bash in every agent. It declares
+      # mcp.bashHttpPort and bash.* and reads hyperhive's options where declared
+      # (docs/nixos.md). It builds the package with the importing system's nixpkgs
+      # (or takes pkgs.hive-bash when the overlay is applied).
       nixosModules.default =
         { lib, pkgs, ... }:
         {
@@ -143,7 +144,8 @@
           );
         };
       # Without hyperhive: the hyperhive-side options (user, stateDir, agentSocket,
-      # toolGroups, extraMcpServers, mcp.httpPort). Import it with the default module.
+      # toolGroups, extraMcpServers, mcp.httpPort) and its `enable`, which bash.enable
+      # follows. Import it with the default module.
       nixosModules.standalone = ./nixos/standalone.nix;
       # Old name of the default module.
       nixosModules.agent = self.nixosModules.default;
@@ -157,7 +159,8 @@
           inherit (self.packages.${system}) hive-bash;
 
           # tests/nix/test_nix.py: every .nix file parses, and the module evaluation
-          # cases (nixos/agent.nix with nixpkgs' lib) hold; docs/nixos.md's option
+          # cases (nixos/agent.nix with nixpkgs' lib) hold; tests/nix/test_flake.py:
+          # the flake evaluates through a callPackage like nixpkgs'; docs/nixos.md's option
           # tables are the modules' own descriptions (tests/docs/test_nixos_options_doc.py).
           module-eval =
             pkgs.runCommand "hive-bash-module-eval"
@@ -181,7 +184,8 @@
                 export NIX_STATE_DIR="$TEST_ROOT/var/nix"
                 export NIX_STORE_DIR="$TEST_ROOT/store"
                 nix-store --init
-                python -m pytest -p no:cacheprovider -m nix tests/nix/test_nix.py tests/nix/test_unit_equivalence.py \
+                python -m pytest -p no:cacheprovider -m nix tests/nix/test_nix.py tests/nix/test_flake.py \
+                  tests/nix/test_unit_equivalence.py \
                   tests/docs/test_nixos_options_doc.py
                 touch "$out"
               '';

@@ -27,10 +27,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+NIX_REQUIRED = os.environ.get("HIVE_BASH_NIX_REQUIRED", "") not in ("", "0")
+
+
 def nix_instantiate() -> str:
+    """Its path; a skip without it, or a failure where HIVE_BASH_NIX_REQUIRED=1 (CI installs nix-bin)."""
     path = shutil.which("nix-instantiate")
     if path is None:
-        pytest.skip("nix-instantiate is not installed (Debian: apt-get install nix-bin)")
+        reason = "nix-instantiate is not installed (Debian: apt-get install nix-bin)"
+        if NIX_REQUIRED:
+            pytest.fail(f"{reason}, and HIVE_BASH_NIX_REQUIRED is set")
+        pytest.skip(reason)
     return path
 
 

@@ -90,11 +90,21 @@ def lib_dir(request: pytest.FixtureRequest) -> str:
     return "" if request.param == "small lib" else str(nixpkgs_lib_dir(NIXPKGS_LIB_REASON))
 
 
-@pytest.fixture(scope="module")
-def flake(lib_dir: str) -> dict[str, Any]:
+def evaluated(lib_dir: str) -> dict[str, Any]:
     status, result, stderr = evaluate(ROOT, lib_dir)
     assert status == 0, f"evaluating flake.nix's outputs failed ({SMALL_LIB_HINT}):\n{stderr}"
-    return result  # type: ignore[no-any-return]
+    assert isinstance(result, dict)
+    return result
+
+
+@pytest.fixture(scope="module")
+def flake(lib_dir: str) -> dict[str, Any]:
+    return evaluated(lib_dir)
+
+
+@pytest.fixture(scope="module")
+def flake_with_nixpkgs_lib() -> dict[str, Any]:
+    return evaluated(str(nixpkgs_lib_dir(NIXPKGS_LIB_REASON)))
 
 
 def packages(flake: dict[str, Any]) -> list[dict[str, Any]]:
@@ -202,11 +212,10 @@ def test_the_dependencies_and_meta(flake: dict[str, Any]) -> None:
         assert set(SYSTEMS) <= set(meta["platforms"])
 
 
-def test_the_flakes_module_beside_hyperhive_runs_the_daemon(flake: dict[str, Any], lib_dir: str) -> None:
+def test_the_flakes_module_beside_hyperhive_runs_the_daemon(flake_with_nixpkgs_lib: dict[str, Any]) -> None:
     """With nixpkgs' lib (the module system): nixosModules.default, imported beside the minimal hyperhive
     stand-in with nothing set, gives the bash entry and the unit, running the package callPackage built."""
-    if not lib_dir:
-        pytest.skip("evaluating a NixOS module needs nixpkgs' lib: the 'nixpkgs lib' case does it")
+    flake = flake_with_nixpkgs_lib
     beside = flake["besideHyperhive"]
     assert beside["failedAssertions"] == []
     assert beside["bashEntry"]["url"] == "http://127.0.0.1:7523/mcp" and beside["bashEntry"]["allowedTools"] == ["*"]
