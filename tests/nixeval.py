@@ -82,4 +82,5 @@ def evaluate_json(nix_file: Path, lib_dir: Path) -> dict[str, Any]:
     """`nix-instantiate --eval --strict --json FILE --argstr libDir LIB`, parsed (once per file)."""
     proc = run_nix_instantiate("--eval", "--strict", "--json", str(nix_file), "--argstr", "libDir", str(lib_dir))
     assert proc.returncode == 0, f"evaluating {nix_file.relative_to(ROOT)} failed:\n{proc.stderr}"
-    return json.loads(proc.stdout)
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result

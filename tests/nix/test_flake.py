@@ -142,7 +142,9 @@ def test_the_small_lib_has_what_the_flake_uses() -> None:
     assert not missing, (
         f"flake.nix uses {missing}, which {SMALL_LIB.relative_to(ROOT)} lacks: add it there, as nixpkgs' lib defines it"
     )
-    assert small - used == set(), f"{SMALL_LIB.relative_to(ROOT)} has {sorted(small - used)}, which flake.nix no longer uses"
+    assert small - used == set(), (
+        f"{SMALL_LIB.relative_to(ROOT)} has {sorted(small - used)}, which flake.nix no longer uses"
+    )
 
 
 def test_the_small_libs_functions_are_nixpkgs_lib_functions() -> None:

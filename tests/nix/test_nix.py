@@ -6,8 +6,10 @@
   at the top). nixos/agent.nix is evaluated with lib.evalModules next to the
   stand-in NixOS option declarations in tests/nix/stubs.nix, through the
   standalone shim (nixos/standalone.nix) and, as a hyperhive user's system
-  would, beside tests/nix/hyperhive-standin.nix; all cases of
-  tests/nix/eval-module.nix come from one nix-instantiate call.
+  would, beside tests/nix/hyperhive-standin.nix and beside
+  tests/nix/hyperhive-minimal.nix (only the options the hyperhive design names:
+  there the module is on with nothing set); all cases of tests/nix/eval-module.nix
+  come from one nix-instantiate call.
 """
 
 from __future__ import annotations
@@ -483,7 +485,11 @@ def test_beside_the_minimal_hyperhive_the_module_is_on_with_nothing_set(cases: d
     service = case["service"]
     assert service["serviceConfig"]["ExecStart"].endswith("-hive-bash-0.1.0/bin/hive-bash-daemon")
     config = service["serviceConfig"]
-    assert (config["User"], config["Group"], config["WorkingDirectory"]) == ("agent", "agent", "/var/lib/hyperhive-agent")
+    assert (config["User"], config["Group"], config["WorkingDirectory"]) == (
+        "agent",
+        "agent",
+        "/var/lib/hyperhive-agent",
+    )
     assert service["environment"]["HIVE_AGENT_SOCKET"] == "/run/hive/mcp.sock"
     assert service["environment"]["HIVE_BASH_TASKS_DIR"] == "/var/lib/hyperhive-agent/harness/bash-tasks"
     # hyperhive declares no user here: the module's own, created with its state directory
