@@ -13,16 +13,17 @@ accept. Here:
   without a whole request, one that never completed a request (silent or half-sent,
   as a flood's are), then an idle keep-alive. Only when every connection is serving a
   request (a tool call, the agent's event stream) is one of those closed, a moment later
-  (once the requests that came with the newcomer are read, at most TRIM_PATIENCE_SECS): the oldest
-  request of the MCP session holding the most connections. Connections that each hold a
+  (once the requests that came with the newcomer are read, at most TRIM_PATIENCE_SECS):
+  the oldest request of the MCP session holding the most connections. Connections that each hold a
   long-poll and never read the reply used to lock everyone out (the newcomer was closed,
   and /healthz failed until they let go); now their holder loses them first, and the
   agent, holding few, keeps its own;
-- a connection closed to make room is aborted: a reply its client never reads cannot
+- a connection the guard closes is aborted: a reply its client never reads cannot
   keep the descriptor open while the kernel waits to send it;
 - the kernel hands a connection over only once it has sent something (TCP_DEFER_ACCEPT),
-  and one whose bytes already wait in the kernel is not closed to make room (under a
-  flood the event loop reads them a little later);
+  and one whose bytes already wait in the kernel is closed to make room only when no
+  other can be, after TRIM_PATIENCE_SECS (under a flood the event loop reads them a
+  little later);
 - the soft RLIMIT_NOFILE is raised towards the hard limit at start;
 - failed accepts (out of descriptors) are logged once per burst, not per attempt.
 
