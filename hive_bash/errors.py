@@ -14,7 +14,10 @@ from __future__ import annotations
 
 
 class HiveBashError(Exception):
-    """Base class: the message is written for the agent that made the call."""
+    """Base class: the message is written for the agent that made the call. `facts`, when set, are
+    the same refusal as keys, for programs (the CLI's `write` waits and retries on them)."""
+
+    facts: dict[str, object] | None = None
 
 
 class InvalidArgument(HiveBashError):
@@ -60,20 +63,26 @@ class InputClosed(HiveBashError):
 
 
 class BacklogFull(HiveBashError):
+    refused = "input_backlog_full"
+
     def __init__(self, task_id: str, queued: int, limit: int) -> None:
         super().__init__(
             f"task {task_id!r} is not reading its input: {queued} bytes already wait "
             f"(limit {limit}); try again once it has read some"
         )
+        self.facts = {"id": task_id, "refused": self.refused, "queued_bytes": queued, "limit_bytes": limit}
 
 
 class AllBacklogsFull(HiveBashError):
+    refused = "all_input_backlogs_full"
+
     def __init__(self, task_id: str, queued: int, limit: int) -> None:
         super().__init__(
             f"task {task_id!r}: input waiting for tasks not reading it would pass the limit for all tasks "
             f"together: {queued} bytes already wait (limit {limit}); try again once they have read some, "
             "or kill the tasks that never will"
         )
+        self.facts = {"id": task_id, "refused": self.refused, "queued_bytes": queued, "limit_bytes": limit}
 
 
 class SearchFailed(HiveBashError):

@@ -71,6 +71,13 @@ PAGE_BYTES = 65536
 # 4 MiB) with room for the rest of the request.
 WRITE_MAX_BYTES = limits.WRITE_MAX_BYTES
 WRITE_JSON_CHARS = 3 * 1024 * 1024
+# A write refused because the task's input backlog (or all tasks' together) is full is tried
+# again, the pause doubling from the first to the longest, until the task has read none of its
+# input for the idle timeout (`write --idle-timeout`).
+BACKLOG_REFUSALS = frozenset({"input_backlog_full", "all_input_backlogs_full"})
+WRITE_RETRY_FIRST_SECS = 0.05
+WRITE_RETRY_LONGEST_SECS = 1.0
+WRITE_IDLE_TIMEOUT_SECS = 60.0
 
 EXIT_OK = 0
 EXIT_NO_MATCH = 1  # logs --grep found nothing, as grep(1) exits
@@ -87,7 +94,12 @@ ACTIVE_STATUSES = frozenset(status.value for status in Status if not status.is_t
 
 
 class ToolFailed(Exception):
-    """The daemon answered with a tool error (bad argument, unknown id, unknown tool)."""
+    """The daemon answered with a tool error (bad argument, unknown id, unknown tool); `facts`, the
+    error's structured content when it has one (a full input backlog says so as keys)."""
+
+    def __init__(self, message: str, facts: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.facts = facts or {}
 
 
 class Unreachable(Exception):
@@ -238,6 +250,13 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     write.add_argument("id", metavar="ID")
     write.add_argument("data", metavar="DATA", help="text to send; '-' reads it from stdin")
     write.add_argument("--eof", action="store_true", help="close the task's input after the data")
+    write.add_argument(
+        "--idle-timeout",
+        type=non_negative_float,
+        default=WRITE_IDLE_TIMEOUT_SECS,
+        help="while the task's input backlog is full, keep retrying until it has read none of it for S seconds "
+        f"(default {WRITE_IDLE_TIMEOUT_SECS:g})",
+    )
     return parser
 
 
@@ -304,7 +323,7 @@ async def call(client: BashClient, tool: str, arguments: Mapping[str, Any]) -> T
     logger.debug("call %s %s", tool, present)
     reply = await client.call(tool, present, timeout=CALL_TIMEOUT_SECS)
     if reply.is_error:
-        raise ToolFailed(reply.text.strip() or f"{tool} failed")
+        raise ToolFailed(reply.text.strip() or f"{tool} failed", reply.structured)
     return reply
 
 
@@ -443,7 +462,8 @@ async def cmd_write(client: BashClient, args: argparse.Namespace, out: Output) -
     """Send DATA (or stdin with '-') to the task's input; --eof closes it afterwards.
 
     Stdin is sent as it is read, in writes the tool takes (see write_pieces), one result
-    line each; --eof goes with the last. A refused write stops there, saying how much was sent."""
+    line each; --eof goes with the last. A write refused because the task's input backlog is full
+    waits and is tried again (see write_piece); any other refusal stops there, saying how much was sent."""
     pieces = write_pieces(sys.stdin.buffer) if args.data == "-" else iter([args.data])
     sent = 0
     piece: str | None = _next_piece(pieces, sent, "")
@@ -452,7 +472,7 @@ async def cmd_write(client: BashClient, args: argparse.Namespace, out: Output) -
         last = following is None
         try:
             eof = True if args.eof and last else None
-            reply = await call(client, "write", {"id": args.id, "data": piece, "eof": eof})
+            reply = await write_piece(client, {"id": args.id, "data": piece, "eof": eof}, args.idle_timeout)
         except ToolFailed as exc:
             if args.data != "-":
                 raise
@@ -461,6 +481,34 @@ async def cmd_write(client: BashClient, args: argparse.Namespace, out: Output) -
         sent += len(piece.encode("utf-8", "surrogatepass"))
         piece = following
     return EXIT_OK
+
+
+async def write_piece(client: BashClient, arguments: Mapping[str, Any], idle_timeout: float) -> ToolReply:
+    """One write, tried again while the daemon refuses it for a full input backlog (the reply's
+    `refused` key), pausing longer each time, until the task has read none of its input (the backlog
+    did not shrink) for `idle_timeout` seconds: then the refusal, saying so."""
+    pause = WRITE_RETRY_FIRST_SECS
+    idle_since: float | None = None
+    queued_before: int | None = None
+    while True:
+        try:
+            return await call(client, "write", arguments)
+        except ToolFailed as exc:
+            if exc.facts.get("refused") not in BACKLOG_REFUSALS:
+                raise
+            now = time.monotonic()
+            queued = exc.facts.get("queued_bytes")
+            read_some = isinstance(queued, int) and queued_before is not None and queued < queued_before
+            if idle_since is None or read_some:
+                idle_since, pause = now, WRITE_RETRY_FIRST_SECS
+            queued_before = queued if isinstance(queued, int) else queued_before
+            left = idle_timeout - (now - idle_since)
+            if left <= 0:
+                raise ToolFailed(
+                    f"{exc}; the task read none of its input for {idle_timeout:g}s (--idle-timeout)"
+                ) from None
+            await asyncio.sleep(min(pause, left))
+            pause = min(2 * pause, WRITE_RETRY_LONGEST_SECS)
 
 
 def _next_piece(pieces: Iterator[str], sent: int, default: str | None) -> str | None:

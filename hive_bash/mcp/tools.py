@@ -24,7 +24,7 @@ from hive_bash.mcp.replies import task as task_reply
 from hive_bash.core import line_match, matching, output, search, semantics
 from hive_bash.mcp.disconnects import client_gone
 from hive_bash.errors import HiveBashError, InvalidArgument
-from hive_bash.sdk.server import McpServer, ToolError, ToolContext, add_tool, create_server, hide_argument
+from hive_bash.sdk.server import McpServer, ToolError, ToolContext, ToolRefusal, add_tool, create_server, hide_argument
 from hive_bash.model import StdinMode, Status, Stream
 from hive_bash.settings import Settings
 from hive_bash.core.manager import TaskManager
@@ -44,6 +44,8 @@ def tool_errors(fn: Callable[P, Awaitable[CallToolResult]]) -> Callable[P, Await
         try:
             return await fn(*args, **kwargs)
         except HiveBashError as exc:
+            if exc.facts:  # the same refusal as keys too, under the same message
+                raise ToolRefusal(str(exc), {"verdict": str(exc), **exc.facts}) from None
             raise ToolError(str(exc)) from None
 
     return wrapper

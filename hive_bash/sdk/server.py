@@ -43,6 +43,7 @@ __all__ = [
     "Context",
     "ToolContext",
     "ToolError",
+    "ToolRefusal",
     "McpServer",
     "create_server",
     "add_tool",
@@ -52,6 +53,15 @@ __all__ = [
 
 # (tool name, its input schema, the call's arguments); raises ToolError to refuse the call.
 ArgumentCheck = Callable[[str, dict[str, Any], dict[str, Any]], None]
+
+
+class ToolRefusal(ToolError):
+    """A tool error that also carries its facts as keys: the result is still an error whose text
+    is the message alone, with `structured` as its structured content for programs to read."""
+
+    def __init__(self, message: str, structured: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.structured = dict(structured)
 
 
 class McpServer(_ServerClass):
@@ -74,6 +84,9 @@ class McpServer(_ServerClass):
             prefix = f"Error executing tool {name}: "
             if type(exc) is not ToolError or not str(exc).startswith(prefix):
                 raise
+            if isinstance(exc.__cause__, ToolRefusal):
+                # Returned rather than raised: both lines drop an exception's structured content.
+                return error_result(str(exc.__cause__), exc.__cause__.structured)
             raise ToolError(str(exc).removeprefix(prefix)) from exc.__cause__
 
 
@@ -160,6 +173,13 @@ def mcp_http_app(server: McpServer, path: str = "/mcp") -> Starlette:
     else:
         server.settings.streamable_http_path = path
         return server.streamable_http_app()
+
+
+def error_result(text: str, structured: Mapping[str, Any]) -> mcp_types.CallToolResult:
+    """A tool error (`isError`) whose text is `text`, with the same refusal as structured content."""
+    return mcp_types.CallToolResult.model_validate(
+        {"content": [{"type": "text", "text": text}], "structuredContent": dict(structured), "isError": True}
+    )
 
 
 def tool_result(text: str, structured: Mapping[str, Any]) -> mcp_types.CallToolResult:

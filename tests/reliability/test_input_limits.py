@@ -47,18 +47,26 @@ async def test_input_waiting_for_all_tasks_together_is_bounded(make_daemon) -> N
         blocker = (await call_ok(client, "run", {"cmd": "sleep 1000", "wait_seconds": 0})).structured["id"]
         run = {"cmd": "cat > /dev/null", "stdin": "pipe", "wait_seconds": 0}
         pending = [(await call_ok(client, "run", run)).structured["id"] for _ in range(fits // per_task + 2)]
-        accepted, refusal = 0, ""
+        accepted, refusal, facts = 0, "", {}
         for task_id in pending:
             for _ in range(per_task):
                 reply = await client.call("write", {"id": task_id, "data": "x" * MB})
                 if reply.is_error:
-                    refusal = reply.text
+                    refusal, facts = reply.text, reply.structured or {}
                     break
                 accepted += 1
             if refusal:
                 break
         assert accepted == fits, f"{accepted} MB of input accepted for tasks that never read it"
         assert "for all tasks together" in refusal and f"(limit {task_input.TOTAL_BACKLOG_LIMIT_BYTES})" in refusal
+        # The same refusal as keys, for programs that wait and try again (hive-bash write); the text unchanged.
+        assert facts == {
+            "verdict": refusal,
+            "id": task_id,
+            "refused": "all_input_backlogs_full",
+            "queued_bytes": accepted * MB,
+            "limit_bytes": task_input.TOTAL_BACKLOG_LIMIT_BYTES,
+        }, facts
         for task_id in pending:  # cancelled before they started: what they held is free again
             assert (await call_ok(client, "kill", {"id": task_id})).structured["action"] == "cancelled"
         fresh = (await call_ok(client, "run", run)).structured["id"]

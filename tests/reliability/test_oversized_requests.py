@@ -13,8 +13,10 @@ import hashlib
 import http.client
 import json
 import os
+import shlex
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -172,22 +174,63 @@ async def test_cli_write_splits_8_mb_of_stdin_into_writes_the_tool_accepts(
     assert hashlib.sha256(copy.read_bytes()).digest() == hashlib.sha256(source.read_bytes()).digest()
 
 
-async def test_cli_write_failing_midway_says_how_much_was_sent(daemon: Daemon, tmp_path: Path) -> None:
-    """A task that never reads: its backlog (4 MiB) takes four writes, the fifth is refused.
-    The error says how much was sent before it, in one line, exit 2 (not "cannot reach")."""
+# A reader far slower than the CLI (about 2 MB/s): the task's 4 MiB input backlog fills.
+RATE_LIMITED_READER = (
+    "import hashlib, sys, time\n"
+    "digest, count = hashlib.sha256(), 0\n"
+    "while chunk := sys.stdin.buffer.read1(65536):\n"
+    "    digest.update(chunk); count += len(chunk); time.sleep(0.03)\n"
+    "print(count, digest.hexdigest())\n"
+)
+
+
+@pytest.mark.parametrize("reader", ["sleep 3; wc -c", "rate-limited"])
+async def test_cli_write_delivers_10_mib_to_a_slow_reader_then_eof(daemon: Daemon, tmp_path: Path, reader: str) -> None:
+    """Issue 38, finding 8: to `sleep 3; wc -c`, or a reader at 1 MB/s, `hive-bash write ID - --eof`
+    exited 2 after 4,194,304 bytes ("not reading its input"), sent no EOF and never retried. It waits
+    on a full backlog and tries again: every byte arrives, then EOF (the reader ends), exit 0."""
+    source = tmp_path / "input"
+    source.write_text("".join(f"line {number:07d} of the input\n" for number in range(420_000))[: 10 * MIB])
+    assert source.stat().st_size == 10 * MIB
+    cmd = (
+        reader if reader.startswith("sleep") else f"{shlex.quote(sys.executable)} -c {shlex.quote(RATE_LIMITED_READER)}"
+    )
+    async with daemon.client() as client:
+        task_id = await piped_task(client, cmd)
+        try:
+            wrote = await cli(daemon, "--json", "write", task_id, "-", "--eof", stdin=source)
+            assert wrote.returncode == 0, wrote.stderr
+            ended = await call_ok(client, "status", {"id": task_id, "wait_seconds": 60})
+        finally:
+            await client.call("kill", {"id": task_id, "force": True})  # an error once it has ended
+    replies = [json.loads(line) for line in wrote.stdout.splitlines()]
+    assert sum(reply["bytes_accepted"] for reply in replies) == 10 * MIB and replies[-1]["eof_sent"], replies[-1]
+    assert ended.structured["status"] == "done" and ended.structured["exit_code"] == 0, ended.text
+    expected = f"{10 * MIB}\n"
+    if not reader.startswith("sleep"):
+        expected = f"{10 * MIB} {hashlib.sha256(source.read_bytes()).hexdigest()}\n"
+    assert ended.structured["stdout"] == expected
+
+
+async def test_cli_write_to_a_task_that_never_reads_gives_up_saying_how_much_was_sent(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """A task that never reads: its backlog (4 MiB) takes four writes, the fifth is refused and tried
+    again until the task has read nothing for --idle-timeout. The error says how much was sent before
+    it and why it gave up, in one line, exit 2 (not "cannot reach")."""
     source = tmp_path / "input"
     source.write_bytes(b"a" * (6 * WRITE_MAX_BYTES))
     async with daemon.client() as client:
         task_id = await piped_task(client, "sleep 120")
         try:
-            wrote = await cli(daemon, "write", task_id, "-", stdin=source)
+            wrote = await cli(daemon, "write", task_id, "-", "--idle-timeout", "1.5", stdin=source)
         finally:
             await call_ok(client, "kill", {"id": task_id, "force": True})
     stderr = wrote.stderr.decode()
     assert wrote.returncode == 2, (wrote.stdout, stderr)
     assert stderr.count("\n") == 1, stderr
     assert f"after {4 * WRITE_MAX_BYTES} of the input's bytes were sent" in stderr, stderr
-    assert "not reading its input" in stderr
+    assert "not reading its input" in stderr and "read none of its input for 1.5s" in stderr, stderr
 
 
 async def test_cli_write_of_input_that_is_not_utf8_says_where(daemon: Daemon, tmp_path: Path) -> None:

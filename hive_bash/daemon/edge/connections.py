@@ -8,14 +8,22 @@ accept. Here:
 
 - a request must arrive whole (headers and body) within `request_timeout_secs` of
   the connection opening or of its previous response, or the connection is closed;
-- at most `max_connections` connections are open; a new one beyond that closes the
-  connection that has waited longest without a whole request, so the agent always
-  gets in: first one that never completed a request (silent or half-sent, as a
-  flood's are), then an idle keep-alive. Connections serving a request (a tool
-  call, the agent's event stream) are never closed to make room;
+- at most `max_connections` connections are open; a new one beyond that closes another,
+  so the agent and /healthz always get in: first the one that has waited longest
+  without a whole request, one that never completed a request (silent or half-sent,
+  as a flood's are), then an idle keep-alive. Only when every connection is serving a
+  request (a tool call, the agent's event stream) is one of those closed, a moment later
+  (once the requests that came with the newcomer are read, at most TRIM_PATIENCE_SECS):
+  the oldest request of the MCP session holding the most connections. Connections that each hold a
+  long-poll and never read the reply used to lock everyone out (the newcomer was closed,
+  and /healthz failed until they let go); now their holder loses them first, and the
+  agent, holding few, keeps its own;
+- a connection the guard closes is aborted: a reply its client never reads cannot
+  keep the descriptor open while the kernel waits to send it;
 - the kernel hands a connection over only once it has sent something (TCP_DEFER_ACCEPT),
-  and one whose bytes already wait in the kernel is not closed to make room (under a
-  flood the event loop reads them a little later);
+  and one whose bytes already wait in the kernel is closed to make room only when no
+  other can be, after TRIM_PATIENCE_SECS (under a flood the event loop reads them a
+  little later);
 - the soft RLIMIT_NOFILE is raised towards the hard limit at start;
 - failed accepts (out of descriptors) are logged once per burst, not per attempt.
 
@@ -34,6 +42,7 @@ import resource
 import socket
 import termios
 import time
+from collections import Counter
 from typing import Any, ClassVar
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -50,6 +59,11 @@ OPEN_FILES_CEILING = 65536
 CONNECTION_SHARE = 4
 ACCEPT_BACKLOG = 2048  # uvicorn's default
 QUIET_SECS_ENDING_A_BURST = 5.0
+SESSION_HEADER = b"mcp-session-id"
+# Past the bound with every connection serving a request, how long the newcomers' requests have to be
+# read before one connection is chosen to close: long enough for a burst's requests to be read.
+TRIM_DELAY_SECS = 0.1
+TRIM_PATIENCE_SECS = 1.0
 
 
 def raise_open_files_limit() -> int:
@@ -139,14 +153,18 @@ def log_accept_errors_once_per_burst(loop: asyncio.AbstractEventLoop) -> None:
 
 
 class ConnectionGuard:
-    """The daemon's open connections, and which of them wait for a whole request, oldest first."""
+    """The daemon's open connections: which of them wait for a whole request, and which serve one,
+    each oldest first."""
 
     def __init__(self, max_connections: int, request_timeout_secs: float) -> None:
         self.max_connections = max_connections
         self.request_timeout_secs = request_timeout_secs
         self.open: set[GuardedH11Protocol] = set()
         self.waiting: dict[GuardedH11Protocol, asyncio.TimerHandle] = {}  # insertion order: oldest first
-        self._refusals = BurstLog()
+        self.serving: dict[GuardedH11Protocol, None] = {}  # insertion order: the oldest request first
+        self._busy_closes = BurstLog()
+        self._trim_timer: asyncio.TimerHandle | None = None
+        self._trim_since = 0.0
 
     def protocol_class(self) -> type[GuardedH11Protocol]:
         """The protocol class for uvicorn's `http` setting, bound to this guard."""
@@ -157,25 +175,22 @@ class ConnectionGuard:
         self._wait(connection)
         if len(self.open) <= self.max_connections:
             return
-        oldest = self._victim(connection)
-        if oldest is connection:  # every other connection is serving a request
-            starts, before = self._refusals.starts_burst()
-            if starts:
-                logger.warning(
-                    "refusing connections: all %d are serving requests (logged once per burst; %d before)",
-                    len(self.open) - 1,
-                    before,
-                )
-        else:
+        victim = self._idle_victim(connection)
+        if victim is not None:
             logger.debug(
-                "closing %s, waiting longest, to admit a new connection (%d open)", oldest.peer, len(self.open)
+                "closing %s, waiting longest, to admit a new connection (%d open)", victim.peer, len(self.open)
             )
-        self.close(oldest)
+            self.close(victim)
+        elif self._trim_timer is None:
+            # Room can only come from a request: which to close is chosen once the requests that
+            # arrived together with this one are read (their sessions known), a moment later.
+            self._trim_since = connection.loop.time()
+            self._trim_timer = connection.loop.call_later(TRIM_DELAY_SECS, self._trim, connection.loop)
 
-    def _victim(self, newcomer: GuardedH11Protocol) -> GuardedH11Protocol:
-        """The connection to close, oldest first: one that never completed a request (a flood's), else
-        an idle keep-alive (a client's), else the newcomer itself. One whose bytes wait in the kernel
-        is spared: its request is about to be read (under a flood the event loop lags behind)."""
+    def _idle_victim(self, newcomer: GuardedH11Protocol | None) -> GuardedH11Protocol | None:
+        """The connection that has waited longest without a whole request: one that never completed a
+        request (a flood's) first, else an idle keep-alive (a client's). One whose bytes wait in the
+        kernel is spared: its request is about to be read (under a flood the event loop lags behind)."""
         keep_alive = None
         for connection in self.waiting:
             if connection is newcomer or connection.has_unread_bytes():
@@ -183,7 +198,47 @@ class ConnectionGuard:
             if not connection.served:
                 return connection
             keep_alive = keep_alive or connection
-        return keep_alive or newcomer
+        return keep_alive
+
+    def _trim(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Close connections until the bound holds: idle ones first, then the oldest request of the
+        session serving the most (see _busiest_oldest), then the oldest still unread. While requests
+        wait unread in the kernel (a burst the event loop is still reading), it waits for them, at
+        most TRIM_PATIENCE_SECS: a flood that never stops cannot put the choice off for longer."""
+        unread = any(connection.has_unread_bytes() for connection in self.waiting)
+        if unread and loop.time() - self._trim_since < TRIM_PATIENCE_SECS:
+            self._trim_timer = loop.call_later(TRIM_DELAY_SECS, self._trim, loop)
+            return
+        self._trim_timer = None
+        while len(self.open) > self.max_connections:
+            victim = self._idle_victim(None)
+            if victim is None:
+                victim = self._busiest_oldest()
+                if victim is not None:
+                    self._log_busy_close()
+            if victim is None:
+                victim = next(iter(self.waiting), None) or next(iter(self.open))
+            self.close(victim)
+
+    def _busiest_oldest(self) -> GuardedH11Protocol | None:
+        """The oldest request of the MCP session serving the most requests at once (requests without
+        a session count as one). A client holding many connections loses them before the agent,
+        whose session holds a few (its event stream, a call or two), loses any."""
+        held = Counter(connection.session for connection in self.serving)
+        if not held:
+            return None
+        most = max(held.values())
+        return next(connection for connection in self.serving if held[connection.session] == most)
+
+    def _log_busy_close(self) -> None:
+        starts, before = self._busy_closes.starts_burst()
+        if starts:
+            logger.warning(
+                "closing a connection serving a request to make room: all %d connections are serving requests; "
+                "closed the oldest request of the session holding the most (logged once per burst; %d before)",
+                len(self.open),
+                before,
+            )
 
     def update(self, connection: GuardedH11Protocol) -> None:
         """After new bytes or a finished response: is the connection serving a request now?"""
@@ -191,16 +246,20 @@ class ConnectionGuard:
             return
         if connection.serving:
             self._stop_waiting(connection)
-        elif connection not in self.waiting:
-            self._wait(connection)
+            self.serving.setdefault(connection)
+        else:
+            self.serving.pop(connection, None)
+            if connection not in self.waiting:
+                self._wait(connection)
 
     def forget(self, connection: GuardedH11Protocol) -> None:
         self._stop_waiting(connection)
+        self.serving.pop(connection, None)
         self.open.discard(connection)
 
     def close(self, connection: GuardedH11Protocol) -> None:
         self.forget(connection)
-        connection.transport.close()
+        connection.transport.abort()  # not close(): that waits to send what the client may never read
 
     def _wait(self, connection: GuardedH11Protocol) -> None:
         self.waiting[connection] = connection.loop.call_later(self.request_timeout_secs, self._expire, connection)
@@ -233,6 +292,14 @@ class GuardedH11Protocol(H11Protocol):
         except (OSError, AttributeError):
             return False
         return pending[0] > 0
+
+    @property
+    def session(self) -> bytes | None:
+        """The MCP session of the request being served (its mcp-session-id header), if it names one."""
+        cycle = self.cycle
+        if cycle is None:
+            return None
+        return next((value for name, value in cycle.scope["headers"] if name.lower() == SESSION_HEADER), None)
 
     @property
     def serving(self) -> bool:

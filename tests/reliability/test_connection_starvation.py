@@ -1,0 +1,167 @@
+"""Unread long-polls (issue 38, finding 9): connections that each hold a request in flight must not
+lock out /healthz or the agent's next connection.
+
+300 connections each sending `status(wait_seconds=30)` and never reading the reply made /healthz
+fail 40 of 40 times over 20 s and a new agent connection get ReadError: every connection was
+serving a request, and past the connection bound the daemon closed the newcomer. A liveness probe
+would then restart the daemon and interrupt every task. Here the bound is lowered to its minimum
+(HIVE_BASH_MAX_CONNECTIONS=8) so twice as many holders stay cheap; the attack is the same.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import anyio
+import pytest
+
+from hive_bash.sdk.client import ToolReply, open_client
+from hivetest import Daemon, call_ok, wait_until
+
+pytestmark = pytest.mark.anyio
+
+MAX_CONNECTIONS = 8  # the setting's minimum
+HOLDERS = 2 * MAX_CONNECTIONS
+PROTOCOL = "2025-06-18"
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "holder", "version": "1"}},
+}
+
+
+def post(port: int, message: dict[str, object], headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("POST", "/mcp", body=json.dumps(message), headers={**MCP_HEADERS, **(headers or {})})
+        response = connection.getresponse()
+        response.read()
+        return response
+    finally:
+        connection.close()
+
+
+def session(port: int) -> dict[str, str]:
+    """An initialized MCP session's headers, made with plain HTTP as a hostile client would."""
+    response = post(port, INIT)
+    assert response.status == 200, response.status
+    headers = {"mcp-session-id": response.getheader("mcp-session-id") or "", "mcp-protocol-version": PROTOCOL}
+    post(port, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
+    return headers
+
+
+def long_poll(port: int, headers: dict[str, str], task_id: str, request_id: int) -> bytes:
+    """A whole HTTP request for status(task_id, wait_seconds=30), as bytes on the wire."""
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": "status", "arguments": {"id": task_id, "wait_seconds": 30}},
+        }
+    ).encode()
+    lines = ["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{port}", f"Content-Length: {len(body)}"]
+    lines += [f"{name}: {value}" for name, value in {**MCP_HEADERS, **headers}.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def unread_by_the_daemon(port: int, client_ports: set[int]) -> int:
+    """How many of these connections still have request bytes the daemon has not read (the kernel's
+    receive queue of the daemon's end, /proc/net/tcp); a connection the daemon closed has none."""
+    waiting = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as rows:
+                next(rows)
+                for row in rows:
+                    fields = row.split()
+                    local, remote, queues = fields[1], fields[2], fields[4]
+                    if int(local.rsplit(":", 1)[1], 16) == port and int(remote.rsplit(":", 1)[1], 16) in client_ports:
+                        waiting += int(queues.split(":")[1], 16) > 0
+        except FileNotFoundError:
+            continue
+    return waiting
+
+
+@contextmanager
+def holders(daemon: Daemon, count: int, task_id: str, headers: dict[str, str]) -> Iterator[list[socket.socket]]:
+    """`count` connections, each with a status long-poll in flight, never reading a byte of the reply;
+    yielded once the daemon has read every request (or closed the connection)."""
+    sockets = []
+    try:
+        for number in range(count):
+            sock = socket.create_connection(("127.0.0.1", daemon.port), timeout=10)
+            sockets.append(sock)
+            sock.sendall(long_poll(daemon.port, headers, task_id, 100 + number))
+        ports = {sock.getsockname()[1] for sock in sockets}
+        wait_until(lambda: unread_by_the_daemon(daemon.port, ports) == 0, 20, 0.05, "the daemon to read every request")
+        yield sockets
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def healthz(port: int) -> int:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", "/healthz")
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+async def test_unread_long_polls_leave_room_for_healthz_and_a_new_agent_connection(make_daemon) -> None:
+    daemon = make_daemon(env={"HIVE_BASH_MAX_CONNECTIONS": str(MAX_CONNECTIONS)})
+    headers = session(daemon.port)
+    started = post(
+        daemon.port,
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "run", "arguments": {"cmd": "sleep 120", "name": "held", "wait_seconds": 0}},
+        },
+        headers,
+    )
+    assert started.status == 200
+    with holders(daemon, HOLDERS, "held", headers):
+        for attempt in range(3):  # a liveness probe's few tries, each on a new connection
+            assert healthz(daemon.port) == 200, f"/healthz attempt {attempt + 1}"
+        async with open_client(daemon.url) as client:  # the agent's next turn: a new session
+            reply = await call_ok(client, "run", {"cmd": "echo my-turn", "wait_seconds": 10})
+            assert reply.structured["stdout"] == "my-turn\n"
+            await call_ok(client, "kill", {"id": "held", "force": True})
+
+
+async def test_the_agents_own_call_in_flight_outlasts_a_client_holding_many(make_daemon, tmp_path) -> None:
+    """Room is made from the session holding the most connections: the agent's call, older than
+    every holder's, is not the one closed (closing the oldest request first would cut it)."""
+    daemon = make_daemon(env={"HIVE_BASH_MAX_CONNECTIONS": str(MAX_CONNECTIONS)})
+    headers = session(daemon.port)
+    gate = tmp_path / "gate"
+    async with open_client(daemon.url) as client, anyio.create_task_group() as group:
+        replies: list[ToolReply] = []
+
+        async def agent_call() -> None:
+            cmd = f"while [ ! -e {gate} ]; do sleep 0.05; done; echo agent-done"
+            replies.append(await call_ok(client, "run", {"cmd": cmd, "name": "gated", "wait_seconds": 60}))
+
+        group.start_soon(agent_call)
+        await anyio.to_thread.run_sync(
+            lambda: wait_until(lambda: daemon.health()["running"] == 1, 20, 0.05, "the agent's call in flight")
+        )
+        with holders(daemon, HOLDERS, "gated", headers):
+            assert healthz(daemon.port) == 200
+            gate.touch()
+            with anyio.fail_after(30):
+                while not replies:
+                    await anyio.sleep(0.05)
+    assert replies[0].structured["stdout"] == "agent-done\n", replies[0].text
