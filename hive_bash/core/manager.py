@@ -54,7 +54,7 @@ class TaskManager:
         self.files = TaskFiles(settings.tasks_dir.resolve())
         self._store = RecordStore(self.files, max_record_bytes(settings.max_cmd_bytes))
         self._saver = RecordSaver(self._store)
-        self._todos = TodoStateMachine(settings.agent_socket, self.files, self._saver.save)
+        self._todos = TodoStateMachine(settings.agent_socket, self.files, self._todo_changed)
         self._tasks: dict[str, Task] = {}
         self._slots = Slots(settings.max_running, settings.max_pending)
         self._retention = Retention(settings.retain_count, settings.retain_secs)
@@ -279,8 +279,14 @@ class TaskManager:
         self._retention.ended(record)  # pruned by the watcher's tick, off the reply's path
         logger.debug("task %s ended: %s", record.id, wording.status_words(record))
 
+    def _todo_changed(self, record: TaskRecord) -> None:
+        """The todo state machine changed a record: saved, and retention hears whether its todo is still owed."""
+        self._saver.save(record)
+        self._retention.todo_changed(record)
+
     def _forget(self, task: Task) -> None:
         del self._tasks[task.id]
+        self._retention.forgotten(task.record)
         self._watcher.forget(task.record)
         self._saver.forget(task.record)
         self._todos.forget(task.record)
