@@ -264,7 +264,9 @@ def waiting_reader(end: InputEnd) -> int | None:
 
 class InputSampler:
     """The one worker thread every task's samples run in: the walk of /proc never runs on the
-    event loop, and samples of many tasks take turns instead of piling up threads."""
+    event loop, and samples of many tasks take turns instead of piling up threads. The worker
+    runs nothing but /proc reads (os.open, os.read, os.scandir, os.readlink), so the fork of a
+    PTY task's start (its preexec_fn) finds no lock of it held that the child would need."""
 
     def __init__(self) -> None:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None

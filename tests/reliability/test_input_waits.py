@@ -31,10 +31,10 @@ from hivetest import Daemon, call_ok, needs_known_syscalls, wait_until
 
 pytestmark = [pytest.mark.anyio, needs_known_syscalls]
 
-THREADS = 3000
+THREADS = 2000
 # A sample opens at most MAX_PROC_READS files, each read in at most two read system calls
 # (one for most); reading every thread's children took one per thread, THREADS.
-READS_PER_SAMPLE_BOUND = 1200
+READS_PER_SAMPLE_BOUND = 1100
 # Of the daemon's event loop over several samples of a THREADS-thread task: it reads the
 # task's output sizes (stat, not read) and nothing of /proc; a sample on the loop read THREADS.
 LOOP_READS_BOUND = THREADS // 3
