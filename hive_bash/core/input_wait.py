@@ -34,7 +34,7 @@ import logging
 import os
 import platform
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from hive_bash.core.process import stat_fields
@@ -169,7 +169,7 @@ class _Walk:
     def descendants(self, leader: int) -> list[int]:
         return [pid for pid, _ in self.processes(leader)]
 
-    def processes(self, leader: int) -> collections.abc.Iterator[tuple[int, list[str]]]:
+    def processes(self, leader: int) -> Iterator[tuple[int, list[str]]]:
         """`leader` and its descendants with their threads looked at, breadth first, from
         /proc/<pid>/task/<tid>/children: only the task's own processes are read, not all of /proc."""
         queue = collections.deque([leader])
@@ -191,8 +191,8 @@ class _Walk:
         except (IndexError, ValueError):  # "running", or a thread not in a system call
             return False
         if number in table.epolls:
-            watched = self.read(f"/proc/{pid}/fdinfo/{first}", _EPOLL_SET_BYTES) if end.file else None
-            return end.file is not None and _watches_input(watched, end.file)
+            epoll_set = f"/proc/{pid}/fdinfo/{first}"
+            return end.file is not None and _watches_input(self.read(epoll_set, _EPOLL_SET_BYTES), end.file)
         if number in table.reads:
             fd = first
         elif number in table.selects and first == 1:
@@ -218,7 +218,7 @@ def _watches_input(fdinfo: str | None, file: tuple[int, int]) -> bool:
     return False
 
 
-def _pairs(words: list[str]) -> collections.abc.Iterator[tuple[str, str]]:
+def _pairs(words: list[str]) -> Iterator[tuple[str, str]]:
     """`events: 19` and `ino:1a2b` alike, as (key, value)."""
     words_iter = iter(words)
     for word in words_iter:
