@@ -7,6 +7,7 @@ the daemon restarts; every final todo must arrive, and the records still go once
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from harness import TodoHarness
@@ -24,12 +25,17 @@ def retaining_daemon(make_daemon, harness: TodoHarness) -> Daemon:
 
 
 async def run_quick_tasks(daemon: Daemon, count: int) -> list[str]:
-    """`count` tasks that end at once, none waited for inline (so each owes a final todo); returns their ids."""
+    """`count` tasks started together that end at once, none waited for inline (so each owes a
+    final todo), faster than the harness takes their todos; returns their ids."""
+    ids = [""] * count
     async with daemon.client() as client:
-        ids = [
-            (await call_ok(client, "run", {"cmd": f"exit {i}", "wait_seconds": 0})).structured["id"]
-            for i in range(count)
-        ]
+
+        async def run(i: int) -> None:
+            ids[i] = (await call_ok(client, "run", {"cmd": f"exit {i}", "wait_seconds": 0})).structured["id"]
+
+        async with anyio.create_task_group() as group:
+            for i in range(count):
+                group.start_soon(run, i)
     wait_until(lambda: daemon.health()["running"] == 0, 30, what="every task ended")
     return ids
 
@@ -41,7 +47,7 @@ def finals_delivered(harness: TodoHarness, ids: list[str]) -> list[str]:
 
 
 async def test_a_slow_harness_gets_every_final_todo_though_retention_keeps_few(make_daemon, harness) -> None:
-    harness.delay = 0.1
+    harness.delay = 0.3  # the issue's harness
     daemon = retaining_daemon(make_daemon, harness)
     ids = await run_quick_tasks(daemon, 20)
     wait_until(lambda: daemon.health()["todo_backlog"] == 0, 60, what="the todo backlog delivered")
