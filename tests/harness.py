@@ -8,7 +8,8 @@ container tests run it as a service: `python3 harness.py --socket PATH --state-f
 Misbehaviour can be switched on to test the daemon's retries: `mode` "ok",
 "silent" (accept, never reply), "refuse" (ok=false), or one of MISBEHAVIOUR's
 replies: "garbage" (not JSON), "huge" (a line over the daemon's 64 KiB limit),
-"deep" (30,000 nested brackets), "list" (JSON, but not an object).
+"deep" (30,000 nested brackets), "list" (JSON, but not an object); `delay` makes each answer
+come that many seconds late.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class TodoHarness:
         self.messages: list[dict[str, Any]] = []  # every accepted request, in arrival order
         self.mode = "ok"
         self.served: list[str] = []  # the mode each connection was answered in
+        self.delay = 0.0  # seconds each request waits before it is applied and answered: a slow harness
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -54,6 +56,8 @@ class TodoHarness:
             if self.mode == "silent":
                 await asyncio.sleep(3600)
                 return
+            if self.delay:
+                await asyncio.sleep(self.delay)
             if self.mode in MISBEHAVIOUR:
                 writer.write(MISBEHAVIOUR[self.mode])
                 await writer.drain()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hive_bash.core import cgroups, oom, output, process
-from hive_bash.core.input_wait import InputEnd, InputWait
+from hive_bash.core.input_wait import InputEnd, InputSampler, InputWait
 from hive_bash.core.record_saver import RecordSaver
 from hive_bash.core.records import RecordStore, TaskRecord
 from hive_bash.core.sessions import SessionStore
@@ -128,8 +128,9 @@ def new_record(task_id: str, options: TaskOptions) -> TaskRecord:
     )
 
 
-def watch_input(task: Task, files: TaskFiles, changed: InputChanged) -> None:
-    """A task with input (pipe or pty) is sampled for a blocked read of it (hive_bash.core.input_wait)."""
+def watch_input(task: Task, files: TaskFiles, changed: InputChanged, sampler: InputSampler) -> None:
+    """A task with input (pipe or pty) is sampled for a blocked read of it (hive_bash.core.input_wait),
+    in `sampler`'s thread."""
     proc, record = task.process, task.record
     if task.input is None or proc is None or proc.input_fd is None:
         return
@@ -148,7 +149,7 @@ def watch_input(task: Task, files: TaskFiles, changed: InputChanged) -> None:
         changed(record, output.last_printed_line(out, err) if waiting else None, waiting)
 
     task.input_wait = InputWait(end, activity, on_change)
-    task.input_wait.start()
+    task.input_wait.start(sampler)
 
 
 def _counting_root(tree: cgroups.CgroupTree | None) -> Path | None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from hive_bash.core import launch, output, process, recovery, wording
 from hive_bash.core.endings import Endings
+from hive_bash.core.input_wait import InputSampler
 from hive_bash.core.record_saver import RecordSaver
 from hive_bash.core.records import RecordStore, TaskRecord, max_record_bytes
 from hive_bash.core.retention import Retention
@@ -53,11 +54,12 @@ class TaskManager:
         self.files = TaskFiles(settings.tasks_dir.resolve())
         self._store = RecordStore(self.files, max_record_bytes(settings.max_cmd_bytes))
         self._saver = RecordSaver(self._store)
-        self._todos = TodoStateMachine(settings.agent_socket, self.files, self._saver.save)
+        self._todos = TodoStateMachine(settings.agent_socket, self.files, self._todo_changed)
         self._tasks: dict[str, Task] = {}
         self._slots = Slots(settings.max_running, settings.max_pending)
         self._retention = Retention(settings.retain_count, settings.retain_secs)
         self._input_budget = InputBudget()  # input waiting for all tasks together
+        self._input_sampler = InputSampler()  # the one thread that reads whether tasks wait for input
         base_env = process.base_environment(os.environ, settings.hidden_env_names)
         self._sessions = SessionStore(self.files, base_env, settings.hidden_env_names)
         self._launcher = launch.Launcher(settings, self._store, self._saver, self._sessions)
@@ -102,6 +104,7 @@ class TaskManager:
         await asyncio.gather(
             *(task.terminate(Status.INTERRUPTED, stopped, grace) for task in list(self._slots.running))
         )
+        self._input_sampler.close()
         self._saver.write_settled()
         await self._todos.stop(SHUTDOWN_TODO_FLUSH_SECS)
 
@@ -208,7 +211,7 @@ class TaskManager:
     def _start(self, task: Task) -> None:
         self._launcher.start(task, self._todos.started, self._endings.for_output_failure)
         assert task.process is not None
-        launch.watch_input(task, self.files, self._todos.waits_for_input)
+        launch.watch_input(task, self.files, self._todos.waits_for_input, self._input_sampler)
         self._slots.running.add(task)
         self._watcher.watch(task.record, task.notify_on)
         # A callback, not a task awaiting the future: the end is handled in the same loop turn.
@@ -276,8 +279,14 @@ class TaskManager:
         self._retention.ended(record)  # pruned by the watcher's tick, off the reply's path
         logger.debug("task %s ended: %s", record.id, wording.status_words(record))
 
+    def _todo_changed(self, record: TaskRecord) -> None:
+        """The todo state machine changed a record: saved, and retention hears whether its todo is still owed."""
+        self._saver.save(record)
+        self._retention.todo_changed(record)
+
     def _forget(self, task: Task) -> None:
         del self._tasks[task.id]
+        self._retention.forgotten(task.record)
         self._watcher.forget(task.record)
         self._saver.forget(task.record)
         self._todos.forget(task.record)

@@ -57,6 +57,11 @@ class TodoProgress(BaseModel):
     wanted_delivered: bool = True  # the harness confirmed `wanted`
     harness_holds: bool = False  # the harness holds a todo for this task: the last confirmed message was an upsert
 
+    @property
+    def owed(self) -> bool:
+        """A state is wanted that the harness has not confirmed: a record owing it must not be dropped."""
+        return self.wanted is not None and not self.wanted_delivered
+
 
 class TaskRecord(BaseModel):
     id: str

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -92,3 +93,32 @@ def test_a_task_that_reads_nothing_never_waits() -> None:
         os.close(write_end)
         sleeper.kill()
         sleeper.wait()
+
+
+@pytest.mark.parametrize(
+    ("watched", "waits"),
+    [("0, selectors.EVENT_READ", True), ("os.pipe()[0], selectors.EVENT_READ", False)],
+    ids=["its-input", "another-pipe"],
+)
+def test_an_epoll_wait_counts_when_its_set_watches_the_input(watched: str, waits: bool) -> None:
+    """As an event loop waits (Node, asyncio): epoll_wait, the set in /proc/<pid>/fdinfo/<epfd>."""
+    read_end, write_end = os.pipe()
+    code = f"import os, selectors; s = selectors.EpollSelector(); s.register({watched}); s.select()"
+    process = subprocess.Popen([sys.executable, "-c", code], stdin=read_end, process_group=0)
+    os.close(read_end)
+    try:
+        end = InputEnd.of_pipe(write_end, process.pid, process.pid)
+        table = input_wait.syscall_table()
+        assert table is not None
+        wait_until(lambda: _sleeps_in(process.pid, table.epolls), what="the process in epoll_wait")
+        assert (input_wait.waiting_reader(end) == process.pid) is waits
+    finally:
+        os.close(write_end)
+        process.kill()
+        process.wait()
+
+
+def _sleeps_in(pid: int, calls: frozenset[int]) -> bool:
+    with open(f"/proc/{pid}/syscall") as syscall:
+        words = syscall.read().split()
+    return bool(words) and words[0].isdigit() and int(words[0]) in calls

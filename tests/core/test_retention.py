@@ -36,3 +36,31 @@ def test_a_replaced_record_is_dropped_without_being_returned() -> None:
     retention.ended(kept)
     assert retention.expired(lambda record: record is not replaced, now=110) == []
     assert retention.expired(lambda record: True, now=10_000) == [kept]  # the replaced one is gone
+
+
+def test_a_record_owing_its_todo_is_set_aside_and_goes_once_delivered() -> None:
+    retention = Retention(retain_count=1, retain_secs=1000)
+    owing, delivered, kept = finished("owing", 100), finished("delivered", 101), finished("kept", 102)
+    owing.todo.wanted, owing.todo.wanted_delivered = "final", False
+    for record in (owing, delivered, kept):
+        retention.ended(record)
+    assert retention.expired(lambda record: True, now=110) == [delivered]
+    retention.todo_changed(owing)  # changed, still owed: kept aside
+    assert retention.expired(lambda record: True, now=110) == []
+    owing.todo.wanted_delivered = True
+    retention.todo_changed(owing)
+    assert retention.expired(lambda record: True, now=110) == [owing]
+    assert retention.expired(lambda record: True, now=110) == []
+
+
+def test_a_record_set_aside_whose_name_was_reused_is_forgotten() -> None:
+    retention = Retention(retain_count=1, retain_secs=1000)
+    owing, kept = finished("name", 100), finished("kept", 101)
+    owing.todo.wanted, owing.todo.wanted_delivered = "final", False
+    retention.ended(owing)
+    retention.ended(kept)
+    assert retention.expired(lambda record: True, now=110) == []
+    retention.forgotten(owing)
+    owing.todo.wanted_delivered = True
+    retention.todo_changed(owing)
+    assert retention.expired(lambda record: True, now=110) == []
