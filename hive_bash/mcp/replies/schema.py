@@ -43,7 +43,9 @@ class TaskStatus(BaseModel):
     cpu_secs: float | None = Field(
         None, description=f"Once ended: user + system CPU seconds, when at least {secs(CPU_WORTH_SAYING_SECS)}"
     )
-    max_rss_bytes: int | None = Field(None, description="Once ended: peak memory (its cgroup's, or a process's above the daemon's)")
+    max_rss_bytes: int | None = Field(
+        None, description="Once ended: peak memory (its cgroup's, or a process's above the daemon's)"
+    )
     last_output_age_secs: float | None = None
     cmd: str | None = None
     cwd: str | None = None
