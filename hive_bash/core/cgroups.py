@@ -49,6 +49,8 @@ PROC_SELF_CGROUP = Path("/proc/self/cgroup")
 PROC_SELF_MOUNTS = Path("/proc/self/mounts")
 DAEMON_LEAF = "daemon"
 TASK_PREFIX = "task-"
+# Never swept: the daemon's leaf, and where systemd runs a delegated unit's control processes.
+KEPT_NAMES = frozenset({DAEMON_LEAF, ".control"})
 # What a task cgroup may get, where the tree has them: accounting and the limits.
 WANTED_CONTROLLERS = ("cpu", "memory", "pids")
 # systemd marks a cgroup it delegated (v251+; user.* for a service with User=).
@@ -297,7 +299,7 @@ class CgroupTree:
     def _foreign(self) -> list[Path]:
         """Cgroups in the tree that are neither the leaf nor a running task's: a task made them."""
         pattern = "*" if self._whole_root else f"{TASK_PREFIX}*"
-        found = [path for path in self.root.glob(pattern) if path.is_dir() and path != self.leaf]
+        found = [path for path in self.root.glob(pattern) if path.is_dir() and path.name not in KEPT_NAMES]
         found += [path for path in self.leaf.iterdir() if path.is_dir()]
         return sorted(path for path in found if path not in self._live)
 
