@@ -179,11 +179,11 @@ def end_escapees(places: Iterable[Path]) -> list[int]:
     Each is held by a pidfd while it is checked and signalled, so a pid reused meanwhile is
     never signalled. At most MAX_ESCAPEES per call."""
     own = os.getpid()
-    spared = {own, *_ancestors(own)}
+    ancestors: set[int] | None = None  # read only when a stranger is found (a few /proc reads)
     ended: list[int] = []
     for place in places:
         for pid in _procs(place):
-            if pid in spared or len(ended) >= MAX_ESCAPEES:
+            if pid == own or len(ended) >= MAX_ESCAPEES:
                 continue
             try:
                 pidfd = os.pidfd_open(pid)
@@ -191,6 +191,10 @@ def end_escapees(places: Iterable[Path]) -> list[int]:
                 continue  # gone
             try:
                 if _parent(pid) in (own, None):
+                    continue
+                if ancestors is None:
+                    ancestors = set(_ancestors(own))
+                if pid in ancestors:
                     continue
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
                 ended.append(pid)

@@ -2,12 +2,15 @@
 
 A process group is left by any child that calls setsid; a cgroup is not (only a write
 to another cgroup's ``cgroup.procs`` moves a process, and a task never has a reason
-to). Where the daemon owns a cgroup v2 subtree (its own cgroup when systemd delegated
-it, ``Delegate=yes``, or ``HIVE_BASH_CGROUP_ROOT``) the tree is::
+to; one that does is found and ended, see cgroup_sweep). Where the daemon owns a cgroup
+v2 subtree (its own cgroup when systemd delegated it, ``Delegate=yes``, or
+``HIVE_BASH_CGROUP_ROOT``) the tree is::
 
     <root>/daemon         the daemon itself (v2 lets only leaves hold processes
                           once controllers are enabled for the children)
-    <root>/task-<id>      one per running task, removed once it is empty
+    <root>/task-<id>      one per running task, removed (with what the task made
+                          below it) once it is empty; task-<id>.<random> where a
+                          leftover of that name could not be cleared at once
 
 Placement without a window: where the C library offers clone3's CLONE_INTO_CGROUP
 (glibc 2.39+, ``posix_spawnattr_setcgroup_np``; see native_spawn) the task's bash is born
@@ -25,7 +28,7 @@ are written when the cgroup is made, before anything is born in it or moves into
 The end: once the leader has exited, ``cgroup.kill`` ends whatever is left (setsid'd
 or not), the task counts as ended once ``cgroup.events`` says ``populated 0``, and
 its accounting (``cpu.stat``, ``memory.peak``, ``memory.events``) is read before the
-directory is removed.
+directory is removed; then what moved out of its task's cgroup is ended (cgroup_sweep).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ DELEGATE_XATTRS = ("trusted.delegate", "user.delegate")
 EMPTY_POLL_FIRST_SECS = 0.0005
 EMPTY_POLL_MAX_SECS = 0.05
 LEFTOVER_WAIT_SECS = 5.0
+MAX_FOREIGN_PER_LOOK = 1024  # cgroups a task made in the tree handed to the sweeper per task's end
 
 
 @dataclass(frozen=True)
@@ -291,17 +295,30 @@ class CgroupTree:
     def end_escapees(self) -> None:
         """End what moved out of its task's cgroup: into the leaf, the root, or a cgroup of its own."""
         cgroup_sweep.end_escapees([self.leaf, self.root] if self._whole_root else [self.leaf])
-        for path in self._foreign():
-            if not self._sweeper.pending(path):
-                cgroup_sweep.kill_subtree(path)
-                self._sweeper.add(path)
+        # One read says whether there is anything to look for: the leaf and the running tasks'
+        # cgroups are all the tree holds unless a task made more (or a removal is under way).
+        descendants = _key_value(_read_text(self.root / "cgroup.stat"), "nr_descendants")
+        if self._whole_root and descendants is not None and descendants <= 1 + len(self._live):
+            return
+        for path in self._foreign(MAX_FOREIGN_PER_LOOK):
+            self._sweeper.add(path)  # killed and removed by the sweeping thread
 
-    def _foreign(self) -> list[Path]:
+    def _foreign(self, limit: int | None = None) -> list[Path]:
         """Cgroups in the tree that are neither the leaf nor a running task's: a task made them."""
-        pattern = "*" if self._whole_root else f"{TASK_PREFIX}*"
-        found = [path for path in self.root.glob(pattern) if path.is_dir() and path.name not in KEPT_NAMES]
-        found += [path for path in self.leaf.iterdir() if path.is_dir()]
-        return sorted(path for path in found if path not in self._live)
+        found: list[Path] = []
+        for parent, only_tasks in ((self.root, not self._whole_root), (self.leaf, False)):
+            with contextlib.suppress(OSError), os.scandir(parent) as entries:
+                for entry in entries:
+                    if limit is not None and len(found) >= limit:
+                        break
+                    if (
+                        entry.is_dir(follow_symlinks=False)
+                        and entry.name not in KEPT_NAMES
+                        and (entry.name.startswith(TASK_PREFIX) or not only_tasks)
+                        and (path := parent / entry.name) not in self._live
+                    ):
+                        found.append(path)
+        return sorted(found)
 
     async def end_leftovers(self) -> None:
         """At start: every cgroup but the leaf is a previous daemon's or a task's; end what is in

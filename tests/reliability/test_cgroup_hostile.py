@@ -85,6 +85,17 @@ async def test_cgroups_a_task_made_in_its_own_go_with_it_and_its_name_runs_again
     wait_until(lambda: only_the_leaf(root), CLEARED_SECS, what="the second run's cgroups removed too")
 
 
+async def test_cgroups_nested_past_the_longest_path_are_removed(tree: tuple[Daemon, Path], cgroup2_mount: Path) -> None:
+    """30 levels of 200-character names: past PATH_MAX (4,096), walked by directory fds."""
+    daemon, root = tree
+    name = "d" * 200
+    deep = f'{own_cgroup(cgroup2_mount)}; cd "$cg" && for i in $(seq 30); do mkdir {name} && cd {name} || exit 1; done'
+    async with daemon.client() as client:
+        reply = await call_ok(client, "run", {"cmd": f"{deep} && echo made", "name": "deep", "wait_seconds": 60})
+        assert reply.structured["stdout"] == "made\n", reply.text
+        wait_until(lambda: only_the_leaf(root), CLEARED_SECS, what="the nested cgroups removed")
+
+
 async def test_a_name_is_taken_again_at_once_while_thousands_of_cgroups_are_removed(
     tree: tuple[Daemon, Path], cgroup2_mount: Path
 ) -> None:
