@@ -49,12 +49,12 @@ def populated(path: Path) -> bool:
         return False  # gone
 
 
-def remove_tree(path: Path, max_dirs: int | None = None) -> bool:
+def remove_tree(path: Path, max_dirs: int | None = None, deadline: float | None = None) -> bool:
     """rmdir `path` and every cgroup below it, deepest first; True once `path` is gone.
 
     Walked by directory fds, so depth is no limit (no path grows), and without recursion.
-    At most `max_dirs` cgroups below `path` are tried. One that still holds processes
-    (EBUSY) has them SIGKILLed, for a later pass."""
+    At most `max_dirs` cgroups below `path` are tried, and none after `deadline` (monotonic).
+    One that still holds processes (EBUSY) has them SIGKILLed, for a later pass."""
     try:
         top = os.open(path, DIR_FLAGS)
     except FileNotFoundError:
@@ -67,7 +67,7 @@ def remove_tree(path: Path, max_dirs: int | None = None) -> bool:
     try:
         while len(frames) > 1 or frames[0][2]:
             fd, name, todo = frames[-1]
-            if todo and (max_dirs is None or tried < max_dirs):
+            if todo and (max_dirs is None or tried < max_dirs) and (deadline is None or time.monotonic() < deadline):
                 tried += 1
                 child_name = todo.pop()
                 try:
@@ -128,10 +128,9 @@ def sweep(path: Path, limit_secs: float = SWEEP_SECS) -> bool:
     deadline = time.monotonic() + limit_secs
     while True:
         kill_subtree(path)
-        if not populated(path) and remove_tree(path):
+        if not populated(path) and remove_tree(path, deadline=deadline):
             return True
         if time.monotonic() > deadline:
-            logger.warning("cgroup %s could not be removed within %gs; the next start tries again", path, limit_secs)
             return False
         time.sleep(EMPTY_POLL_SECS)
 
@@ -163,7 +162,8 @@ class Sweeper:
         while True:
             path = self._queue.get()
             try:
-                sweep(path)
+                if not sweep(path):
+                    logger.warning("cgroup %s not removed within %gs; tried again at a later look", path, SWEEP_SECS)
             except Exception:  # never let one subtree stop the thread
                 logger.exception("removing cgroup %s failed", path)
             finally:

@@ -332,8 +332,14 @@ class CgroupTree:
                     "cgroup %s outlived the previous daemon with %d processes; ending them", path, len(procs)
                 )
             cgroup_sweep.kill_subtree(path)
-        if paths:
-            await asyncio.to_thread(_sweep_all, paths)
+        if paths:  # what is not gone within LEFTOVER_WAIT_SECS is removed after, off the loop
+            left = await asyncio.to_thread(_sweep_all, paths)
+            if left:
+                logger.warning(
+                    "%d leftover cgroups not removed within %gs; removing them meanwhile", len(left), LEFTOVER_WAIT_SECS
+                )
+            for path in left:
+                self._sweeper.add(path)
 
     def describe(self, not_born_in_place: str | None) -> str:
         """The start line; `not_born_in_place`: why tasks cannot start in their cgroups (native_spawn),
@@ -348,10 +354,10 @@ class CgroupTree:
         return f"a cgroup per task under {self.root} (controllers: {controllers}){how}"
 
 
-def _sweep_all(paths: list[Path]) -> None:
+def _sweep_all(paths: list[Path]) -> list[Path]:
+    """Sweep `paths` within LEFTOVER_WAIT_SECS in all; the ones still there."""
     deadline = time.monotonic() + LEFTOVER_WAIT_SECS
-    for path in paths:
-        cgroup_sweep.sweep(path, max(0.0, deadline - time.monotonic()))
+    return [path for path in paths if not cgroup_sweep.sweep(path, max(0.0, deadline - time.monotonic()))]
 
 
 def _read_text(path: Path) -> str | None:
