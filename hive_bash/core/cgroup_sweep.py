@@ -145,13 +145,19 @@ class Sweeper:
         self._thread: threading.Thread | None = None
 
     def add(self, path: Path) -> None:
+        """Have `path` removed soon; a later look hands it again if no thread can be started now."""
         with self._lock:
             if path in self._pending:
                 return
-            self._pending.add(path)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="cgroup-sweeper", daemon=True)
-                self._thread.start()
+                thread = threading.Thread(target=self._run, name="cgroup-sweeper", daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError as exc:  # out of threads (a task may have used the uid's up)
+                    logger.warning("cgroup %s left for later: no thread to remove it (%s)", path, exc)
+                    return
+                self._thread = thread
+            self._pending.add(path)
         self._queue.put(path)
 
     def pending(self, path: Path) -> bool:

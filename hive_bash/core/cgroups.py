@@ -290,7 +290,10 @@ class CgroupTree:
             pass
         except OSError:  # EBUSY: cgroups the task made below its own, or a process in D state
             self._sweeper.add(path)
-        self.end_escapees()
+        try:
+            self.end_escapees()
+        except Exception:  # never in the way of a task's end; the next look tries again
+            logger.exception("looking for processes that left their task's cgroup failed")
 
     def end_escapees(self) -> None:
         """End what moved out of its task's cgroup: into the leaf, the root, or a cgroup of its own."""
