@@ -2,12 +2,15 @@
 
 A process group is left by any child that calls setsid; a cgroup is not (only a write
 to another cgroup's ``cgroup.procs`` moves a process, and a task never has a reason
-to). Where the daemon owns a cgroup v2 subtree (its own cgroup when systemd delegated
-it, ``Delegate=yes``, or ``HIVE_BASH_CGROUP_ROOT``) the tree is::
+to; one that does is found and ended, see cgroup_sweep). Where the daemon owns a cgroup
+v2 subtree (its own cgroup when systemd delegated it, ``Delegate=yes``, or
+``HIVE_BASH_CGROUP_ROOT``) the tree is::
 
     <root>/daemon         the daemon itself (v2 lets only leaves hold processes
                           once controllers are enabled for the children)
-    <root>/task-<id>      one per running task, removed once it is empty
+    <root>/task-<id>      one per running task, removed (with what the task made
+                          below it) once it is empty; task-<id>.<random> where a
+                          leftover of that name could not be cleared at once
 
 Placement without a window: where the C library offers clone3's CLONE_INTO_CGROUP
 (glibc 2.39+, ``posix_spawnattr_setcgroup_np``; see native_spawn) the task's bash is born
@@ -25,7 +28,7 @@ are written when the cgroup is made, before anything is born in it or moves into
 The end: once the leader has exited, ``cgroup.kill`` ends whatever is left (setsid'd
 or not), the task counts as ended once ``cgroup.events`` says ``populated 0``, and
 its accounting (``cpu.stat``, ``memory.peak``, ``memory.events``) is read before the
-directory is removed.
+directory is removed; then what moved out of its task's cgroup is ended (cgroup_sweep).
 """
 
 from __future__ import annotations
@@ -34,11 +37,13 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hive_bash.core import native_spawn, wording
+from hive_bash.core import cgroup_sweep, native_spawn, wording
 from hive_bash.errors import CgroupError
 
 logger = logging.getLogger(__name__)
@@ -47,6 +52,8 @@ PROC_SELF_CGROUP = Path("/proc/self/cgroup")
 PROC_SELF_MOUNTS = Path("/proc/self/mounts")
 DAEMON_LEAF = "daemon"
 TASK_PREFIX = "task-"
+# Never swept: the daemon's leaf, and where systemd runs a delegated unit's control processes.
+KEPT_NAMES = frozenset({DAEMON_LEAF, ".control"})
 # What a task cgroup may get, where the tree has them: accounting and the limits.
 WANTED_CONTROLLERS = ("cpu", "memory", "pids")
 # systemd marks a cgroup it delegated (v251+; user.* for a service with User=).
@@ -56,6 +63,7 @@ DELEGATE_XATTRS = ("trusted.delegate", "user.delegate")
 EMPTY_POLL_FIRST_SECS = 0.0005
 EMPTY_POLL_MAX_SECS = 0.05
 LEFTOVER_WAIT_SECS = 5.0
+MAX_FOREIGN_PER_LOOK = 1024  # cgroups a task made in the tree handed to the sweeper per task's end
 
 
 @dataclass(frozen=True)
@@ -148,14 +156,12 @@ class TaskCgroup:
         return end
 
     def remove(self) -> None:
+        """Remove the cgroup with whatever the task made below it, and end what left it (the tree)."""
         if self._dir_fd < 0:
             return
         os.close(self._dir_fd)
         self._dir_fd = -1
-        try:
-            os.rmdir(self.path)
-        except OSError as exc:  # still populated (a process in D state): recovery removes it later
-            logger.warning("could not remove cgroup %s: %s", self.path, exc)
+        self.tree.discard(self.path)
 
     def _cpu_secs(self) -> float | None:
         usec = _key_value(self._read("cpu.stat"), "usage_usec")
@@ -210,15 +216,24 @@ def _key_value(text: str | None, key: str) -> int | None:
 
 
 class CgroupTree:
-    """The subtree the daemon owns: its own leaf, and a cgroup per task."""
+    """The subtree the daemon owns: its own leaf, and a cgroup per task.
+
+    Everything else in it is a task's doing (cgroup_sweep): cgroups below a task's, a
+    leftover that would block a name, processes moved into the leaf or the root. Those are
+    ended and removed at each task's end, before a name is taken again and at start."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        leaf = root / DAEMON_LEAF
-        leaf.mkdir(exist_ok=True)
-        self._home = os.open(leaf / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+        self.leaf = root / DAEMON_LEAF
+        self.leaf.mkdir(exist_ok=True)
+        self._home = os.open(self.leaf / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
         self.return_home()
         self.controllers = self._enable_controllers()
+        # A mount's root (a cgroup namespace's, a container's /sys/fs/cgroup) holds other
+        # processes and cgroups than the daemon's: then only `task-*` cgroups count as the daemon's.
+        self._whole_root = root not in cgroup2_mounts()
+        self._live: set[Path] = set()  # the cgroups of running tasks
+        self._sweeper = cgroup_sweep.Sweeper()
 
     def return_home(self) -> None:
         os.write(self._home, b"0")
@@ -238,13 +253,14 @@ class CgroupTree:
         return frozenset(enabled)
 
     def create(self, task_id: str, limits: Limits) -> TaskCgroup:
-        path = self.root / f"{TASK_PREFIX}{task_id}"
+        path = self._free_path(self.root / f"{TASK_PREFIX}{task_id}")
+        path.mkdir()
+        self._live.add(path)
         try:
-            path.mkdir()
-        except FileExistsError:  # a task of the same name ended but its cgroup could not be removed
-            _end_leftover_now(path)
-            path.mkdir()
-        cgroup = TaskCgroup(self, path, limits)
+            cgroup = TaskCgroup(self, path, limits)
+        except OSError:
+            self.discard(path)
+            raise
         try:
             cgroup.apply_limits()
         except OSError:
@@ -252,25 +268,81 @@ class CgroupTree:
             raise
         return cgroup
 
-    def leftovers(self) -> list[Path]:
-        return sorted(path for path in self.root.glob(f"{TASK_PREFIX}*") if path.is_dir())
+    def _free_path(self, path: Path) -> Path:
+        """`path`, or where it is still taken (a leftover a task may have planted, with cgroups and
+        processes under it) and cannot be cleared at once, a name no task can foresee."""
+        if not self._sweeper.pending(path) and not path.exists():
+            return path
+        if not self._sweeper.pending(path):
+            logger.warning("cgroup %s was left behind; ending and removing it", path)
+            cgroup_sweep.kill_subtree(path)
+            if cgroup_sweep.remove_tree(path, max_dirs=cgroup_sweep.INLINE_DIRS):
+                return path
+            self._sweeper.add(path)
+        return path.with_name(f"{path.name}.{secrets.token_hex(6)}")
+
+    def discard(self, path: Path) -> None:
+        """A task's cgroup is done with: removed (below it too, off the loop), then escapees ended."""
+        self._live.discard(path)
+        try:
+            os.rmdir(path)
+        except FileNotFoundError:
+            pass
+        except OSError:  # EBUSY: cgroups the task made below its own, or a process in D state
+            self._sweeper.add(path)
+        try:
+            self.end_escapees()
+        except Exception:  # never in the way of a task's end; the next look tries again
+            logger.exception("looking for processes that left their task's cgroup failed")
+
+    def end_escapees(self) -> None:
+        """End what moved out of its task's cgroup: into the leaf, the root, or a cgroup of its own."""
+        cgroup_sweep.end_escapees([self.leaf, self.root] if self._whole_root else [self.leaf])
+        # One read says whether there is anything to look for: the leaf and the running tasks'
+        # cgroups are all the tree holds unless a task made more (or a removal is under way).
+        descendants = _key_value(_read_text(self.root / "cgroup.stat"), "nr_descendants")
+        if self._whole_root and descendants is not None and descendants <= 1 + len(self._live):
+            return
+        for path in self._foreign(MAX_FOREIGN_PER_LOOK):
+            self._sweeper.add(path)  # killed and removed by the sweeping thread
+
+    def _foreign(self, limit: int | None = None) -> list[Path]:
+        """Cgroups in the tree that are neither the leaf nor a running task's: a task made them."""
+        found: list[Path] = []
+        for parent, only_tasks in ((self.root, not self._whole_root), (self.leaf, False)):
+            with contextlib.suppress(OSError), os.scandir(parent) as entries:
+                for entry in entries:
+                    if limit is not None and len(found) >= limit:
+                        break
+                    if (
+                        entry.is_dir(follow_symlinks=False)
+                        and entry.name not in KEPT_NAMES
+                        and (entry.name.startswith(TASK_PREFIX) or not only_tasks)
+                        and (path := parent / entry.name) not in self._live
+                    ):
+                        found.append(path)
+        return sorted(found)
 
     async def end_leftovers(self) -> None:
-        """At start: every task cgroup is a previous daemon's; end what is in it, then remove it."""
-        for path in self.leftovers():
+        """At start: every cgroup but the leaf is a previous daemon's or a task's; end what is in
+        it, then remove it, with what is below it (off the loop); and end what left its cgroup."""
+        cgroup_sweep.end_escapees([self.leaf, self.root] if self._whole_root else [self.leaf])
+        paths = self._foreign()
+        for path in paths:
             procs = (_read_text(path / "cgroup.procs") or "").split()
             if procs:
                 logger.warning(
                     "cgroup %s outlived the previous daemon with %d processes; ending them", path, len(procs)
                 )
-            _write_text(path / "cgroup.kill", "1")
-            try:
-                async with asyncio.timeout(LEFTOVER_WAIT_SECS):
-                    while "populated 1" in (_read_text(path / "cgroup.events") or ""):
-                        await asyncio.sleep(EMPTY_POLL_MAX_SECS / 5)
-            except TimeoutError:
-                logger.warning("cgroup %s is still not empty after %gs", path, LEFTOVER_WAIT_SECS)
-            _remove_quietly(path)
+            cgroup_sweep.kill_subtree(path)
+        if paths:  # what is not gone within LEFTOVER_WAIT_SECS is removed after, off the loop
+            left = await asyncio.to_thread(_sweep_all, paths)
+            if left:
+                logger.warning(
+                    "%d leftover cgroups not removed within %gs; removing them meanwhile", len(left), LEFTOVER_WAIT_SECS
+                )
+            for path in left:
+                self._sweeper.add(path)
 
     def describe(self, not_born_in_place: str | None) -> str:
         """The start line; `not_born_in_place`: why tasks cannot start in their cgroups (native_spawn),
@@ -285,16 +357,10 @@ class CgroupTree:
         return f"a cgroup per task under {self.root} (controllers: {controllers}){how}"
 
 
-def _end_leftover_now(path: Path) -> None:
-    _write_text(path / "cgroup.kill", "1")
-    _remove_quietly(path)
-
-
-def _remove_quietly(path: Path) -> None:
-    try:
-        path.rmdir()
-    except OSError as exc:
-        logger.warning("could not remove cgroup %s: %s", path, exc)
+def _sweep_all(paths: list[Path]) -> list[Path]:
+    """Sweep `paths` within LEFTOVER_WAIT_SECS in all; the ones still there."""
+    deadline = time.monotonic() + LEFTOVER_WAIT_SECS
+    return [path for path in paths if not cgroup_sweep.sweep(path, max(0.0, deadline - time.monotonic()))]
 
 
 def _read_text(path: Path) -> str | None:
@@ -302,14 +368,6 @@ def _read_text(path: Path) -> str | None:
         return path.read_text()
     except OSError:
         return None
-
-
-def _write_text(path: Path, value: str) -> bool:
-    try:
-        path.write_text(value)
-    except OSError:
-        return False
-    return True
 
 
 def cgroup2_mounts(mounts: Path = PROC_SELF_MOUNTS) -> list[Path]:

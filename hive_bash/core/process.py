@@ -294,13 +294,13 @@ class ResourceUsage:
         max_rss = usage.ru_maxrss * 1024 if usage.ru_maxrss > daemon_peak_kib else None
         return cls(round(usage.ru_utime + usage.ru_stime, 3), max_rss)
 
-    def counted_by(self, end: CgroupEnd, daemon_peak_kib: int) -> ResourceUsage:
+    def counted_by(self, end: CgroupEnd) -> ResourceUsage:
         """The cgroup's figures, where it has them: every process that ran in it, waited for or not.
-        memory.peak is shown by the same rule as ru_maxrss (above the daemon's own peak)."""
+
+        memory.peak is kept whatever its size: unlike ru_maxrss it never counts the daemon's
+        image (the task's first page is charged to its cgroup only once the task touches it)."""
         cpu = end.cpu_secs if end.cpu_secs is not None else self.cpu_secs
-        if end.memory_peak_bytes is None:
-            return ResourceUsage(cpu, self.max_rss_bytes)
-        peak = end.memory_peak_bytes if end.memory_peak_bytes > daemon_peak_kib * 1024 else None
+        peak = end.memory_peak_bytes if end.memory_peak_bytes is not None else self.max_rss_bytes
         return ResourceUsage(cpu, peak)
 
 
@@ -435,7 +435,7 @@ class TaskProcess:
         if self.cgroup is not None:
             end = self.cgroup.finish()
             assert self.usage is not None
-            self.usage = self.usage.counted_by(end, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+            self.usage = self.usage.counted_by(end)
             self.limit_reason = end.limit_reason
         if self.is_pty and self.input_fd is not None:
             loop.remove_reader(self.input_fd)

@@ -359,13 +359,12 @@ def test_memory_size_errors_say_the_rule(value: str | int, rule: str) -> None:
 
 async def test_a_task_whose_cgroup_cannot_be_made_leaves_no_file(own_cgroup_daemon: tuple[Daemon, Path]) -> None:
     daemon, root = own_cgroup_daemon
-    # A cgroup of the task's name that holds a child cannot be removed, so none can be made.
-    (root / "task-blocked" / "inner").mkdir(parents=True)
+    # The kernel refuses a cgroup beyond the tree's cgroup.max.descendants (EAGAIN); the daemon's leaf is one.
+    (root / "cgroup.max.descendants").write_text("1")
     try:
         async with daemon.client() as client:
             refused = await call_error(client, "run", {"cmd": "true", "name": "blocked"})
         assert "its cgroup could not be created" in refused
         assert sorted(path.name for path in daemon.tasks_dir.iterdir() if "blocked" in path.name) == []
     finally:
-        (root / "task-blocked" / "inner").rmdir()
-        (root / "task-blocked").rmdir()
+        (root / "cgroup.max.descendants").write_text("max")

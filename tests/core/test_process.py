@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hive_bash.core import process
+from hive_bash.core.cgroups import CgroupEnd
 
 pytestmark = pytest.mark.anyio
 
@@ -21,6 +22,21 @@ def test_a_fork_between_readings_in_one_tick_started_in_that_tick() -> None:
 
 def test_readings_that_straddle_a_tick_tell_nothing() -> None:
     assert process.start_ticks_between(8 * TICK - 1, 8 * TICK) is None
+
+
+@pytest.mark.parametrize("peak", [4096, 64 * 2**20, 2**40], ids=["one-page", "64MiB", "1TiB"])
+def test_a_cgroups_memory_peak_is_kept_whatever_the_daemons_own_size(peak: int) -> None:
+    """memory.peak counts only what the task's cgroup was charged, never the daemon's image (which
+    ru_maxrss of a forked child does): a task smaller than the daemon still shows its figure."""
+    reaped = process.ResourceUsage(cpu_secs=0.25, max_rss_bytes=None)
+    end = CgroupEnd(cpu_secs=1.5, memory_peak_bytes=peak, limit_reason=None)
+    assert process.ResourceUsage.counted_by(reaped, end) == process.ResourceUsage(1.5, peak)
+
+
+def test_without_the_memory_controller_the_reapers_figure_stays() -> None:
+    reaped = process.ResourceUsage(cpu_secs=0.25, max_rss_bytes=300 * 2**20)
+    end = CgroupEnd(cpu_secs=None, memory_peak_bytes=None, limit_reason=None)
+    assert process.ResourceUsage.counted_by(reaped, end) == reaped
 
 
 @pytest.mark.parametrize("pty", [False, True], ids=["plain", "pty"])

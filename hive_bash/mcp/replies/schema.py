@@ -17,7 +17,8 @@ from hive_bash.mcp.limits import secs
 
 STATUS_WORDS = "pending, running, done, timed_out, interrupted, killed or failed"
 # An ended task's cost is said only when it says something: under this much CPU a number
-# is noise (`echo hi` is 0.002s), and max_rss_bytes is known only above the daemon's own peak.
+# is noise (`echo hi` is 0.002s); the reaper's max_rss_bytes is known only above the daemon's
+# own peak (a cgroup's memory.peak always).
 CPU_WORTH_SAYING_SECS = 0.5
 
 
@@ -42,7 +43,9 @@ class TaskStatus(BaseModel):
     cpu_secs: float | None = Field(
         None, description=f"Once ended: user + system CPU seconds, when at least {secs(CPU_WORTH_SAYING_SECS)}"
     )
-    max_rss_bytes: int | None = Field(None, description="Once ended: largest process's peak memory, above the daemon's")
+    max_rss_bytes: int | None = Field(
+        None, description="Once ended: peak memory (its cgroup's, or a process's above the daemon's)"
+    )
     last_output_age_secs: float | None = None
     cmd: str | None = None
     cwd: str | None = None

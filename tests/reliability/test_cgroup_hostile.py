@@ -1,0 +1,250 @@
+"""A task against its cgroup tree (issue 38, findings 1 and 2): it runs as the daemon's uid, so it
+can make cgroups under its own, plant `<root>/task-<a name>` and move itself into the daemon's
+leaf or the tree's root. None of that may block a name, leak cgroups or outlive the task.
+
+Each test has a daemon and a tree of its own on a private cgroup2 mount (the host's one
+unified hierarchy, no controllers here); needs root, skipped with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hivetest import Daemon, call_ok, pid_alive, private_cgroup2, wait_until
+
+pytestmark = pytest.mark.anyio
+
+GONE_SECS = 5.0
+CLEARED_SECS = 30.0  # thousands of cgroups are removed off the loop, one thread
+
+
+@pytest.fixture(scope="module")
+def cgroup2_mount() -> Iterator[Path]:
+    with private_cgroup2("hive-hostile-cgroup2-") as mountpoint:
+        yield mountpoint
+
+
+def clear(root: Path) -> None:
+    """End and remove what a test left under `root`, deepest first (its daemon has stopped); by
+    directory fds, as a tree nested past PATH_MAX needs."""
+    if not root.exists():
+        return
+    (root / "cgroup.kill").write_text("1")
+    wait_until(lambda: "populated 0" in (root / "cgroup.events").read_text(), 10, what=f"{root} empty")
+    for _, subdirs, _, dir_fd in os.fwalk(root, topdown=False):
+        for name in subdirs:
+            os.rmdir(name, dir_fd=dir_fd)
+    root.rmdir()
+
+
+@pytest.fixture
+def tree(make_daemon: Callable[..., Daemon], cgroup2_mount: Path) -> Iterator[tuple[Daemon, Path]]:
+    root = cgroup2_mount / f"hive-hostile-{uuid.uuid4().hex[:12]}"
+    daemon = make_daemon(env={"HIVE_BASH_CGROUP_ROOT": str(root)})
+    try:
+        yield daemon, root
+    finally:
+        if daemon.proc is not None and daemon.proc.poll() is None:
+            daemon.stop()
+        clear(root)
+
+
+def own_cgroup(mount: Path) -> str:
+    """Shell: the task's own cgroup directory, as `$cg`."""
+    return f'cg="{mount}$(sed -n "s/^0:://p" /proc/$$/cgroup)"'
+
+
+def cgroups_under(root: Path) -> list[str]:
+    """Every cgroup in the tree but the daemon's leaf, relative to the root."""
+    return sorted(str(Path(d, n).relative_to(root)) for d, subdirs, _ in os.walk(root) for n in subdirs if n)
+
+
+def only_the_leaf(root: Path) -> bool:
+    return cgroups_under(root) == ["daemon"]
+
+
+async def test_cgroups_a_task_made_in_its_own_go_with_it_and_its_name_runs_again(
+    tree: tuple[Daemon, Path], cgroup2_mount: Path
+) -> None:
+    daemon, root = tree
+    nest = f'{own_cgroup(cgroup2_mount)}; mkdir -p "$cg/sub/deeper" "$cg/other" && echo made'
+    async with daemon.client() as client:
+        first = await call_ok(client, "run", {"cmd": nest, "name": "nest"})
+        assert first.structured["status"] == "done" and first.structured["stdout"] == "made\n", first.text
+        wait_until(lambda: only_the_leaf(root), CLEARED_SECS, what="the task's cgroup and those below it removed")
+        again = await call_ok(client, "run", {"cmd": nest, "name": "nest"})
+        assert again.structured["status"] == "done", again.text
+    wait_until(lambda: only_the_leaf(root), CLEARED_SECS, what="the second run's cgroups removed too")
+
+
+async def test_cgroups_nested_past_the_longest_path_are_removed(tree: tuple[Daemon, Path], cgroup2_mount: Path) -> None:
+    """30 levels of 200-character names: past PATH_MAX (4,096), walked by directory fds."""
+    daemon, root = tree
+    name = "d" * 200
+    deep = f'{own_cgroup(cgroup2_mount)}; cd "$cg" && for i in $(seq 30); do mkdir {name} && cd {name} || exit 1; done'
+    async with daemon.client() as client:
+        reply = await call_ok(client, "run", {"cmd": f"{deep} && echo made", "name": "deep", "wait_seconds": 60})
+        assert reply.structured["stdout"] == "made\n", reply.text
+        wait_until(lambda: only_the_leaf(root), CLEARED_SECS, what="the nested cgroups removed")
+
+
+async def test_a_name_is_taken_again_at_once_while_thousands_of_cgroups_are_removed(
+    tree: tuple[Daemon, Path], cgroup2_mount: Path
+) -> None:
+    daemon, root = tree
+    many = f'{own_cgroup(cgroup2_mount)}; for i in $(seq 2000); do mkdir "$cg/s$i"; done; echo made'
+    async with daemon.client() as client:
+        first = await call_ok(client, "run", {"cmd": many, "name": "many", "wait_seconds": 60})
+        assert first.structured["stdout"] == "made\n", first.text
+        again = await call_ok(client, "run", {"cmd": "cat /proc/$$/cgroup", "name": "many"})
+        assert again.structured["status"] == "done", again.text
+    wait_until(lambda: only_the_leaf(root), CLEARED_SECS, what="2,000 cgroups removed")
+
+
+async def test_a_planted_leftover_blocks_no_name(tree: tuple[Daemon, Path]) -> None:
+    daemon, root = tree
+    async with daemon.client() as client:
+        await call_ok(client, "run", {"cmd": f"mkdir -p {root}/task-other/x/y", "name": "planter"})
+        other = await call_ok(client, "run", {"cmd": "cat /proc/$$/cgroup", "name": "other"})
+        assert other.structured["status"] == "done", other.text
+        assert f"0::/{root.name}/task-other" in other.structured["stdout"], other.text
+    wait_until(lambda: only_the_leaf(root), CLEARED_SECS, what="the planted cgroups removed")
+
+
+async def test_a_planted_leftover_holding_a_process_blocks_no_name(tree: tuple[Daemon, Path]) -> None:
+    """A leftover that cannot be removed at once (a process in it, its planter still running): the
+    task runs meanwhile, in a name no task can foresee; the process is ended and the leftover removed."""
+    daemon, root = tree
+    held = root / "task-held" / "x"
+    held.mkdir(parents=True)
+    planter, pid = await start_escaping(daemon, held / "cgroup.procs")
+    async with daemon.client() as client:
+        reply = await call_ok(client, "run", {"cmd": "cat /proc/$$/cgroup", "name": "held"})
+        assert reply.structured["status"] == "done", reply.text
+        assert f"0::/{root.name}/task-held" in reply.structured["stdout"], reply.text
+        wait_until(lambda: not pid_alive(pid), GONE_SECS, what=f"the process {pid} in the planted cgroup gone")
+        await call_ok(client, "kill", {"id": planter, "force": True})
+    wait_until(lambda: only_the_leaf(root), CLEARED_SECS, what="the planted cgroups removed")
+
+
+async def test_leftover_subtrees_are_cleared_at_restart(tree: tuple[Daemon, Path], cgroup2_mount: Path) -> None:
+    daemon, root = tree
+    plant = (
+        f'{own_cgroup(cgroup2_mount)}; mkdir -p "$cg/a/b/c" {root}/task-ghost/x/y {root}/daemon/hidden/z '
+        f'{root}/elsewhere/deep; for i in $(seq 50); do mkdir "$cg/a/s$i"; done; echo planted; exec sleep 300'
+    )
+    async with daemon.client() as client:
+        started = await call_ok(client, "run", {"cmd": plant, "name": "planter", "wait_seconds": 0})
+    out = daemon.tasks_dir / f"{started.structured['id']}.out"
+    wait_until(lambda: "planted" in out.read_text(), 20, what="the cgroups planted")
+    daemon.stop(signal.SIGKILL)
+    daemon.restart()  # recovery runs before the daemon answers /healthz
+    assert only_the_leaf(root), cgroups_under(root)[:10]
+
+
+# The escape of finding 2: a setsid'd child moves itself out of the task's cgroup.
+def escape_into(procs: Path) -> str:
+    return (
+        f"setsid sh -c 'echo $$ > {procs}; exec sleep 300' & "
+        f'until [ "$(cat /proc/$!/comm)" = sleep ] && grep -q "^$!$" {procs}; do sleep 0.01; done; echo escaped=$!'
+    )
+
+
+def escaped_pid(text: str) -> int:
+    return int(text.split("escaped=", 1)[1].split()[0])
+
+
+PLACES = {"daemon-leaf": "daemon/cgroup.procs", "tree-root": "cgroup.procs"}
+
+
+@pytest.mark.parametrize("place", PLACES)
+async def test_a_process_that_moved_out_of_its_cgroup_ends_with_its_task(tree: tuple[Daemon, Path], place: str) -> None:
+    daemon, root = tree
+    async with daemon.client() as client:
+        reply = await call_ok(client, "run", {"cmd": escape_into(root / PLACES[place])})
+    assert reply.structured["status"] == "done", reply.text
+    pid = escaped_pid(reply.structured["stdout"])
+    wait_until(lambda: not pid_alive(pid), GONE_SECS, what=f"the process {pid} that moved into the {place} gone")
+    assert daemon.proc is not None and daemon.proc.poll() is None and daemon.health()
+
+
+async def start_escaping(daemon: Daemon, procs: Path) -> tuple[str, int]:
+    async with daemon.client() as client:
+        started = await call_ok(client, "run", {"cmd": f"{escape_into(procs)}; exec sleep 300", "wait_seconds": 0})
+    task_id = started.structured["id"]
+    out = daemon.tasks_dir / f"{task_id}.out"
+    wait_until(lambda: "escaped=" in out.read_text(), 10, what="the escapee's pid")
+    return task_id, escaped_pid(out.read_text())
+
+
+@pytest.mark.parametrize("place", PLACES)
+async def test_a_process_that_moved_out_of_its_cgroup_ends_at_kill_force(tree: tuple[Daemon, Path], place: str) -> None:
+    daemon, root = tree
+    task_id, pid = await start_escaping(daemon, root / PLACES[place])
+    async with daemon.client() as client:
+        await call_ok(client, "kill", {"id": task_id, "force": True})
+        final = await call_ok(client, "status", {"id": task_id, "wait_seconds": 10})
+    assert final.structured["status"] == "killed", final.text
+    wait_until(lambda: not pid_alive(pid), GONE_SECS, what=f"the process {pid} that moved into the {place} gone")
+
+
+@pytest.mark.parametrize("place", PLACES)
+async def test_a_process_that_moved_out_of_its_cgroup_ends_at_recovery(tree: tuple[Daemon, Path], place: str) -> None:
+    daemon, root = tree
+    task_id, pid = await start_escaping(daemon, root / PLACES[place])
+    daemon.stop(signal.SIGKILL)
+    assert pid_alive(pid)
+    daemon.restart()
+    assert not pid_alive(pid)
+    assert daemon.record(task_id)["status"] == "interrupted"
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                if entry.isdigit() and int(stat.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+async def test_the_daemons_own_children_are_spared(tree: tuple[Daemon, Path]) -> None:
+    """A matcher child (`status(wait_for=...)`) sits in the daemon's leaf while another task's end
+    clears the leaf of escapees: it is the daemon's, and still answers."""
+    daemon, root = tree
+    assert daemon.proc is not None
+    go = daemon.workdir / f"go-{uuid.uuid4().hex[:8]}"
+    waiter = f"until [ -e {go} ]; do sleep 0.02; done; echo READY; exec sleep 300"
+    async with daemon.client() as client:
+        started = await call_ok(client, "run", {"cmd": waiter, "name": "waiter", "wait_seconds": 0})
+        leader = started.structured["pid"] if "pid" in started.structured else daemon.record("waiter")["pid"]
+        answers: list[dict[str, object]] = []
+
+        async def wait_for_ready() -> None:
+            reply = await call_ok(client, "status", {"id": "waiter", "wait_for": "READY", "wait_seconds": 30})
+            answers.append(reply.structured)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(wait_for_ready)
+            with anyio.fail_after(10):  # the loop must run the status call meanwhile: no blocking wait here
+                while not (helpers := [child for child in children_of(daemon.proc.pid) if child != leader]):
+                    await anyio.sleep(0.02)
+            in_leaf = f"0::/{root.name}/daemon"
+            assert all(in_leaf in Path(f"/proc/{helper}/cgroup").read_text().splitlines() for helper in helpers)
+            escaped = await call_ok(client, "run", {"cmd": escape_into(root / "daemon" / "cgroup.procs")})
+            pid = escaped_pid(escaped.structured["stdout"])
+            wait_until(lambda: not pid_alive(pid), GONE_SECS, what="the escapee gone")
+            assert all(pid_alive(helper) for helper in helpers)
+            go.touch()
+        await call_ok(client, "kill", {"id": "waiter", "force": True})
+    assert answers and answers[0].get("matched_line") == "READY", answers
