@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from hive_bash.core import child_channel
 from hive_bash.core.matching import (
     CHUNK_BYTES,
     LINE_SENSITIVE,
@@ -47,8 +48,9 @@ from hive_bash.core.matching import (
     count_newlines,
     cut_line,
     finder,
+    open_output,
 )
-from hive_bash.errors import SearchBusy, SearchFailed
+from hive_bash.errors import OutputUnreadable, SearchBusy, SearchFailed
 
 LISTED_CHARS_BUDGET = 4000  # listed text per reply (a reply stays within the model's budget)
 DEFAULT_MAX_MATCHES = 50
@@ -59,6 +61,7 @@ SEARCH_TIMEOUT_SECS = 60.0
 MAX_RUNNING_SEARCHES = 4
 MAX_WAITING_SEARCHES = 16
 CHILD_GRACE_SECS = 5.0  # the child's own deadline comes this long after the daemon's
+STOP_CHECK_SECS = 0.25  # how often a running search is checked for being stopped by a signal
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
@@ -69,6 +72,7 @@ class SearchRequest:
     offset: int = 0
     max_matches: int = DEFAULT_MAX_MATCHES
     context_lines: int = 0
+    stream: str = "output"  # what the file is, as an error names it: "stdout", "stderr"
 
 
 @dataclass(frozen=True)
@@ -378,10 +382,9 @@ def _aligned_start(handle: BinaryIO, offset: int, size: int) -> int:
 def search_file(pattern: re.Pattern[str], request: SearchRequest) -> SearchResult:
     """Search `request.path` from the first line start at or after `request.offset` up to its current size."""
     result = SearchResult()
-    try:
-        # Opened before the with block, so only a missing file is caught here, not the search's errors.
-        handle = open(request.path, "rb")  # noqa: SIM115
-    except FileNotFoundError:
+    # Opened before the with block, so only its own errors are raised here, not the search's.
+    handle = open_output(request.path, request.stream)  # OutputUnreadable: a FIFO, a link, not ours
+    if handle is None:
         return result
     with handle:
         size = os.fstat(handle.fileno()).st_size
@@ -400,7 +403,11 @@ def search_file(pattern: re.Pattern[str], request: SearchRequest) -> SearchResul
 # What a child runs (`python -I -c CHILD_CODE PACKAGE_DIR MODULE ARGS...`): the hive_bash
 # package loaded from PACKAGE_DIR by location, so nothing on sys.path (and -I leaves neither
 # the working directory nor the user site on it) can stand in for it; then MODULE's main(argv).
+# First of all it makes itself non-dumpable (PR_SET_DUMPABLE 0): its /proc/<pid>/fd, ptrace
+# and pidfd_getfd are then closed to the processes of its uid (tasks), root's only.
 CHILD_CODE = (
+    "import ctypes\n"
+    "ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n"
     "import importlib, importlib.util, sys\n"
     "package = sys.argv.pop(1)\n"
     "module_name = sys.argv.pop(1)\n"
@@ -423,16 +430,20 @@ def isolated_child_argv(module: str, *args: str) -> list[str]:
 
 def main(argv: list[str]) -> int:
     request_json, parent_pid, deadline_secs = argv[1], int(argv[2]), float(argv[3])
-    _end_with_parent(parent_pid)
+    end_with_parent(parent_pid)
     # SIGALRM's default action ends the process even inside one long `re` call.
     signal.alarm(max(1, math.ceil(deadline_secs)))
     request = SearchRequest(**json.loads(request_json))
-    result = search_file(compile_pattern(request.pattern), request)
+    try:
+        result = search_file(compile_pattern(request.pattern), request)
+    except OutputUnreadable as exc:
+        sys.stdout.write(json.dumps({"unreadable": str(exc)}))
+        return 0
     sys.stdout.write(json.dumps(asdict(result)))
     return 0
 
 
-def _end_with_parent(parent_pid: int) -> None:
+def end_with_parent(parent_pid: int) -> None:
     """Have the kernel SIGKILL this process when the daemon dies; exit now if it already has."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -471,7 +482,7 @@ async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -
         raise
     try:
         async with asyncio.timeout(timeout):
-            out, err = await child.communicate()
+            out, err = await _unless_stopped(child)
     except TimeoutError:
         raise SearchFailed(
             f"the search of pattern {request.pattern!r} ran past {timeout:g}s and was stopped; "
@@ -481,11 +492,44 @@ async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -
         if child.returncode is None:
             child.kill()
             await child.wait()
+    if child.returncode is not None and child.returncode < 0:
+        name = signal.Signals(-child.returncode).name
+        raise SearchFailed(f"the search process was killed by {name} (from a process of this user); try again")
     if child.returncode != 0:
         raise SearchFailed(f"the search failed: {err.decode(errors='replace').strip()[-300:]}")
-    data = json.loads(out)
-    data["lines"] = [Line(**line) for line in data["lines"]]
-    return SearchResult(**data)
+    return _result(out)
+
+
+def _result(out: bytes) -> SearchResult:
+    """The child's answer, read strictly: a result, or why the file could not be read."""
+    try:
+        data = json.loads(out)
+        if "unreadable" in data:
+            raise SearchFailed(f"cannot search: {str(data['unreadable'])[:1000]}")
+        data["lines"] = [Line(**line) for line in data["lines"]]
+        return SearchResult(**data)
+    except (ValueError, TypeError, KeyError, RecursionError):
+        raise SearchFailed("the search's report was unreadable; try again") from None
+
+
+async def _unless_stopped(child: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
+    """child.communicate(), ended (SearchFailed) as soon as the child is seen stopped by a signal:
+    a task of the daemon's uid can SIGSTOP it, and it would hold its slot until the deadline."""
+    talk = asyncio.ensure_future(child.communicate())
+    try:
+        while True:
+            done, _ = await asyncio.wait({talk}, timeout=STOP_CHECK_SECS)
+            if done:
+                return talk.result()
+            if child_channel.stopped(child.pid):
+                raise SearchFailed(
+                    "the search process was stopped by a signal (from a process of this user, such as a task) "
+                    "and was ended; try again"
+                )
+    finally:
+        if not talk.done():
+            talk.cancel()
+            await asyncio.gather(talk, return_exceptions=True)
 
 
 def _kill_started(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
