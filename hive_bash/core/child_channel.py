@@ -53,7 +53,10 @@ def child_end(fd: int) -> socket.socket:
 
 def read_message(sock: socket.socket, max_bytes: int) -> Message | None:
     """One message (None: the other end closed). Raises BlockingIOError on a non-blocking socket with none."""
-    data, ancillary, flags, _ = sock.recvmsg(max_bytes, _CREDS_SPACE)
+    try:
+        data, ancillary, flags, _ = sock.recvmsg(max_bytes, _CREDS_SPACE)
+    except ConnectionResetError:  # the other end closed (died) with a message of ours unread
+        return None
     sender = None
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= _UCRED.size:

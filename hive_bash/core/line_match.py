@@ -510,7 +510,8 @@ def _ignore(report: object) -> None:
 
 
 class Matchers:
-    """At most `limit` matcher children at once; more callers wait in order for one to end.
+    """At most `limit` matcher children at once: `try_take` refuses beyond it (a wait_for call is
+    answered at once, saying so), `take` waits in order for one to end (a notify_on watch).
 
     Also keeps, per output file, where an earlier child counted its lines up to
     (a Checkpoint), so the next one counts on from there instead of from byte 0."""
@@ -519,23 +520,43 @@ class Matchers:
         self.limit = limit
         self.use = use  # what they are for, as a reply names them: "wait_for", "notify_on"
         self.running = 0
-        self._free = asyncio.Semaphore(limit)
+        self.counted_bytes = 0  # read by children only to number lines (from a checkpoint, else from byte 0)
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._checkpoints: collections.OrderedDict[str, Checkpoint] = collections.OrderedDict()
 
-    def busy(self) -> str | None:
-        """Why a new child would wait, or None when one can start now."""
-        if not self._free.locked():
-            return None
+    def busy(self) -> str:
         return f"all {self.limit} line matchers for {self.use} were in use (the limit)"
 
-    @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        async with self._free:
-            self.running += 1
-            try:
-                yield
-            finally:
-                self.running -= 1
+    def try_take(self) -> bool:
+        """Take a slot now if one is free (and nobody waits for one)."""
+        if self.running >= self.limit or self._waiters:
+            return False
+        self.running += 1
+        return True
+
+    async def take(self) -> None:
+        """Take a slot, waiting in order for one to be given back."""
+        if self.try_take():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.give_back()  # handed a slot, but gone before it ran: pass it on
+            elif waiter in self._waiters:
+                self._waiters.remove(waiter)
+            raise
+
+    def give_back(self) -> None:
+        """A child ended: its slot goes to the first waiter, else is free."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # running stays: the slot changes hands
+                return
+        self.running -= 1
 
     def checkpoint(self, path: str) -> Checkpoint | None:
         return self._checkpoints.get(path)
@@ -617,12 +638,14 @@ class LineWatch:
         on_give_up: OnGiveUp,
         matchers: Matchers | None = None,
         on_start: Callable[[], None] | None = None,
+        holding: bool = False,
     ) -> None:
         self.request = request
         self._on_match = on_match
         self._on_give_up = on_give_up
         self._on_start = on_start
         self._matchers = matchers
+        self._holding = holding  # a slot of `matchers` is ours (taken by the caller, or by _run)
         self._task: asyncio.Task[None] | None = None
         self._said_why = False  # a reason for the end was handed on
 
@@ -630,6 +653,12 @@ class LineWatch:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="line-watch")
         _watching.add(self._task)  # the loop itself keeps only weak references to tasks
         self._task.add_done_callback(_watching.discard)
+        self._task.add_done_callback(self._give_back)  # also when cancelled before it ran at all
+
+    def _give_back(self, task: object) -> None:
+        if self._holding and self._matchers is not None:
+            self._holding = False
+            self._matchers.give_back()
 
     def close(self) -> None:
         """Stop matching: the child is killed and reaped in the background, nothing more is reported."""
@@ -645,14 +674,12 @@ class LineWatch:
                 await self._task
 
     async def _run(self) -> None:
-        if self._matchers is None:
-            await self._follow()
-            return
-        busy = self._matchers.busy()
-        if busy is not None:
-            logger.info("a line matcher for %r waits: %s", self.request.pattern, busy)
-        async with self._matchers.slot():
-            await self._follow()
+        if self._matchers is not None and not self._holding:
+            if not self._matchers.try_take():
+                logger.info("a line matcher for %r waits: %s", self.request.pattern, self._matchers.busy())
+                await self._matchers.take()
+            self._holding = True
+        await self._follow()
 
     async def _follow(self) -> None:
         ours, theirs = child_channel.pair()
@@ -749,6 +776,7 @@ class LineWatch:
             paths = {start.stream: start.path for start in self.request.streams}
             for mark in report.get("checkpoints", []):
                 self._matchers.remember(paths[mark["stream"]], Checkpoint(**mark))
+            self._matchers.counted_bytes += report.get("counted_bytes", 0)
         if "match" in report:
             self._on_match(Match(**report["match"]))
         elif "gave_up" in report:
@@ -787,7 +815,7 @@ def _pending(channel: socket.socket) -> list[child_channel.Message]:
 @dataclass
 class FirstMatch:
     """What a `wait_for` wait learned: the first matching line, or why matching stopped, or neither;
-    `started`: whether its matcher ran at all (`busy`: why it waited for one to end)."""
+    `started`: whether its matcher ran at all (`busy`: why none could start, the limit reached)."""
 
     pattern: str
     match: Match | None = None
@@ -817,14 +845,17 @@ async def first_match(
 ) -> AsyncIterator[FirstMatch]:
     """Watch for the first line matching `pattern` while the block runs; `found` is set when one did.
 
-    With `matchers`, the child waits for room among them, and each stream is counted
-    on from the checkpoint an earlier wait left."""
+    With `matchers`, nothing is watched when all of them are in use (`busy` says so), and
+    each stream is counted on from the checkpoint an earlier wait left."""
     outcome = FirstMatch(pattern)
     if matchers is not None:
-        outcome.busy = matchers.busy()
+        if not matchers.try_take():
+            outcome.busy = matchers.busy()
+            yield outcome  # nothing is watched: the caller answers at once, saying so
+            return
         streams = [replace(start, checkpoint=start.checkpoint or matchers.checkpoint(start.path)) for start in streams]
     request = FollowRequest(pattern, tuple(streams), first_only=True)
-    watch = LineWatch(request, outcome._matched, outcome._gave_up, matchers, outcome._started)
+    watch = LineWatch(request, outcome._matched, outcome._gave_up, matchers, outcome._started, holding=True)
     watch.start()
     try:
         yield outcome

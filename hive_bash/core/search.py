@@ -2,8 +2,10 @@
 
 The file is read in CHUNK_BYTES pieces cut at line ends, so memory stays bounded
 however large the file is (a line longer than MAX_LINE_BYTES is searched in pieces
-of that size). Each chunk is searched with one `re` call per hit, not per line, so
-sparse hits cost about what reading the file costs.
+of that size, each beginning with the last OVERLAP_BYTES of the one before, so a hit
+that straddles a cut is found; the line counts once, however many pieces match).
+Each chunk is searched with one `re` call per hit, not per line, so sparse hits cost
+about what reading the file costs.
 
 The search runs in a child process: `re` holds the GIL for a whole call and cannot
 be interrupted, so a pattern that backtracks for minutes would otherwise freeze the
@@ -42,6 +44,7 @@ from hive_bash.core.matching import (
     CHUNK_BYTES,
     LINE_SENSITIVE,
     MAX_LINE_BYTES,
+    OVERLAP_BYTES,
     Finder,
     ascii_twin,
     compile_pattern,
@@ -133,6 +136,8 @@ class _Searcher:
         self.last_listed = 0  # number of the last line listed
         self.after_left = 0  # after-context lines still owed to the last listed match
         self.previous: deque[Line] = deque(maxlen=request.context_lines)  # the latest lines of earlier chunks
+        # The last piece ended inside a (long) line that matched: its rest in the next piece is not counted again.
+        self.open_line_matched = False
 
     def feed(self, data: bytes, begin: int, end: int, offset: int, first_line: int) -> int:
         """Search the whole lines data[begin:end] (at `offset` in the file); returns how many newlines they hold.
@@ -141,9 +146,18 @@ class _Searcher:
         listing is complete, ASCII hits are only counted, and lines no longer (no number
         is shown past the listing: 0 newlines are reported from then on).
         """
+        if self.open_line_matched:  # the piece goes on with a long line that matched in an earlier piece
+            newline = data.find(b"\n", begin, end)
+            if newline < 0:
+                return 0
+            self.open_line_matched = False
+            rest = newline + 1
+            return 1 + (self.feed(data, rest, end, offset + rest - begin, first_line + 1) if rest < end else 0)
         if self.twin is not None and self.find is not None and not self.after_left and data.isascii():
             if not self.listing and not self.want_next:
-                self.result.total_matches += _count_hits(self.find, self.twin, data, begin, end)
+                count, last_end = _count_hits(self.find, self.twin, data, begin, end)
+                self.result.total_matches += count
+                self.open_line_matched = last_end == end and data[end - 1 : end] != b"\n"
                 return 0
             if self.find(data, begin, end) is None:
                 newlines = data.count(b"\n", begin, end)
@@ -158,8 +172,10 @@ class _Searcher:
     def chunk(self, chunk: _Chunk) -> int:
         """Search one chunk; returns the number of newlines in it."""
         text, line_no, pos, counted, after_from = chunk.text, chunk.first_line, 0, 0, 0
+        last_end = -1
         while (found := self._next_hit(chunk, pos)) is not None:
             start, end, hit = found
+            last_end = end
             line_no += text.count("\n", counted, start)
             counted = start
             self.result.total_matches += 1
@@ -172,6 +188,7 @@ class _Searcher:
                 self.result.next_offset = chunk.byte_offset(start)
             pos = after_from = end + 1
         self._owe_after(chunk, after_from, len(text))
+        self.open_line_matched = last_end == len(text) and not text.endswith("\n")
         newlines = line_no - chunk.first_line + text.count("\n", counted)
         self._remember_tail(chunk, newlines)
         return newlines
@@ -297,9 +314,10 @@ class _Searcher:
             self.previous.append(line)
 
 
-def _count_hits(find: Finder, verify: re.Pattern[bytes], data: bytes, begin: int, end: int) -> int:
-    """Matching lines in data[begin:end], as _Searcher._next_hit finds them, without decoding or numbering."""
-    count, pos = 0, begin
+def _count_hits(find: Finder, verify: re.Pattern[bytes], data: bytes, begin: int, end: int) -> tuple[int, int]:
+    """Matching lines in data[begin:end], as _Searcher._next_hit finds them, without decoding or numbering;
+    and where the last of them ends (-1: none)."""
+    count, pos, last_end = 0, begin, -1
     while pos < end:
         found = find(data, pos, end)
         if found is None or (found[0] == end and data[end - 1 : end] == b"\n"):
@@ -309,9 +327,9 @@ def _count_hits(find: Finder, verify: re.Pattern[bytes], data: bytes, begin: int
         line_end = data.find(b"\n", hit, end)
         line_end = end if line_end < 0 else line_end
         if hit_end <= line_end or verify.search(data[start:line_end]) is not None:
-            count += 1
+            count, last_end = count + 1, line_end
         pos = line_end + 1
-    return count
+    return count, last_end
 
 
 def _tail_start(data: bytes, begin: int, end: int, lines: int) -> int:
@@ -339,9 +357,10 @@ def _pieces(handle: BinaryIO, start: int, size: int) -> Iterator[tuple[bytes, in
         last = len(data) if position >= size else data.rfind(b"\n") + 1
         if last == 0:  # no line end in this read
             carry += data
-            if len(carry) >= MAX_LINE_BYTES:  # a very long line: searched in pieces
+            if len(carry) >= MAX_LINE_BYTES:  # a very long line: searched in pieces that overlap
                 yield carry, 0, len(carry), offset
-                offset, carry = offset + len(carry), b""
+                kept = carry[-OVERLAP_BYTES:]  # a hit across the cut is found in the next piece
+                offset, carry = offset + len(carry) - len(kept), kept
             continue
         head = 0
         if carry:

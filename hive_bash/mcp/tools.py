@@ -161,7 +161,8 @@ class BashTools:
                 for stream, path in zip(("stdout", "stderr"), paths, strict=True)
             ]
             async with line_match.first_match(wait_for, starts, self.waits) as waited:
-                await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx), until=waited.found)
+                window = 0.0 if waited.busy else wait  # no matcher free: answered at once, saying so
+                await self.manager.wait_for_result(task, window, abandon=client_gone(ctx), until=waited.found)
         self.manager.shown(task)
         todos = self.settings.agent_socket is not None
         session = self.manager.session_state(task.record.session) if task.record.session is not None else None

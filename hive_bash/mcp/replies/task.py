@@ -179,9 +179,9 @@ def verdict(record: TaskRecord, shown: Shown, ok_meaning: str | None) -> str:
     if waited.gave_up is not None:
         return f"{words}; wait_for {waited.pattern!r} stopped: {waited.gave_up}"
     if not waited.started:  # no line was looked at: never "no line matched"
-        why = f": {waited.busy}" if waited.busy else ""
         again = f"status(id='{record.id}', wait_for={waited.pattern!r}, wait_seconds={WAIT_CAP}) tries again"
-        return f"{words}; wait_for {waited.pattern!r} did not start within {duration(shown.wait_secs)}{why}; {again}"
+        why = waited.busy or f"its matcher had not started within {duration(shown.wait_secs)}"
+        return f"{words}; wait_for {waited.pattern!r} did not start: {why}; {again}"
     new = "" if shown.from_run else "new "
     return f"{words}; no {new}line matched {waited.pattern!r} within {duration(shown.wait_secs)}"
 
