@@ -38,7 +38,8 @@ class Message:
 def pair() -> tuple[socket.socket, socket.socket]:
     """(the daemon's end, non-blocking, stamping senders; the child's end, to pass to it)."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    for end in (ours, theirs):  # both before anything is sent: every message is stamped
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     ours.setblocking(False)
     return ours, theirs
 

@@ -92,6 +92,21 @@ async def test_a_fifo_output_is_refused_at_once_and_starves_no_other_search(daem
         await call_ok(client, "kill", {"id": "fifo", "force": True})
 
 
+async def test_a_stopped_search_child_is_ended_and_holds_no_slot(daemon: Daemon) -> None:
+    """A task SIGSTOPs a running search child: the search ends at once, saying so (was: its slot held 60s)."""
+    async with daemon.client() as client:
+        lines = (await call_ok(client, "run", {"cmd": "printf 'a%.0s' $(seq 40); echo", "wait_seconds": 10})).structured
+        stop = "until s=$(pgrep -P $PPID -f 'hive_bash[.]core[.]search'); do sleep 0.02; done; kill -STOP $s; sleep 120"
+        await call_ok(client, "run", {"cmd": stop, "name": "search-stopper", "wait_seconds": 0})
+        with anyio.fail_after(20):
+            reply = await client.call("logs", {"id": lines["id"], "pattern": "(a*)*b"})  # backtracks for minutes
+        assert reply.is_error and reply.text == (
+            "the search process was stopped by a signal (from a process of this user, such as a task) "
+            "and was ended; try again"
+        ), reply.text
+        await call_ok(client, "kill", {"id": "search-stopper", "force": True})
+
+
 # ---- finding 4: bounded matcher children ------------------------------------
 
 
