@@ -100,19 +100,6 @@ def tracer() -> int:
     return 0
 
 
-def is_dumpable() -> bool:
-    """Whether this process is dumpable (its /proc files reachable to its uid); True where prctl is missing."""
-    try:
-        import ctypes
-
-        return bool(ctypes.CDLL(None, use_errno=True).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0))
-    except (OSError, AttributeError):
-        return True
-
-
-PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4  # <linux/prctl.h>
-
-
 def stopped(pid: int) -> bool:
     """The process is stopped by a signal (state T, or t: stopped by a tracer)."""
     try:

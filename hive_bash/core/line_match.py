@@ -699,6 +699,9 @@ class LineWatch:
             logger.warning("could not start the line matcher for %r: %s", self.request.pattern, exc)
             self._on_give_up(f"the matcher could not start: {exc.strerror or exc}")
             return
+        except BaseException:  # cancelled while it started: a child that did start reads EOF and ends
+            ours.close()
+            raise
         finally:
             theirs.close()
         if self._on_start is not None:
@@ -748,7 +751,9 @@ class LineWatch:
         await child.wait()
         if child.returncode is not None and child.returncode < 0 and not self._said_why:
             name = signal.Signals(-child.returncode).name
-            self._give_up(f"the matcher process was killed by {name} (from a process of this user, such as a task)")
+            self._give_up(
+                f"the matcher process was killed by {name} (a process of this user, such as a task, or the kernel)"
+            )
         elif child.returncode and not self._said_why:
             self._give_up(f"the matcher process failed (exit status {child.returncode})")
 

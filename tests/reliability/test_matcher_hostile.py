@@ -195,7 +195,7 @@ async def test_a_killed_matcher_is_said_as_killed(daemon: Daemon) -> None:
         await call_ok(client, "kill", {"id": "killer", "force": True})
     assert reply.structured["verdict"] == (
         "task started: id=killer, running; wait_for 'READY' stopped: the matcher process was killed by "
-        "SIGKILL (from a process of this user, such as a task)"
+        "SIGKILL (a process of this user, such as a task, or the kernel)"
     )
 
 
