@@ -200,8 +200,9 @@ async def test_a_killed_matcher_is_said_as_killed(daemon: Daemon) -> None:
 
 
 # What a task runs to forge the matcher's report: a forged match, then garbage, into every
-# descriptor of the matcher it can reach (opened through /proc/<pid>/fd, or taken with
-# pidfd_getfd and written as a socket); it prints what it could reach on stderr.
+# pipe of the matcher it can open through /proc/<pid>/fd and every socket it can take with
+# pidfd_getfd (never a file: as root it could open the interpreter's own files for writing);
+# it prints what it reached on stderr.
 FORGER = r"""
 import ctypes, json, os, socket, sys, time
 pid = int(sys.argv[1])
@@ -219,7 +220,9 @@ except OSError as exc:
     fds = []
     print(f"fd listing refused: {exc.strerror}", file=sys.stderr)
 for fd in fds:
-    try:
+    try:  # pipes only: a file the child has open (a .pth while it starts) is never written
+        if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("pipe:"):
+            continue
         target = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
     except OSError:
         continue
@@ -234,11 +237,10 @@ for fd in range(64):
     taken = libc.syscall(438, pidfd, fd, 0)  # pidfd_getfd
     if taken < 0:
         continue
-    try:
-        sock = socket.socket(fileno=taken)
-    except OSError:
+    if not os.readlink(f"/proc/self/fd/{taken}").startswith("socket:"):
         os.close(taken)
         continue
+    sock = socket.socket(fileno=taken)
     reached.append(f"took fd {fd}")
     for payload in payloads:
         try:
