@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import site
 import subprocess
 import sys
 import tempfile
@@ -299,7 +298,9 @@ def nobody_python() -> Iterator[tuple[str, str]]:
     """(interpreter, PYTHONPATH) with which uid 65534 runs this checkout's daemon and its children."""
     if os.geteuid() != 0:
         pytest.skip("starting a daemon as uid 65534 needs root")
-    paths = os.pathsep.join([*site.getsitepackages(), str(Path(hive_bash.__file__).parents[1])])
+    # This interpreter's packages (a venv's, or Nix's one per package), never its standard library.
+    packages = [entry for entry in sys.path if entry.endswith(("site-packages", "dist-packages"))]
+    paths = os.pathsep.join([*packages, str(Path(hive_bash.__file__).parents[1])])
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     probe = (
         "import hive_bash.daemon.main, subprocess, sys; subprocess.run([sys.executable, '-I', '-c', ''], check=True)"
