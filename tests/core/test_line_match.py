@@ -114,3 +114,40 @@ def test_a_report_is_taken_only_within_its_schema_and_bounds(tmp_path: Path) -> 
             report(body)
     with pytest.raises(line_match.BadReport, match="^longer than 8192 bytes$"):
         report({"match": good}, truncated=True)
+
+
+async def test_matchers_refuse_or_queue_past_the_limit_and_never_leak_a_slot() -> None:
+    matchers = line_match.Matchers(2, "notify_on")
+    assert matchers.try_take() and matchers.try_take() and not matchers.try_take()
+    assert matchers.busy() == "all 2 line matchers for notify_on were in use (the limit)"
+    async with anyio.create_task_group() as group:
+        took: list[str] = []
+
+        async def take(name: str) -> None:
+            await matchers.take()
+            took.append(name)
+
+        group.start_soon(take, "first")
+        group.start_soon(take, "second")
+        await anyio.sleep(0.05)
+        assert took == [] and not matchers.try_take()  # a waiter is ahead of any newcomer
+        matchers.give_back()
+        await anyio.sleep(0.05)
+        assert took == ["first"] and matchers.running == 2
+        group.cancel_scope.cancel()  # "second" gives up waiting
+    matchers.give_back()
+    matchers.give_back()
+    assert matchers.running == 0 and matchers.try_take()
+
+
+async def test_a_wait_gives_its_matcher_back_and_past_the_limit_watches_nothing(tmp_path: Path) -> None:
+    matchers = line_match.Matchers(1, "wait_for")
+    async with line_match.first_match("never", streams(tmp_path), matchers) as waited:
+        async with line_match.first_match("never", streams(tmp_path), matchers) as refused:
+            assert refused.busy == "all 1 line matchers for wait_for were in use (the limit)"
+            assert not refused.started and not refused.found.is_set()
+        assert waited.busy is None
+    assert matchers.running == 0  # also when it ended before its child ran at all
+    async with line_match.first_match("never", streams(tmp_path), matchers) as again:
+        assert again.busy is None
+    assert matchers.running == 0
