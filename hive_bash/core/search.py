@@ -448,11 +448,13 @@ def isolated_child_argv(module: str, *args: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    request_json, parent_pid, deadline_secs = argv[1], int(argv[2]), float(argv[3])
+    """`search PARENT_PID DEADLINE_SECS`, the request (pattern and file) on stdin: never on the
+    command line, where `pkill -f <pattern>` in a task would find it."""
+    parent_pid, deadline_secs = int(argv[1]), float(argv[2])
     end_with_parent(parent_pid)
     # SIGALRM's default action ends the process even inside one long `re` call.
     signal.alarm(max(1, math.ceil(deadline_secs)))
-    request = SearchRequest(**json.loads(request_json))
+    request = SearchRequest(**json.loads(sys.stdin.buffer.read()))
     try:
         result = search_file(compile_pattern(request.pattern), request)
     except OutputUnreadable as exc:
@@ -475,7 +477,7 @@ def end_with_parent(parent_pid: int) -> None:
 
 def _child_argv(request: SearchRequest, timeout: float) -> list[str]:
     deadline = f"{timeout + CHILD_GRACE_SECS:.3f}"
-    return isolated_child_argv("hive_bash.core.search", json.dumps(asdict(request)), str(os.getpid()), deadline)
+    return isolated_child_argv("hive_bash.core.search", str(os.getpid()), deadline)
 
 
 async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -> SearchResult:
@@ -486,7 +488,7 @@ async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -
     spawn = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             *_child_argv(request, timeout),
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env={},
@@ -501,7 +503,7 @@ async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -
         raise
     try:
         async with asyncio.timeout(timeout):
-            out, err = await _unless_stopped(child)
+            out, err = await _unless_stopped(child, json.dumps(asdict(request)).encode())
     except TimeoutError:
         raise SearchFailed(
             f"the search of pattern {request.pattern!r} ran past {timeout:g}s and was stopped; "
@@ -531,10 +533,10 @@ def _result(out: bytes) -> SearchResult:
         raise SearchFailed("the search's report was unreadable; try again") from None
 
 
-async def _unless_stopped(child: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
-    """child.communicate(), ended (SearchFailed) as soon as the child is seen stopped by a signal:
+async def _unless_stopped(child: asyncio.subprocess.Process, request: bytes) -> tuple[bytes, bytes]:
+    """child.communicate(request), ended (SearchFailed) as soon as the child is seen stopped by a signal:
     a task of the daemon's uid can SIGSTOP it, and it would hold its slot until the deadline."""
-    talk = asyncio.ensure_future(child.communicate())
+    talk = asyncio.ensure_future(child.communicate(request))
     try:
         while True:
             done, _ = await asyncio.wait({talk}, timeout=STOP_CHECK_SECS)

@@ -49,6 +49,18 @@ def matcher_children(daemon: Daemon) -> list[int]:
     return found
 
 
+def search_children(daemon: Daemon) -> list[int]:
+    assert daemon.proc is not None
+    found = []
+    for pid, state in children_of(daemon.proc.pid):
+        try:
+            if state not in ("Z", "X") and b"hive_bash.core.search" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
 async def until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
     """wait_until for a test whose calls are in flight meanwhile: it yields to the event loop."""
     deadline = time.monotonic() + timeout
@@ -156,6 +168,18 @@ async def test_the_pattern_is_not_on_the_matchers_command_line(daemon: Daemon) -
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         await call_ok(client, "kill", {"id": "argv", "force": True})
     assert pattern.encode() not in cmdline, cmdline  # `pkill -f <pattern>` in a task cannot hit it
+
+
+async def test_the_pattern_is_not_on_the_search_childs_command_line(daemon: Daemon) -> None:
+    pattern = "hb-unique-search-4711(a*)*b"  # backtracks on a line of a's: the child runs a while
+    async with daemon.client() as client:
+        lines = (await call_ok(client, "run", {"cmd": "printf 'a%.0s' $(seq 40); echo", "wait_seconds": 10})).structured
+        async with anyio.create_task_group() as group:
+            group.start_soon(client.call, "logs", {"id": lines["id"], "pattern": pattern})
+            [pid] = await until(lambda: search_children(daemon), 20, "the search child")
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            group.cancel_scope.cancel()
+    assert b"hb-unique-search-4711" not in cmdline, cmdline
 
 
 async def test_a_stopped_matcher_is_said_as_stopped(daemon: Daemon) -> None:
