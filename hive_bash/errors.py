@@ -97,6 +97,10 @@ class SearchBusy(HiveBashError):
         )
 
 
+class OutputUnreadable(HiveBashError):
+    """A task's output file cannot be read as one: not a regular file of ours (a FIFO, a link, a directory)."""
+
+
 # ---- the programs' own failures ---------------------------------------------
 
 

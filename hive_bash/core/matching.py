@@ -8,14 +8,20 @@ pattern is only literals), long lines cut around the hit.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from collections.abc import Callable
 from typing import BinaryIO
 
-from hive_bash.errors import InvalidArgument
+from hive_bash.errors import InvalidArgument, OutputUnreadable
 
 CHUNK_BYTES = 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024
+# A line longer than MAX_LINE_BYTES is searched in pieces; each piece begins with the last
+# OVERLAP_BYTES of the one before, so a hit up to this long that straddles a cut is found.
+OVERLAP_BYTES = 64 * 1024
 LINE_CHARS = 200  # a listed line is cut to this many characters
 MATCH_LEAD_CHARS = 40  # kept before a hit that lies beyond LINE_CHARS in a long line
 MAX_PATTERN_CHARS = 1000
@@ -36,6 +42,41 @@ def compile_pattern(pattern: str, argument: str = "pattern") -> re.Pattern[str]:
         raise InvalidArgument(argument, f"is not a valid regular expression: {exc}") from None
 
 
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFDIR: "a directory",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def open_output(path: str, stream: str) -> BinaryIO | None:
+    """A task's output file opened for reading, as a task may have replaced it: no link followed,
+    no open that waits (a FIFO), only a regular file of this user. None when it does not exist (yet).
+
+    Raises OutputUnreadable naming `stream`, the file and the rule it broke."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputUnreadable(f"{stream} is a symbolic link (links are not followed): {path}") from None
+        raise OutputUnreadable(f"{stream} cannot be opened: {exc.strerror or exc}: {path}") from None
+    info = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(info.st_mode):
+        problem = f"{stream} is not a regular file ({_KINDS.get(stat.S_IFMT(info.st_mode), 'not a file')}): {path}"
+    elif info.st_uid != os.geteuid():
+        problem = f"{stream} is owned by uid {info.st_uid}, not by this user: {path}"
+    if problem is not None:
+        os.close(fd)
+        raise OutputUnreadable(problem)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
 def display(text: str) -> str:
     """Undo surrogateescape for display: invalid UTF-8 bytes become U+FFFD."""
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
@@ -47,7 +88,8 @@ def cut_line(line: str, hit: int | None) -> str:
         return display(line)
     start = 0 if hit is None or hit < LINE_CHARS - MATCH_LEAD_CHARS else hit - MATCH_LEAD_CHARS
     lead = "…" if start else ""
-    return display(lead + line[start : start + LINE_CHARS] + "…")
+    tail = "…" if start + LINE_CHARS < len(line) else ""
+    return display(lead + line[start : start + LINE_CHARS] + tail)
 
 
 def ascii_twin(pattern: re.Pattern[str]) -> re.Pattern[bytes] | None:
@@ -105,10 +147,10 @@ class _Literals:
         return best
 
 
-def count_newlines(handle: BinaryIO, end: int) -> int:
-    """Newlines in the first `end` bytes of the file: the line number at `end` is one more."""
-    handle.seek(0)
-    count, left = 0, end
+def count_newlines(handle: BinaryIO, end: int, start: int = 0) -> int:
+    """Newlines in the file's bytes from `start` to `end`: from 0, the line number at `end` is one more."""
+    handle.seek(start)
+    count, left = 0, end - start
     while left > 0:
         data = handle.read(min(CHUNK_BYTES, left))
         if not data:

@@ -2,8 +2,10 @@
 
 The file is read in CHUNK_BYTES pieces cut at line ends, so memory stays bounded
 however large the file is (a line longer than MAX_LINE_BYTES is searched in pieces
-of that size). Each chunk is searched with one `re` call per hit, not per line, so
-sparse hits cost about what reading the file costs.
+of that size, each beginning with the last OVERLAP_BYTES of the one before, so a hit
+that straddles a cut is found; the line counts once, however many pieces match).
+Each chunk is searched with one `re` call per hit, not per line, so sparse hits cost
+about what reading the file costs.
 
 The search runs in a child process: `re` holds the GIL for a whole call and cannot
 be interrupted, so a pattern that backtracks for minutes would otherwise freeze the
@@ -37,18 +39,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from hive_bash.core import child_channel
 from hive_bash.core.matching import (
     CHUNK_BYTES,
     LINE_SENSITIVE,
     MAX_LINE_BYTES,
+    OVERLAP_BYTES,
     Finder,
     ascii_twin,
     compile_pattern,
     count_newlines,
     cut_line,
     finder,
+    open_output,
 )
-from hive_bash.errors import SearchBusy, SearchFailed
+from hive_bash.errors import OutputUnreadable, SearchBusy, SearchFailed
 
 LISTED_CHARS_BUDGET = 4000  # listed text per reply (a reply stays within the model's budget)
 DEFAULT_MAX_MATCHES = 50
@@ -59,6 +64,7 @@ SEARCH_TIMEOUT_SECS = 60.0
 MAX_RUNNING_SEARCHES = 4
 MAX_WAITING_SEARCHES = 16
 CHILD_GRACE_SECS = 5.0  # the child's own deadline comes this long after the daemon's
+STOP_CHECK_SECS = 0.25  # how often a running search is checked for being stopped by a signal
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
@@ -69,6 +75,7 @@ class SearchRequest:
     offset: int = 0
     max_matches: int = DEFAULT_MAX_MATCHES
     context_lines: int = 0
+    stream: str = "output"  # what the file is, as an error names it: "stdout", "stderr"
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,8 @@ class _Searcher:
         self.last_listed = 0  # number of the last line listed
         self.after_left = 0  # after-context lines still owed to the last listed match
         self.previous: deque[Line] = deque(maxlen=request.context_lines)  # the latest lines of earlier chunks
+        # The last piece ended inside a (long) line that matched: its rest in the next piece is not counted again.
+        self.open_line_matched = False
 
     def feed(self, data: bytes, begin: int, end: int, offset: int, first_line: int) -> int:
         """Search the whole lines data[begin:end] (at `offset` in the file); returns how many newlines they hold.
@@ -137,9 +146,18 @@ class _Searcher:
         listing is complete, ASCII hits are only counted, and lines no longer (no number
         is shown past the listing: 0 newlines are reported from then on).
         """
+        if self.open_line_matched:  # the piece goes on with a long line that matched in an earlier piece
+            newline = data.find(b"\n", begin, end)
+            if newline < 0:
+                return 0
+            self.open_line_matched = False
+            rest = newline + 1
+            return 1 + (self.feed(data, rest, end, offset + rest - begin, first_line + 1) if rest < end else 0)
         if self.twin is not None and self.find is not None and not self.after_left and data.isascii():
             if not self.listing and not self.want_next:
-                self.result.total_matches += _count_hits(self.find, self.twin, data, begin, end)
+                count, last_end = _count_hits(self.find, self.twin, data, begin, end)
+                self.result.total_matches += count
+                self.open_line_matched = last_end == end and data[end - 1 : end] != b"\n"
                 return 0
             if self.find(data, begin, end) is None:
                 newlines = data.count(b"\n", begin, end)
@@ -154,8 +172,10 @@ class _Searcher:
     def chunk(self, chunk: _Chunk) -> int:
         """Search one chunk; returns the number of newlines in it."""
         text, line_no, pos, counted, after_from = chunk.text, chunk.first_line, 0, 0, 0
+        last_end = -1
         while (found := self._next_hit(chunk, pos)) is not None:
             start, end, hit = found
+            last_end = end
             line_no += text.count("\n", counted, start)
             counted = start
             self.result.total_matches += 1
@@ -168,6 +188,7 @@ class _Searcher:
                 self.result.next_offset = chunk.byte_offset(start)
             pos = after_from = end + 1
         self._owe_after(chunk, after_from, len(text))
+        self.open_line_matched = last_end == len(text) and not text.endswith("\n")
         newlines = line_no - chunk.first_line + text.count("\n", counted)
         self._remember_tail(chunk, newlines)
         return newlines
@@ -293,9 +314,10 @@ class _Searcher:
             self.previous.append(line)
 
 
-def _count_hits(find: Finder, verify: re.Pattern[bytes], data: bytes, begin: int, end: int) -> int:
-    """Matching lines in data[begin:end], as _Searcher._next_hit finds them, without decoding or numbering."""
-    count, pos = 0, begin
+def _count_hits(find: Finder, verify: re.Pattern[bytes], data: bytes, begin: int, end: int) -> tuple[int, int]:
+    """Matching lines in data[begin:end], as _Searcher._next_hit finds them, without decoding or numbering;
+    and where the last of them ends (-1: none)."""
+    count, pos, last_end = 0, begin, -1
     while pos < end:
         found = find(data, pos, end)
         if found is None or (found[0] == end and data[end - 1 : end] == b"\n"):
@@ -305,9 +327,9 @@ def _count_hits(find: Finder, verify: re.Pattern[bytes], data: bytes, begin: int
         line_end = data.find(b"\n", hit, end)
         line_end = end if line_end < 0 else line_end
         if hit_end <= line_end or verify.search(data[start:line_end]) is not None:
-            count += 1
+            count, last_end = count + 1, line_end
         pos = line_end + 1
-    return count
+    return count, last_end
 
 
 def _tail_start(data: bytes, begin: int, end: int, lines: int) -> int:
@@ -335,9 +357,10 @@ def _pieces(handle: BinaryIO, start: int, size: int) -> Iterator[tuple[bytes, in
         last = len(data) if position >= size else data.rfind(b"\n") + 1
         if last == 0:  # no line end in this read
             carry += data
-            if len(carry) >= MAX_LINE_BYTES:  # a very long line: searched in pieces
+            if len(carry) >= MAX_LINE_BYTES:  # a very long line: searched in pieces that overlap
                 yield carry, 0, len(carry), offset
-                offset, carry = offset + len(carry), b""
+                kept = carry[-OVERLAP_BYTES:]  # a hit across the cut is found in the next piece
+                offset, carry = offset + len(carry) - len(kept), kept
             continue
         head = 0
         if carry:
@@ -378,10 +401,9 @@ def _aligned_start(handle: BinaryIO, offset: int, size: int) -> int:
 def search_file(pattern: re.Pattern[str], request: SearchRequest) -> SearchResult:
     """Search `request.path` from the first line start at or after `request.offset` up to its current size."""
     result = SearchResult()
-    try:
-        # Opened before the with block, so only a missing file is caught here, not the search's errors.
-        handle = open(request.path, "rb")  # noqa: SIM115
-    except FileNotFoundError:
+    # Opened before the with block, so only its own errors are raised here, not the search's.
+    handle = open_output(request.path, request.stream)  # OutputUnreadable: a FIFO, a link, not ours
+    if handle is None:
         return result
     with handle:
         size = os.fstat(handle.fileno()).st_size
@@ -400,7 +422,11 @@ def search_file(pattern: re.Pattern[str], request: SearchRequest) -> SearchResul
 # What a child runs (`python -I -c CHILD_CODE PACKAGE_DIR MODULE ARGS...`): the hive_bash
 # package loaded from PACKAGE_DIR by location, so nothing on sys.path (and -I leaves neither
 # the working directory nor the user site on it) can stand in for it; then MODULE's main(argv).
+# First of all it makes itself non-dumpable (PR_SET_DUMPABLE 0): its /proc/<pid>/fd, ptrace
+# and pidfd_getfd are then closed to the processes of its uid (tasks), root's only.
 CHILD_CODE = (
+    "import ctypes\n"
+    "ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n"
     "import importlib, importlib.util, sys\n"
     "package = sys.argv.pop(1)\n"
     "module_name = sys.argv.pop(1)\n"
@@ -422,17 +448,23 @@ def isolated_child_argv(module: str, *args: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    request_json, parent_pid, deadline_secs = argv[1], int(argv[2]), float(argv[3])
-    _end_with_parent(parent_pid)
+    """`search PARENT_PID DEADLINE_SECS`, the request (pattern and file) on stdin: never on the
+    command line, where `pkill -f <pattern>` in a task would find it."""
+    parent_pid, deadline_secs = int(argv[1]), float(argv[2])
+    end_with_parent(parent_pid)
     # SIGALRM's default action ends the process even inside one long `re` call.
     signal.alarm(max(1, math.ceil(deadline_secs)))
-    request = SearchRequest(**json.loads(request_json))
-    result = search_file(compile_pattern(request.pattern), request)
+    request = SearchRequest(**json.loads(sys.stdin.buffer.read()))
+    try:
+        result = search_file(compile_pattern(request.pattern), request)
+    except OutputUnreadable as exc:
+        sys.stdout.write(json.dumps({"unreadable": str(exc)}))
+        return 0
     sys.stdout.write(json.dumps(asdict(result)))
     return 0
 
 
-def _end_with_parent(parent_pid: int) -> None:
+def end_with_parent(parent_pid: int) -> None:
     """Have the kernel SIGKILL this process when the daemon dies; exit now if it already has."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -445,7 +477,7 @@ def _end_with_parent(parent_pid: int) -> None:
 
 def _child_argv(request: SearchRequest, timeout: float) -> list[str]:
     deadline = f"{timeout + CHILD_GRACE_SECS:.3f}"
-    return isolated_child_argv("hive_bash.core.search", json.dumps(asdict(request)), str(os.getpid()), deadline)
+    return isolated_child_argv("hive_bash.core.search", str(os.getpid()), deadline)
 
 
 async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -> SearchResult:
@@ -456,7 +488,7 @@ async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -
     spawn = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             *_child_argv(request, timeout),
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env={},
@@ -471,7 +503,7 @@ async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -
         raise
     try:
         async with asyncio.timeout(timeout):
-            out, err = await child.communicate()
+            out, err = await _unless_stopped(child, json.dumps(asdict(request)).encode())
     except TimeoutError:
         raise SearchFailed(
             f"the search of pattern {request.pattern!r} ran past {timeout:g}s and was stopped; "
@@ -481,11 +513,44 @@ async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -
         if child.returncode is None:
             child.kill()
             await child.wait()
+    if child.returncode is not None and child.returncode < 0:
+        name = signal.Signals(-child.returncode).name
+        raise SearchFailed(f"the search process was killed by {name} (from a process of this user); try again")
     if child.returncode != 0:
         raise SearchFailed(f"the search failed: {err.decode(errors='replace').strip()[-300:]}")
-    data = json.loads(out)
-    data["lines"] = [Line(**line) for line in data["lines"]]
-    return SearchResult(**data)
+    return _result(out)
+
+
+def _result(out: bytes) -> SearchResult:
+    """The child's answer, read strictly: a result, or why the file could not be read."""
+    try:
+        data = json.loads(out)
+        if "unreadable" in data:
+            raise SearchFailed(f"cannot search: {str(data['unreadable'])[:1000]}")
+        data["lines"] = [Line(**line) for line in data["lines"]]
+        return SearchResult(**data)
+    except (ValueError, TypeError, KeyError, RecursionError):
+        raise SearchFailed("the search's report was unreadable; try again") from None
+
+
+async def _unless_stopped(child: asyncio.subprocess.Process, request: bytes) -> tuple[bytes, bytes]:
+    """child.communicate(request), ended (SearchFailed) as soon as the child is seen stopped by a signal:
+    a task of the daemon's uid can SIGSTOP it, and it would hold its slot until the deadline."""
+    talk = asyncio.ensure_future(child.communicate(request))
+    try:
+        while True:
+            done, _ = await asyncio.wait({talk}, timeout=STOP_CHECK_SECS)
+            if done:
+                return talk.result()
+            if child_channel.stopped(child.pid):
+                raise SearchFailed(
+                    "the search process was stopped by a signal (from a process of this user, such as a task) "
+                    "and was ended; try again"
+                )
+    finally:
+        if not talk.done():
+            talk.cancel()
+            await asyncio.gather(talk, return_exceptions=True)
 
 
 def _kill_started(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:

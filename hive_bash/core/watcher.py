@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hive_bash.core import output, wording
-from hive_bash.core.line_match import FollowRequest, LineWatch, Match, StreamStart
+from hive_bash.core.line_match import MAX_NOTIFY_MATCHERS, FollowRequest, LineWatch, Match, Matchers, StreamStart
 from hive_bash.core.store import TaskFiles
 from hive_bash.core.records import TaskRecord
 from hive_bash.model import Status, Stream
@@ -59,6 +59,7 @@ class Watcher:
         self._end = end
         self._on_line = on_line
         self._line_watches: dict[str, LineWatch] = {}
+        self._matchers = Matchers(MAX_NOTIFY_MATCHERS, "notify_on")  # beyond it, a task's waits for another's end
         self._over_cap_after_end = over_cap_after_end
         self._live: dict[str, TaskRecord] = {}
         # Ended tasks whose output's cap is still held, with each stream's size at the end.
@@ -100,6 +101,7 @@ class Watcher:
             FollowRequest(pattern, streams),
             lambda match: on_line(record, pattern, match, None),
             lambda reason: on_line(record, pattern, None, reason),
+            self._matchers,
         )
         self._line_watches[record.id] = watch
         watch.start()

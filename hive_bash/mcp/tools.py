@@ -78,6 +78,7 @@ class BashTools:
         self.manager = manager
         self.settings = settings
         self.searches = search.SearchSlots()
+        self.waits = line_match.Matchers(line_match.MAX_WAIT_MATCHERS, "wait_for")
 
     @tool_errors
     async def run(
@@ -161,8 +162,9 @@ class BashTools:
                 line_match.StreamStart(stream, str(path), 0 if from_run else output.file_size(path))
                 for stream, path in zip(("stdout", "stderr"), paths, strict=True)
             ]
-            async with line_match.first_match(wait_for, starts) as waited:
-                await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx), until=waited.found)
+            async with line_match.first_match(wait_for, starts, self.waits) as waited:
+                window = 0.0 if waited.busy else wait  # no matcher free: answered at once, saying so
+                await self.manager.wait_for_result(task, window, abandon=client_gone(ctx), until=waited.found)
         self.manager.shown(task)
         todos = self.settings.agent_socket is not None
         session = self.manager.session_state(task.record.session) if task.record.session is not None else None
@@ -220,7 +222,7 @@ class BashTools:
         also = (other_path, unread.size_before) if stream is None else None
         wait = arguments.wait_seconds(wait_seconds, 0.0)
         if pattern is not None:
-            request = search_request(path, pattern, start, context_lines, max_matches)
+            request = search_request(path, pattern, start, context_lines, max_matches, read)
             await wait_for_growth(task, path, start, wait, also)
             gone = client_gone(ctx)
             found = await self.searches.search(request, abandon=gone)
@@ -243,7 +245,7 @@ class BashTools:
 
 
 def search_request(
-    path: Path, pattern: str, offset: int, context_lines: int | None, max_matches: int | None
+    path: Path, pattern: str, offset: int, context_lines: int | None, max_matches: int | None, stream: Stream
 ) -> search.SearchRequest:
     """logs(pattern=...) arguments, checked: a bad pattern is refused before any wait."""
     matching.compile_pattern(pattern)
@@ -255,6 +257,7 @@ def search_request(
             "max_matches", max_matches, search.DEFAULT_MAX_MATCHES, search.MAX_MATCHES_CAP
         ),
         context_lines=arguments.non_negative_int("context_lines", context_lines, 0, search.MAX_CONTEXT_LINES),
+        stream=stream,
     )
 
 

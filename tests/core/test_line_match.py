@@ -4,12 +4,14 @@ rules (tests/mcp/test_wait_for.py and test_notify_on.py go through the tools).""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import anyio
 import pytest
 
-from hive_bash.core import line_match
+from hive_bash.core import child_channel, line_match
 from hive_bash.core.line_match import FollowRequest, LineWatch, Match, StreamStart
 from hive_bash.errors import InvalidArgument
 
@@ -82,3 +84,70 @@ def test_patterns_follow_logs_rules_and_the_error_names_the_argument() -> None:
     assert line_match.compile_for("wait_for", "Listening on :\\d+").search("Listening on :80")
     with pytest.raises(InvalidArgument, match="^invalid argument 'notify_on': "):
         line_match.compile_for("notify_on", "(unclosed")
+
+
+def test_a_report_is_taken_only_within_its_schema_and_bounds(tmp_path: Path) -> None:
+    """What a matcher child sends is checked before the daemon believes it (issue 38, finding 7)."""
+    starts = streams(tmp_path, stdout=b"x\n" * 100)
+    request = FollowRequest("x", tuple(starts), first_only=True)
+
+    def report(body: object, truncated: bool = False) -> dict[str, object]:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return line_match.checked_report(child_channel.Message(data, 1, truncated), request)
+
+    good = {"stream": "stdout", "line": 3, "offset": 4, "text": "x", "count": 1}
+    assert report({"match": good})["match"] == good
+    assert report({"gave_up": "why"}) == {"gave_up": "why"}
+    bad = [
+        (b"\x00garbage{{{", "not JSON"),
+        ({"match": good, "gave_up": "both"}, "not one match or one reason"),
+        ({"todo": "forged"}, "not one match or one reason"),
+        ({"match": {**good, "stream": "elsewhere"}}, "match.stream out of bounds"),
+        ({"match": {**good, "line": 424242}}, "match.line out of bounds"),  # more lines than bytes before it
+        ({"match": {**good, "offset": 10_000}}, "match.offset out of bounds"),  # past the file's end
+        ({"match": {**good, "text": "X" * 3007}}, "match.text out of bounds"),
+        ({"match": {**good, "count": True}}, "match.count out of bounds"),
+        ({"gave_up": "x" * 5000}, "gave_up out of bounds"),
+    ]
+    for body, rule in bad:
+        with pytest.raises(line_match.BadReport, match=f"^{re.escape(rule)}$"):
+            report(body)
+    with pytest.raises(line_match.BadReport, match="^longer than 8192 bytes$"):
+        report({"match": good}, truncated=True)
+
+
+async def test_matchers_refuse_or_queue_past_the_limit_and_never_leak_a_slot() -> None:
+    matchers = line_match.Matchers(2, "notify_on")
+    assert matchers.try_take() and matchers.try_take() and not matchers.try_take()
+    assert matchers.busy() == "all 2 line matchers for notify_on were in use (the limit)"
+    async with anyio.create_task_group() as group:
+        took: list[str] = []
+
+        async def take(name: str) -> None:
+            await matchers.take()
+            took.append(name)
+
+        group.start_soon(take, "first")
+        group.start_soon(take, "second")
+        await anyio.sleep(0.05)
+        assert took == [] and not matchers.try_take()  # a waiter is ahead of any newcomer
+        matchers.give_back()
+        await anyio.sleep(0.05)
+        assert took == ["first"] and matchers.running == 2
+        group.cancel_scope.cancel()  # "second" gives up waiting
+    matchers.give_back()
+    matchers.give_back()
+    assert matchers.running == 0 and matchers.try_take()
+
+
+async def test_a_wait_gives_its_matcher_back_and_past_the_limit_watches_nothing(tmp_path: Path) -> None:
+    matchers = line_match.Matchers(1, "wait_for")
+    async with line_match.first_match("never", streams(tmp_path), matchers) as waited:
+        async with line_match.first_match("never", streams(tmp_path), matchers) as refused:
+            assert refused.busy == "all 1 line matchers for wait_for were in use (the limit)"
+            assert not refused.started and not refused.found.is_set()
+        assert waited.busy is None
+    assert matchers.running == 0  # also when it ended before its child ran at all
+    async with line_match.first_match("never", streams(tmp_path), matchers) as again:
+        assert again.busy is None
+    assert matchers.running == 0

@@ -163,8 +163,15 @@ def test_the_child_loads_the_daemons_package_by_location_without_any_import_path
     log = tmp_path / "task.out"
     log.write_bytes(b"one\nready two\n")
     request = search.SearchRequest(path=str(log), pattern="ready")
-    argv = search.isolated_child_argv("hive_bash.core.search", json.dumps(request.__dict__), str(os.getpid()), "10")
+    argv = search.isolated_child_argv("hive_bash.core.search", str(os.getpid()), "10")
     assert argv[1] == "-I"
-    child = subprocess.run([argv[0], "-S", *argv[1:]], capture_output=True, text=True, timeout=60, check=False)
+    child = subprocess.run(
+        [argv[0], "-S", *argv[1:]],
+        input=json.dumps(request.__dict__),  # the request on stdin: never on the command line
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert child.returncode == 0, child.stderr
     assert [line["text"] for line in json.loads(child.stdout)["lines"] if line["is_match"]] == ["ready two"]

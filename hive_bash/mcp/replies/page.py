@@ -83,7 +83,9 @@ async def other_search(
     size = output.file_size(unread.path)
     matches = None
     if 0 < size <= OTHER_SEARCH_MAX_BYTES:
-        counting = dataclasses.replace(request, path=str(unread.path), offset=0, max_matches=0, context_lines=0)
+        counting = dataclasses.replace(
+            request, path=str(unread.path), offset=0, max_matches=0, context_lines=0, stream=unread.name
+        )
         try:
             matches = (await searches.search(counting, abandon=abandon)).total_matches
         except HiveBashError:  # the count is a courtesy: the search that was asked for stands

@@ -178,6 +178,10 @@ def verdict(record: TaskRecord, shown: Shown, ok_meaning: str | None) -> str:
         return f"{words}; {line_match.describe(waited.match, waited.pattern)}"
     if waited.gave_up is not None:
         return f"{words}; wait_for {waited.pattern!r} stopped: {waited.gave_up}"
+    if not waited.started:  # no line was looked at: never "no line matched"
+        again = f"status(id='{record.id}', wait_for={waited.pattern!r}, wait_seconds={WAIT_CAP}) tries again"
+        why = waited.busy or f"its matcher had not started within {duration(shown.wait_secs)}"
+        return f"{words}; wait_for {waited.pattern!r} did not start: {why}; {again}"
     new = "" if shown.from_run else "new "
     return f"{words}; no {new}line matched {waited.pattern!r} within {duration(shown.wait_secs)}"
 
