@@ -233,7 +233,9 @@ def image(wheel: Path) -> tuple[Path, Path]:
             inner.mkdir(parents=True, exist_ok=True)
             ct._run(["mount", "--bind", str(agent.root), str(inner)])
             tmp = img.with_suffix(".tmp")
-            ct._run(["nice", "-n", "5", "mkfs.ext4", "-q", "-F", "-L", "hiveroot", "-d", str(vmroot), str(tmp), IMAGE_SIZE])
+            ct._run(
+                ["nice", "-n", "5", "mkfs.ext4", "-q", "-F", "-L", "hiveroot", "-d", str(vmroot), str(tmp), IMAGE_SIZE]
+            )
             tmp.rename(img)
         finally:
             ct._umount(inner)
@@ -328,7 +330,9 @@ class Vm(MachineApi):
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise MachineError(f"{self.name}: guest agent not up within {self.scaled(timeout):g}s\n{self.console_tail()}")
+                raise MachineError(
+                    f"{self.name}: guest agent not up within {self.scaled(timeout):g}s\n{self.console_tail()}"
+                )
             self._pause(0.5)
         self.booted = True
         self.boot_count += 1
@@ -411,9 +415,7 @@ class Vm(MachineApi):
         reply = json.loads(data)
         return int(reply["status"]), reply["stdout"], reply["stderr"]
 
-    def run_in(
-        self, command: str, timeout: float | None = 900, machine: str | None = None
-    ) -> tuple[int, str]:
+    def run_in(self, command: str, timeout: float | None = 900, machine: str | None = None) -> tuple[int, str]:
         """(status, stdout) of a command in the guest (or its container ``machine``); stderr
         kept in ``last_stderr``. A lost connection (the guest going down) reads as status 255."""
         self.start()
@@ -437,11 +439,13 @@ class Vm(MachineApi):
 class GuestContainer(MachineApi):
     """The ``machine`` API for the nspawn container ``name`` inside the VM ``vm``: commands run
     in it as root; ``reboot()`` reboots the container (nspawn exits 133 and its unit starts it
-    again; its root on the guest's disk survives, as on a real host)."""
+    again; its root on the guest's disk survives, as on a real host); with ``whole_vm`` it
+    reboots the VM itself (a kernel reboot, the container started again by its unit)."""
 
-    def __init__(self, vm: Vm, name: str = CONTAINER) -> None:
+    def __init__(self, vm: Vm, name: str = CONTAINER, whole_vm: bool = False) -> None:
         self.vm = vm
         self.name = name
+        self.whole_vm = whole_vm
         self.unit = f"hive-container@{name}.service"
         self.time_scale = vm.time_scale
 
@@ -463,6 +467,10 @@ class GuestContainer(MachineApi):
         self.vm.succeed(f"systemctl stop {self.unit}", timeout=timeout)
 
     def reboot(self, timeout: float = 300) -> None:
+        if self.whole_vm:
+            self.vm.reboot(timeout=timeout)
+            self.start(timeout=timeout)
+            return
         old = self.vm.succeed(f"systemctl show -P MainPID {self.unit}").strip()
         self.execute("systemctl reboot --no-block", timeout=30)
         self.vm.wait_until_succeeds(
@@ -473,7 +481,7 @@ class GuestContainer(MachineApi):
         self.start(timeout=timeout)
 
 
-def make_hive_vm(name: str = "vm") -> tuple[Vm, GuestContainer]:
+def make_hive_vm(name: str = "vm") -> Vm:
     """The image for this checkout (built or reused) and a VM on it; not booted yet."""
     t0 = time.monotonic()
     build = Path(tempfile.mkdtemp(prefix=f"{SESSION_PREFIX}wheel-{os.getpid()}-", dir=ct.SESSION_PARENT))
@@ -483,4 +491,4 @@ def make_hive_vm(name: str = "vm") -> tuple[Vm, GuestContainer]:
         ct._rmtree(build)
     vm = Vm(img, kernel, name=name)
     _log(f"{name}: image {img.name} ready in {time.monotonic() - t0:.1f}s")
-    return vm, GuestContainer(vm)
+    return vm
