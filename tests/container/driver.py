@@ -254,7 +254,7 @@ def dependency_wheels(python: str | None = None) -> Path:
     """Wheels of the project's runtime dependencies, fetched from PyPI on the host: for the
     host's Python, or (``python="3.13"``) binary wheels for that CPython on manylinux."""
     deps = project_dependencies()
-    target = python or "%d.%d" % sys.version_info[:2]
+    target = python or "{}.{}".format(*sys.version_info[:2])
     key = _key(deps, tuple(int(x) for x in target.split(".")), os.uname().machine, SCRIPT_VERSION)
     dest = cache_root() / f"wheels-{key}"
     if (dest / ".complete").exists():

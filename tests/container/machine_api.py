@@ -29,7 +29,9 @@ class MachineApi:
     last_stderr = ""
     time_scale = 1.0
 
-    def execute(self, command: str, check_return: bool = True, check_output: bool = True, timeout: float | None = 900) -> tuple[int, str]:
+    def execute(
+        self, command: str, check_return: bool = True, check_output: bool = True, timeout: float | None = 900
+    ) -> tuple[int, str]:
         raise NotImplementedError
 
     def scaled(self, seconds: float) -> float:

@@ -56,47 +56,50 @@ def test_memory_peak_in_reply_and_record(agent):
     assert 128 * MIB <= record["max_rss_bytes"] <= 256 * MIB, record
 
 
+def test_what_a_task_can_do_to_limits(agent):
+    """As the agent user (the daemon's uid) a task cannot write its unit's cgroup limits
+    (root's, from MemoryMax/TasksMax): that boundary holds against a hostile task. Its own
+    cgroup's are the daemon's, so its own uid's: a task can raise its own memory_max; the
+    per-task limits protect a task from itself and its neighbours, not from a hostile one."""
+    root = unit_cgroup(agent)
+    attempt = (
+        f"echo max > {root}/memory.max && echo unit-raised; echo max > {root}/pids.max && echo unit-raised;"
+        " own=/sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup); echo max > $own/memory.max && cat $own/memory.max"
+    )
+    _, res = scenarios.cli_json(agent, T, f"run {shlex.quote(attempt)} --wait 120 --name raise-limits --memory-max 64M")
+    assert res["status"] == "done", res
+    assert "unit-raised" not in res.get("stdout", "") and "Permission denied" in res.get("stderr", ""), res
+    assert res.get("stdout", "").split() == ["max"], res
+
+
 def test_oom_killed(agent):
-    """vm-tests/oom-killed.nix: the unit's MemoryMax (256M, set at run time as the test's
-    module sets it) meets the kernel's OOM killer."""
-    agent.succeed(f"systemctl set-property --runtime {T.unit} MemoryMax=256M")
+    """vm-tests/oom-killed.nix: the unit's MemoryMax (set at run time, as that test's module
+    sets it) meets the kernel's OOM killer."""
+    agent.succeed(f"systemctl set-property --runtime {T.unit} MemoryMax=192M")
     try:
-        scenarios.scenario_oom_killed(agent, T, limit_mib=256)
+        scenarios.scenario_oom_killed(agent, T, limit_mib=192)
     finally:
         agent.succeed(f"systemctl set-property --runtime {T.unit} MemoryMax=infinity")
 
 
-def test_a_task_cannot_raise_the_units_limit(agent):
-    """As the agent user a task may not write its unit's cgroup limits (root's, from
-    MemoryMax/TasksMax): the boundary above the daemon's own subtree holds."""
-    root = unit_cgroup(agent)
-    attempt = f"echo max > {root}/memory.max && echo raised; echo max > {root}/pids.max && echo raised"
-    _, res = scenarios.run_task(agent, T, attempt, wait=60, name="raise-unit-limit")
-    assert res["status"] == "done" and "raised" not in res["stdout"], res
-    assert "Permission denied" in res.get("stderr", ""), res
-
-
 def test_daemon_wide_defaults(agent):
-    """HIVE_BASH_TASK_MEMORY_MAX / _PIDS_MAX apply to a run that sets no limit of its own."""
+    """HIVE_BASH_TASK_MEMORY_MAX / _PIDS_MAX apply to a run that sets no limit of its own.
+
+    The drop-in lives in /run: the reboot of the next test takes it away (one daemon
+    restart fewer, minutes under emulation)."""
     agent.succeed(
         f"mkdir -p {shlex.quote(DROP_IN.rsplit('/', 1)[0])}",
         f"printf '[Service]\\nEnvironment=HIVE_BASH_TASK_MEMORY_MAX=64M\\nEnvironment=HIVE_BASH_TASK_PIDS_MAX=8\\n'"
         f" > {DROP_IN}",
         f"systemctl daemon-reload && systemctl restart {T.unit}",
     )
-    try:
-        scenarios.wait_daemon_up(agent, T)
-        grow = "echo growing; x=$(head -c 192M /dev/zero | tr '\\0' a); echo survived"
-        scenarios.cli(agent, T, f"run {shlex.quote(grow)} --wait 0 --name default-mem")
-        res = scenarios.wait_terminal(agent, T, "default-mem", timeout=120)
-        assert res["status"] == "failed" and res["end_reason"] == "memory limit 64 MiB reached", res
-        forks = "for i in $(seq 20); do sleep 60 & done; wait"
-        scenarios.cli(agent, T, f"run {shlex.quote(forks)} --wait 0 --name default-pids")
-        res = scenarios.wait_terminal(agent, T, "default-pids", timeout=120)
-        assert res["status"] == "failed" and res["end_reason"].startswith("process limit 8 reached"), res
-    finally:
-        agent.succeed(f"rm -f {DROP_IN}", f"systemctl daemon-reload && systemctl restart {T.unit}")
-        scenarios.wait_daemon_up(agent, T)
+    scenarios.wait_daemon_up(agent, T)
+    grow = "echo growing; x=$(head -c 192M /dev/zero | tr '\\0' a); echo survived"
+    _, res = scenarios.run_task(agent, T, grow, wait=300, name="default-mem")
+    assert res["status"] == "failed" and res["end_reason"] == "memory limit 64 MiB reached", res
+    forks = "for i in $(seq 20); do sleep 60 & done; wait"
+    _, res = scenarios.run_task(agent, T, forks, wait=300, name="default-pids")
+    assert res["status"] == "failed" and res["end_reason"].startswith("process limit 8 reached"), res
 
 
 def test_vm_reboot_survives(vm, agent):
