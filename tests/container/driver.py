@@ -52,6 +52,7 @@ import tomllib
 from pathlib import Path
 from collections.abc import Iterable
 
+from container_leader import container_leader
 from machine_api import MachineApi, MachineError
 
 SCRIPT_VERSION = "1"
@@ -632,26 +633,8 @@ class Machine(MachineApi):
                 self._console_cond.wait(timeout=min(left, 1.0))
 
     def _find_leader(self) -> int | None:
-        """PID (host view) of the container's PID 1: nspawn's child whose NSpid ends in 1."""
-        if self._child is None:
-            return None
-        nspawn = self._child.pid
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/status") as fh:
-                    st = fh.read()
-            except OSError:
-                continue
-            ppid = re.search(r"^PPid:\s*(\d+)", st, re.M)
-            nspid = re.search(r"^NSpid:\s*(.*)$", st, re.M)
-            if not (ppid and nspid) or int(ppid.group(1)) != nspawn:
-                continue
-            ids = nspid.group(1).split()
-            if len(ids) > 1 and ids[-1] == "1":
-                return int(entry)
-        return None
+        """PID (host view) of the container's PID 1."""
+        return None if self._child is None else container_leader(self._child.pid)
 
     def _wait_leader(self, deadline: float) -> int:
         while time.monotonic() < deadline:

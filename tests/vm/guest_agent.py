@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import socketserver
 import subprocess
 import sys
+
+from container_leader import container_leader, is_leader  # shipped beside this file
 
 PORT = int(sys.argv[1]) if len(sys.argv) > 1 else 7600
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -30,47 +31,27 @@ ENV = {"PATH": PATH, "HOME": "/root", "USER": "root", "LOGNAME": "root", "TERM":
 _leaders: dict[str, int] = {}
 
 
-def _status(pid: int) -> str:
-    with open(f"/proc/{pid}/status") as fh:
-        return fh.read()
-
-
-def container_leader(name: str) -> int:
-    """PID (the guest's view) of the container's PID 1: the child of the unit's nspawn whose
-    innermost PID is 1."""
+def leader_of(name: str) -> int:
+    """PID (the guest's view) of container ``name``'s PID 1 (its unit's nspawn's child)."""
     pid = _leaders.get(name)
-    if pid is not None:
-        try:
-            if _status(pid).split("NSpid:", 1)[1].split("\n", 1)[0].split()[-1] == "1":
-                return pid
-        except (OSError, IndexError):
-            pass
+    if pid is not None and is_leader(pid):
+        return pid
     out = subprocess.run(
         ["systemctl", "show", "-P", "MainPID", f"hive-container@{name}.service"], capture_output=True, text=True
     )
     nspawn = int(out.stdout.strip() or 0)
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            st = _status(int(entry))
-        except OSError:
-            continue
-        ppid = re.search(r"^PPid:\s*(\d+)", st, re.M)
-        nspid = re.search(r"^NSpid:\s*(.*)$", st, re.M)
-        if ppid and nspid and nspawn and int(ppid.group(1)) == nspawn:
-            ids = nspid.group(1).split()
-            if len(ids) > 1 and ids[-1] == "1":
-                _leaders[name] = int(entry)
-                return int(entry)
-    raise LookupError(f"container {name} is not running (nspawn pid {nspawn})")
+    pid = container_leader(nspawn) if nspawn else None
+    if pid is None:
+        raise LookupError(f"container {name} is not running (nspawn pid {nspawn})")
+    _leaders[name] = pid
+    return pid
 
 
 def run(request: dict) -> dict:
     argv = ["/bin/bash", "-c", request["cmd"]]
     if request.get("machine"):
         try:
-            leader = container_leader(request["machine"])
+            leader = leader_of(request["machine"])
         except LookupError as e:
             return {"status": 255, "stdout": "", "stderr": f"[guest agent] {e}\n"}
         env = [f"{k}={v}" for k, v in ENV.items()]
@@ -117,9 +98,7 @@ class Server(socketserver.ThreadingTCPServer):
 
 def main() -> None:
     with Server(("0.0.0.0", PORT), Handler) as server:
-        print("HIVE-VM-AGENT-READY", flush=True)
-        with open("/dev/console", "w") as console:
-            print("HIVE-VM-AGENT-READY", file=console, flush=True)
+        print("HIVE-VM-AGENT-READY", flush=True)  # the unit's output goes to the console too
         server.serve_forever()
 
 

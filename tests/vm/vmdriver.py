@@ -152,6 +152,7 @@ def guest_files() -> dict[str, str]:
         "/etc/hostname": "hive-vm\n",
         "/etc/fstab": "# the root is given on the kernel command line\n",
         "/opt/hive-vm/guest_agent.py": (HERE / "guest_agent.py").read_text(),
+        "/opt/hive-vm/container_leader.py": (ct.HERE / "container_leader.py").read_text(),
         "/etc/systemd/system/hive-test-agent.service": AGENT_UNIT,
         "/etc/systemd/system/hive-container@.service": CONTAINER_UNIT,
         "/etc/systemd/system/multi-user.target.wants/hive-test-agent.service": "@../hive-test-agent.service",
