@@ -14,7 +14,8 @@ venv=.venv-mcp2
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]" "mcp>=2,<3"
 mkdir -p .test-logs
 # The image once, before the two runs (both would wait on its lock anyway).
-"$venv/bin/python" -c 'import sys; sys.path.insert(0, "tests/vm"); import vmdriver; vmdriver.make_hive_vm().cleanup()' ||
+"$venv/bin/python" -c 'import sys; sys.path.insert(0, "tests/vm"); import vmdriver
+vmdriver.prerequisites_missing() or vmdriver.make_hive_vm().cleanup()' ||
     echo "(the image could not be built here; the runs below say why)"
 start=$(date +%s)
 run() {
