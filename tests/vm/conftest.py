@@ -80,11 +80,8 @@ def vm(request: pytest.FixtureRequest) -> Iterator[vmdriver.Vm]:
     machine.cleanup()
     boots = ", ".join(f"{s:.0f}s" for s in machine.boot_seconds)
     # shown whatever pytest captures: the boot times are the suite's own measure of the machine
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(
-            f"[vm] {name}: boots to a running guest took {boots}; stopped in {time.monotonic() - t0:.1f}s"
-        )
+    with request.config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+        print(f"\n[vm] {name}: boots to a running guest took {boots}; stopped in {time.monotonic() - t0:.1f}s")
 
 
 @pytest.fixture(scope="module")
