@@ -38,11 +38,12 @@
     "util-linux"
   ];
 
-  # Not in the build sandbox: systemd containers, network namespaces, nix
-  # itself, long soaks. pytestCheckHook turns them into
-  # -m "not (container) and not (soak) and not (nix) and not (network)".
+  # Not in the build sandbox: systemd containers, qemu VMs, network namespaces,
+  # nix itself, long soaks. pytestCheckHook turns them into
+  # -m "not (container) and not (vm) and not (soak) and not (nix) and not (network)".
   disabledTestMarks = [
     "container"
+    "vm"
     "soak"
     "nix"
     "network"

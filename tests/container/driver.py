@@ -50,7 +50,10 @@ import threading
 import time
 import tomllib
 from pathlib import Path
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+
+from container_leader import container_leader
+from machine_api import MachineApi, MachineError
 
 SCRIPT_VERSION = "1"
 SUITE = "bookworm"
@@ -73,10 +76,6 @@ CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent  # tests/container/driver.py -> repo root
-
-
-class MachineError(Exception):
-    """A command or wait failed; the message carries the command and its output."""
 
 
 # ---------------------------------------------------------------------------
@@ -205,29 +204,26 @@ def _rmtree(path: Path) -> None:
 # cached layers
 
 
-def base_rootfs() -> Path:
-    """The cached debootstrap rootfs; built on first use."""
-    key = _key(SUITE, BASE_PACKAGES, SCRIPT_VERSION, AGENT_USER, AGENT_UID, os.uname().machine)
-    dest = cache_root() / f"rootfs-{key}"
+def base_rootfs(
+    suite: str = SUITE, packages: tuple[str, ...] = BASE_PACKAGES, tag: str = "rootfs", niceness: int = 0
+) -> Path:
+    """The cached debootstrap rootfs of ``suite`` with ``packages``; built on first use
+    (under ``nice -n niceness``: the build competes with whatever else the machine runs)."""
+    key = _key(suite, packages, SCRIPT_VERSION, AGENT_USER, AGENT_UID, os.uname().machine)
+    dest = cache_root() / f"{tag}-{key}"
     if (dest / ".complete").exists():
         return dest
-    with _locked(cache_root() / "rootfs.lock"):
+    with _locked(cache_root() / f"{tag}.lock"):
         if (dest / ".complete").exists():
             return dest
-        tmp = cache_root() / f"rootfs-{key}.tmp"
+        tmp = cache_root() / f"{tag}-{key}.tmp"
         _rmtree(tmp)
         t0 = time.monotonic()
         mirror = debian_mirror()
-        _log(f"building base rootfs {dest} from {mirror} (debootstrap, ~1 min)")
+        _log(f"building base rootfs {dest} ({suite}) from {mirror} (debootstrap, 1-3 min)")
         _run(
-            [
-                "debootstrap",
-                "--variant=minbase",
-                "--include=" + ",".join(BASE_PACKAGES),
-                SUITE,
-                str(tmp),
-                mirror,
-            ],
+            ["nice", "-n", str(niceness), "debootstrap", "--variant=minbase", "--include=" + ",".join(packages)]
+            + [suite, str(tmp), mirror],
             timeout=1800,
         )
         _in_root(
@@ -240,7 +236,7 @@ def base_rootfs() -> Path:
                 systemd-networkd-wait-online.service >/dev/null 2>&1 || true
             systemctl set-default multi-user.target
             apt-get clean
-            rm -rf /var/lib/apt/lists/*
+            rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* /usr/share/locale/* /usr/share/info/*
             : > /etc/machine-id
             """,
         )
@@ -255,10 +251,12 @@ def project_dependencies() -> list[str]:
     return list(data.get("project", {}).get("dependencies", []))
 
 
-def dependency_wheels() -> Path:
-    """Wheels of the project's runtime dependencies, fetched from PyPI on the host."""
+def dependency_wheels(python: str | None = None) -> Path:
+    """Wheels of the project's runtime dependencies, fetched from PyPI on the host: for the
+    host's Python, or (``python="3.13"``) binary wheels for that CPython on manylinux."""
     deps = project_dependencies()
-    key = _key(deps, sys.version_info[:2], os.uname().machine, SCRIPT_VERSION)
+    target = python or "{}.{}".format(*sys.version_info[:2])
+    key = _key(deps, tuple(int(x) for x in target.split(".")), os.uname().machine, SCRIPT_VERSION)
     dest = cache_root() / f"wheels-{key}"
     if (dest / ".complete").exists():
         return dest
@@ -269,10 +267,16 @@ def dependency_wheels() -> Path:
         _rmtree(tmp)
         tmp.mkdir(parents=True)
         t0 = time.monotonic()
-        _log(f"fetching dependency wheels into {dest}")
-        if deps:
+        _log(f"fetching dependency wheels (Python {target}) into {dest}")
+        pip = [sys.executable, "-m", "pip"]
+        if deps and python is None:
+            _run([*pip, "wheel", "--quiet", "--wheel-dir", str(tmp), *deps], timeout=1800)
+        elif deps:
+            machine = os.uname().machine
+            platforms = [f"--platform={tag}_{machine}" for tag in ("manylinux2014", "manylinux_2_17", "manylinux_2_28")]
             _run(
-                [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(tmp), *deps],
+                [*pip, "download", "--quiet", "--dest", str(tmp), "--only-binary=:all:", "--implementation=cp"]
+                + [f"--python-version={target}", *platforms, *deps],
                 timeout=1800,
             )
         (tmp / ".complete").write_text(json.dumps(deps) + "\n")
@@ -483,7 +487,7 @@ def reap_stale_sessions() -> None:
 # the machine
 
 
-class Machine:
+class Machine(MachineApi):
     """One booted container; API modelled on nixos/lib/test-driver's ``Machine``."""
 
     def __init__(
@@ -629,26 +633,8 @@ class Machine:
                 self._console_cond.wait(timeout=min(left, 1.0))
 
     def _find_leader(self) -> int | None:
-        """PID (host view) of the container's PID 1: nspawn's child whose NSpid ends in 1."""
-        if self._child is None:
-            return None
-        nspawn = self._child.pid
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/status") as fh:
-                    st = fh.read()
-            except OSError:
-                continue
-            ppid = re.search(r"^PPid:\s*(\d+)", st, re.M)
-            nspid = re.search(r"^NSpid:\s*(.*)$", st, re.M)
-            if not (ppid and nspid) or int(ppid.group(1)) != nspawn:
-                continue
-            ids = nspid.group(1).split()
-            if len(ids) > 1 and ids[-1] == "1":
-                return int(entry)
-        return None
+        """PID (host view) of the container's PID 1."""
+        return None if self._child is None else container_leader(self._child.pid)
 
     def _wait_leader(self, deadline: float) -> int:
         while time.monotonic() < deadline:
@@ -733,11 +719,6 @@ class Machine:
         _rmtree(self.session_dir)
 
     # -- commands ----------------------------------------------------------
-    @staticmethod
-    def _pause(seconds: float = 0.2) -> None:
-        # the driver's poll interval; tests themselves only wait on conditions
-        time.sleep(seconds)
-
     def _nsenter(self, command: str) -> list[str]:
         if not self.booted or not self._leader:
             raise MachineError(f"{self.name} is not running")
@@ -790,119 +771,6 @@ class Machine:
         status, out = self._exec(command, timeout=timeout)
         return (status if check_return else -1), (out if check_output else "")
 
-    def succeed(self, *commands: str, timeout: float | None = None) -> str:
-        output = ""
-        for command in commands:
-            status, out = self.execute(command, timeout=timeout if timeout is not None else 900)
-            if status != 0:
-                raise MachineError(
-                    f"command `{command}` failed (exit code {status})\n"
-                    f"stdout:\n{out[-8000:]}\nstderr:\n{self.last_stderr[-8000:]}"
-                )
-            output += out
-        return output
-
-    def fail(self, *commands: str, timeout: float | None = None) -> str:
-        output = ""
-        for command in commands:
-            status, out = self.execute(command, timeout=timeout if timeout is not None else 900)
-            if status == 0:
-                raise MachineError(f"command `{command}` unexpectedly succeeded\n{out}")
-            output += out
-        return output
-
-    def _retry(self, what: str, fn: Callable[[bool], bool], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            last = time.monotonic() > deadline
-            if fn(last):
-                return
-            if last:
-                raise MachineError(f"{what}: not true within {timeout}s")
-            self._pause(0.25)
-
-    def wait_until_succeeds(self, command: str, timeout: int = 900) -> str:
-        output = ""
-
-        def check(last: bool) -> bool:
-            nonlocal output
-            status, output = self.execute(command, timeout=timeout)
-            if last and status != 0:
-                raise MachineError(
-                    f"`{command}` did not succeed within {timeout}s; last output:\n"
-                    f"{output[-8000:]}\nstderr:\n{self.last_stderr[-8000:]}"
-                )
-            return status == 0
-
-        self._retry(command, check, timeout)
-        return output
-
-    def wait_until_fails(self, command: str, timeout: int = 900) -> str:
-        output = ""
-
-        def check(last: bool) -> bool:
-            nonlocal output
-            status, output = self.execute(command, timeout=timeout)
-            return status != 0
-
-        self._retry(f"`{command}` to fail", check, timeout)
-        return output
-
-    def systemctl(self, q: str, user: str | None = None) -> tuple[int, str]:
-        if user is not None:
-            q = q.replace("'", "\\'")
-            return self.execute(
-                f"su -l {user} --shell /bin/sh -c $'XDG_RUNTIME_DIR=/run/user/`id -u` systemctl --user {q}'"
-            )
-        return self.execute(f"systemctl {q}")
-
-    def get_unit_info(self, unit: str, user: str | None = None) -> dict[str, str]:
-        status, lines = self.systemctl(f'--no-pager show "{unit}"', user)
-        if status != 0:
-            raise MachineError(f'retrieving systemctl info for unit "{unit}" failed ({status})\n{lines}')
-        info = {}
-        for line in lines.splitlines():
-            if "=" in line:
-                k, v = line.split("=", 1)
-                info[k] = v
-        return info
-
-    def get_unit_property(self, unit: str, property: str, user: str | None = None) -> str:
-        status, out = self.systemctl(f'--no-pager show "{unit}" --property="{property}" --value', user)
-        if status != 0:
-            raise MachineError(f"retrieving {property} of {unit} failed\n{out}")
-        return out.rstrip("\n")
-
-    def require_unit_state(self, unit: str, require_state: str = "active") -> None:
-        state = self.get_unit_info(unit)["ActiveState"]
-        if state != require_state:
-            raise MachineError(f"Expected unit '{unit}' to be in state '{require_state}' but it is in state '{state}'")
-
-    def wait_for_unit(self, unit: str, user: str | None = None, timeout: int = 900) -> None:
-        def check(last: bool) -> bool:
-            info = self.get_unit_info(unit, user)
-            state = info["ActiveState"]
-            if state == "failed":
-                raise MachineError(f'unit "{unit}" reached state "{state}"')
-            if state == "inactive":
-                status, jobs = self.systemctl("list-jobs --full 2>&1", user)
-                # same as the NixOS driver: inactive with nothing queued will not change
-                nothing_queued = "No jobs" in jobs and info.get("LoadState") != "not-found"
-                if nothing_queued and (info.get("UnitFileState") not in ("enabled", "static", "generated") or last):
-                    raise MachineError(f'unit "{unit}" is inactive and there are no pending jobs')
-            return state == "active"
-
-        self._retry(f"unit {unit} active", check, timeout)
-
-    def wait_for_open_port(self, port: int, addr: str = "localhost", timeout: int = 900) -> None:
-        self.wait_until_succeeds(f"timeout 2 bash -c '</dev/tcp/{addr}/{port}'", timeout=timeout)
-
-    def wait_for_closed_port(self, port: int, addr: str = "localhost", timeout: int = 900) -> None:
-        self.wait_until_fails(f"timeout 2 bash -c '</dev/tcp/{addr}/{port}'", timeout=timeout)
-
-    def wait_for_file(self, filename: str, timeout: int = 900) -> None:
-        self.wait_until_succeeds(f"test -e {shlex.quote(filename)}", timeout=timeout)
-
     def copy_from_host(self, source: str, target: str) -> None:
         dest = self.host_path(target)
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -940,35 +808,41 @@ def make_hive_machine(name: str = "agent", log_console: bool = False) -> Machine
     deps = deps_layer(base, wheels)
     machine = Machine(name=name, lowers=[deps, base], log_console=log_console)
     try:
-        wheel = build_project_wheel(machine.session_dir / "build")
-        machine.mount()
-        stage = machine.host_path("/opt/hive-test")
-        stage.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(wheel, stage / wheel.name)
-        shutil.copy2(harness_script(), stage / "harness.py")
-        units = machine.host_path("/etc/systemd/system")
-        wants = units / "multi-user.target.wants"
-        wants.mkdir(parents=True, exist_ok=True)
-        # The module's server file: `hive-bash` finds the daemon's bearer token through it.
-        etc_hyperhive = machine.host_path("/etc/hyperhive")
-        etc_hyperhive.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(HERE / "mcp-servers.json", etc_hyperhive / "mcp-servers.json")
-        (etc_hyperhive / "mcp-servers.json").chmod(0o644)
-        for unit in UNIT_FILES:
-            shutil.copy2(HERE / unit, units / unit)
-            link = wants / unit
-            if not link.is_symlink():
-                link.symlink_to(f"/etc/systemd/system/{unit}")
-        machine.prepare(
-            f"""
-            {VENV}/bin/pip install --quiet --no-index --no-deps --disable-pip-version-check \
-                --force-reinstall /opt/hive-test/{wheel.name}
-            for s in {VENV}/bin/hive-bash*; do ln -sf "$s" /usr/local/bin/; done
-            install -d -o {AGENT_USER} -g {AGENT_USER} /var/lib/hyperhive-agent
-            """
-        )
+        install_checkout(machine, build_project_wheel(machine.session_dir / "build"))
     except BaseException:
         machine.cleanup()
         raise
     _log(f"session {machine.session_dir} prepared in {time.monotonic() - t0:.1f}s")
     return machine
+
+
+def install_checkout(machine: Machine, wheel: Path, script: str = "") -> None:
+    """Into the (not booted) machine's root: the checkout's wheel in the venv, the harness,
+    the module's server file and the units, enabled; then ``script``, run in the root."""
+    machine.mount()
+    stage = machine.host_path("/opt/hive-test")
+    stage.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(wheel, stage / wheel.name)
+    shutil.copy2(harness_script(), stage / "harness.py")
+    units = machine.host_path("/etc/systemd/system")
+    wants = units / "multi-user.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    # The module's server file: `hive-bash` finds the daemon's bearer token through it.
+    etc_hyperhive = machine.host_path("/etc/hyperhive")
+    etc_hyperhive.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(HERE / "mcp-servers.json", etc_hyperhive / "mcp-servers.json")
+    (etc_hyperhive / "mcp-servers.json").chmod(0o644)
+    for unit in UNIT_FILES:
+        shutil.copy2(HERE / unit, units / unit)
+        link = wants / unit
+        if not link.is_symlink():
+            link.symlink_to(f"/etc/systemd/system/{unit}")
+    machine.prepare(
+        f"""
+        {VENV}/bin/pip install --quiet --no-index --no-deps --disable-pip-version-check \
+            --force-reinstall /opt/hive-test/{wheel.name}
+        for s in {VENV}/bin/hive-bash*; do ln -sf "$s" /usr/local/bin/; done
+        install -d -o {AGENT_USER} -g {AGENT_USER} /var/lib/hyperhive-agent
+        {script}
+        """
+    )
