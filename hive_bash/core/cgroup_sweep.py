@@ -8,9 +8,10 @@ removed), what it moved is found by its place (only the daemon and the daemon's 
 children belong in the leaf) and ended.
 
 The work a task can make is bounded on the loop and unbounded only off it: thousands of
-sub-cgroups (20,000 are made in 1.7 s and take 0.9 s to remove here) are removed by one daemon thread, `Sweeper`, never on
-the event loop; on the loop at most `INLINE_DIRS` are tried (a name taken back), and at most
-`MAX_ESCAPEES` processes are ended per look (the rest at the next).
+sub-cgroups (20,000 are made in 1.7 s and take 0.9 s to remove here) are removed by one
+daemon thread, `Sweeper`, never on the event loop; on the loop at most `INLINE_DIRS` are
+tried (a name taken back), and at most `MAX_ESCAPEES` processes are ended per look (the
+rest at the next).
 """
 
 from __future__ import annotations
