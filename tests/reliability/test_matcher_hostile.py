@@ -33,7 +33,21 @@ NOBODY = 65534
 WAIT_MATCHERS = 8  # wait_for's matcher children at once, as docs/tools.md says
 MATCHER = b"hive_bash.core.line_match"
 # In a task: the daemon's matcher children into $m (the regex does not match the task's own command line).
-FIND_MATCHER = "until m=$(pgrep -P $PPID -f 'hive_bash[.]core[.]line_match'); do sleep 0.02; done"
+
+
+def find_child(variable: str, module: str) -> str:
+    """A task's shell that waits until the daemon (its parent) has a child running `module`, and sets
+    `variable` to its pid: bash and coreutils alone (no pgrep in Nix's build sandbox). The dots are
+    bracketed, so the task's own command line, a child of the daemon too, does not match."""
+    glob = module.replace(".", "[.]")
+    scan = (
+        'for p in /proc/[0-9]*; do s=$(< $p/stat) && s=${s##*\\) } && set -- $s && [ "$2" = $PPID ] && '
+        f"[[ $(tr '\\0' ' ' < $p/cmdline) == *{glob}* ]] && echo ${{p#/proc/}}; done 2>/dev/null"
+    )
+    return f'until {variable}=$({scan}); [ -n "${variable}" ]; do sleep 0.02; done'
+
+
+FIND_MATCHER = find_child("m", "hive_bash.core.line_match")
 
 
 def matcher_children(daemon: Daemon) -> list[int]:
@@ -114,7 +128,7 @@ async def test_a_stopped_search_child_is_ended_and_holds_no_slot(daemon: Daemon)
     """A task SIGSTOPs a running search child: the search ends at once, saying so (was: its slot held 60s)."""
     async with daemon.client() as client:
         lines = (await call_ok(client, "run", {"cmd": "printf 'a%.0s' $(seq 40); echo", "wait_seconds": 10})).structured
-        stop = "until s=$(pgrep -P $PPID -f 'hive_bash[.]core[.]search'); do sleep 0.02; done; kill -STOP $s; sleep 120"
+        stop = f"{find_child('s', 'hive_bash.core.search')}; kill -STOP $s; sleep 120"
         await call_ok(client, "run", {"cmd": stop, "name": "search-stopper", "wait_seconds": 0})
         with anyio.fail_after(20):
             reply = await client.call("logs", {"id": lines["id"], "pattern": "(a*)*b"})  # backtracks for minutes
