@@ -5,7 +5,8 @@ the daemon copies no bytes and a task printing gigabytes costs it no memory.
 The daemon learns of the exit through a pidfd on the event loop (no thread per
 child), kills whatever the command left in its process group while the leader
 is still an unreaped zombie (so the group id cannot have been recycled), and
-only then reaps.
+only then reaps. How the process is started (clone3 into its cgroup, a placing bash,
+plain Popen) is the spawner's, chosen once when the daemon starts (hive_bash.core.spawners).
 """
 
 from __future__ import annotations
