@@ -54,7 +54,7 @@ class Lifecycle:
         self.files = files
         self.tasks: dict[str, Task] = {}
         self._store = RecordStore(files, max_record_bytes(settings.max_cmd_bytes))
-        self.saver = RecordSaver(self._store)
+        self._saver = RecordSaver(self._store)
         self.todos = TodoStateMachine(settings.agent_socket, files, self._todo_changed)
         self.slots = Slots(settings.max_running, settings.max_pending)
         self._retention = Retention(settings.retain_count, settings.retain_secs)
@@ -103,7 +103,7 @@ class Lifecycle:
                 self._start(task)
             else:
                 # A task no restart could find must not start later either.
-                _save_or_refuse(self.saver, self._store, record)
+                _save_or_refuse(self._saver, self._store, record)
                 self.slots.pending.append(task)
         except SpawnFailed:
             self.todos.forget(record)
@@ -128,12 +128,12 @@ class Lifecycle:
         """Spawn it, save its record with its pid (before anything else happens), watch it."""
         record = task.record
         proc = self._launcher.start(task, functools.partial(self._output_failed, task))
-        with self.saver.settling():
+        with self._saver.settling():
             self.todos.started(record)  # wants its running todo; the record is written just below
         try:
             # Its pid is on disk before anything else happens: the reserve takes it if the
             # command filled the disk already (`yes` on a small disk does, within microseconds).
-            _save_or_refuse(self.saver, self._store, record)
+            _save_or_refuse(self._saver, self._store, record)
         except SpawnFailed:
             launch.abandon(task)
             raise
@@ -201,23 +201,32 @@ class Lifecycle:
             # with the wait's outcome, in one write after the reply.
             self.todos.ended(record)
             if self.todos.holds_back(record):
-                self.saver.settle(record)
+                self._saver.settle(record)
         except Exception:
             logger.exception("task %s: could not hand its end to its todo", record.id)
-            self.saver.save(record)
+            self._saver.save(record)
         self._retention.ended(record)  # pruned by the watcher's tick, off the reply's path
         logger.debug("task %s ended: %s", record.id, wording.status_words(record))
 
+    def wait_over(self, task: Task, result_seen: bool) -> None:
+        """A reply's wait for the end is over: the end it reports is written after the reply."""
+        with self._saver.settling():
+            self.todos.wait_over(task.record, result_seen)
+
+    def write_settled(self) -> None:
+        """Write the records whose changes a reply reported (hive_bash.core.record_saver)."""
+        self._saver.write_settled()
+
     def _todo_changed(self, record: TaskRecord) -> None:
         """The todo state machine changed a record: saved, and retention hears whether its todo is still owed."""
-        self.saver.save(record)
+        self._saver.save(record)
         self._retention.todo_changed(record)
 
     def _forget(self, task: Task) -> None:
         del self.tasks[task.id]
         self._retention.forgotten(task.record)
         self.watcher.forget(task.record)
-        self.saver.forget(task.record)
+        self._saver.forget(task.record)
         self.todos.forget(task.record)
         self._store.delete(task.id)
 

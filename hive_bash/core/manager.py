@@ -50,7 +50,7 @@ class TaskManager:
             self._watching.cancel()
         await self._life.shutdown()
         self._life.input_sampler.close()
-        self._life.saver.write_settled()
+        self._life.write_settled()
         await self._life.todos.stop(SHUTDOWN_TODO_FLUSH_SECS)
 
     def get(self, task_id: str) -> Task:
@@ -91,9 +91,9 @@ class TaskManager:
         return self._life.todos.backlog
 
     def write_settled_records(self) -> None:
-        """Write the records whose changes a reply reported (see RecordSaver); the app calls this
-        once a response has gone out."""
-        self._life.saver.write_settled()
+        """Write the records whose changes a reply reported (hive_bash.core.record_saver); the app
+        calls this once a response has gone out."""
+        self._life.write_settled()
 
     async def wait_for_result(
         self, task: Task, seconds: float, abandon: asyncio.Event | None = None, until: asyncio.Event | None = None
@@ -110,8 +110,7 @@ class TaskManager:
             await task.wait_for_end(seconds, abandon, until)
             result_seen = task.ended.is_set() and not (abandon is not None and abandon.is_set())
         finally:
-            with self._life.saver.settling():  # the reply reports the end: the record is written after it
-                self._life.todos.wait_over(task.record, result_seen)
+            self._life.wait_over(task, result_seen)
         return task.ended.is_set()
 
     def shown(self, task: Task) -> None:
