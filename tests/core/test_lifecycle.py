@@ -88,3 +88,25 @@ async def test_the_next_pending_task_starts_when_a_slot_frees(life: Lifecycle) -
     record = await ended_on_disk(life, second)
     assert (record["status"], record["exit_code"]) == ("done", 0)
     assert life.files.out(second.id).read_text() == "second\n"
+
+
+async def test_an_end_that_cannot_be_read_still_ends_the_task_failed_and_frees_its_slot(
+    life: Lifecycle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = life.submit(TaskOptions(cmd="sleep 0.2"))
+    release = task.release
+
+    def fails() -> None:  # stands in for a failure no test can cause on demand (MemoryError mid-way)
+        release()
+        raise MemoryError
+
+    monkeypatch.setattr(task, "release", fails)
+    record = await ended_on_disk(life, task)
+    assert (record["status"], record["end_reason"], record["exit_code"]) == (
+        "failed",
+        "the daemon could not read how it ended",
+        None,
+    )
+    assert (
+        not life.slots.running and (await ended_on_disk(life, life.submit(TaskOptions(cmd="true"))))["status"] == "done"
+    )
