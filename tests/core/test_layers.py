@@ -44,3 +44,26 @@ def test_the_task_engine_imports_no_layer_above_it() -> None:
 
 def test_the_shared_base_imports_nothing_above_it() -> None:
     assert upward_imports(sorted(PACKAGE.glob("*.py")), ABOVE_THE_BASE) == []
+
+
+def core_files_that(predicate: str) -> list[str]:
+    """The core modules whose source contains `predicate` (a call or an assignment, as written)."""
+    return sorted(
+        str(path.relative_to(PACKAGE / "core"))
+        for path in (PACKAGE / "core").rglob("*.py")
+        if predicate in path.read_text()
+    )
+
+
+def test_a_tasks_ending_is_decided_in_one_place_and_written_once() -> None:
+    # decide_ending is called by the lifecycle only; Task.end is the one write of an end into a record.
+    assert core_files_that("decide_ending(") == ["ending.py", "lifecycle.py"]
+    assert core_files_that("record.status, record.end_reason") == ["task.py"]
+    assert core_files_that(".end_reason =") == []
+
+
+def test_records_reach_the_disk_through_the_lifecycle_only() -> None:
+    users = {name for name in core_files_that("RecordSaver") if name != "record_saver.py"}
+    assert users == {"lifecycle.py"}
+    assert core_files_that("_store.save(") == ["record_saver.py"]
+    assert core_files_that(".cause =") == ["task.py"]  # a Task's cause is set by its own methods
