@@ -34,6 +34,7 @@ directory is removed; then what moved out of its task's cgroup is ended (cgroup_
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -64,6 +65,10 @@ EMPTY_POLL_FIRST_SECS = 0.0005
 EMPTY_POLL_MAX_SECS = 0.05
 LEFTOVER_WAIT_SECS = 5.0
 MAX_FOREIGN_PER_LOOK = 1024  # cgroups a task made in the tree handed to the sweeper per task's end
+# The watch (CgroupTree.watch): how often it looks, and how many tasks' limits it reads back per look
+# (three tiny cgroupfs reads each, ~10 us apiece, on the loop).
+WATCH_SECS = 1.0
+LIMIT_CHECKS_PER_LOOK = 64
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,8 @@ class TaskCgroup:
         self.tree = tree
         self.path = path
         self.limits = limits
+        self.tampered: str | None = None  # why the task was ended: it changed its own limit
+        self.limit_files: dict[str, str] = {}  # each limit file the daemon wrote, as the kernel reads it back
         self._dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
     @property
@@ -103,13 +110,36 @@ class TaskCgroup:
     def apply_limits(self) -> None:
         """Write the limits, before anything runs in the cgroup. OSError if refused."""
         if self.limits.memory_max is not None:
-            self._write("memory.max", str(self.limits.memory_max))
-            self._write("memory.swap.max", "0", missing_ok=True)  # a limit that swaps is no limit
+            self._write_limit("memory.max", str(self.limits.memory_max))
+            self._write_limit("memory.swap.max", "0", missing_ok=True)  # a limit that swaps is no limit
             # At the limit the OOM killer ends the whole task, not one of its processes at random
             # while the rest carry on without it (systemd's OOMPolicy=kill does the same).
             self._write("memory.oom.group", "1", missing_ok=True)
         if self.limits.pids_max is not None:
-            self._write("pids.max", str(self.limits.pids_max))
+            self._write_limit("pids.max", str(self.limits.pids_max))
+
+    def _write_limit(self, name: str, value: str, missing_ok: bool = False) -> None:
+        """Write a limit and keep what the kernel reads back (memory.max rounds down to a page)."""
+        if self._write(name, value, missing_ok):
+            self.limit_files[name] = (self._read(name) or value).strip()
+
+    def check_limits(self) -> str | None:
+        """If the task changed a limit of its cgroup (its files are its uid's): write the daemon's value
+        back, end the task (SIGKILL of the cgroup) and return why; None while they hold (or once ended)."""
+        if self.tampered is not None or self._dir_fd < 0:
+            return None
+        for name, value in self.limit_files.items():
+            now = (self._read(name) or "").strip()
+            if now == value or not now:  # unreadable: the cgroup is going
+                continue
+            try:
+                self._write(name, value)
+            except OSError as exc:
+                logger.warning("could not restore %s of %s: %s", name, self.path, exc)
+            self.tampered = _tamper_reason(name, value, now)
+            self.kill()
+            return self.tampered
+        return None
 
     def kill(self) -> None:
         """SIGKILL every process in the cgroup, setsid'd or not: cgroup.kill (kernel 5.14+, which
@@ -169,7 +199,10 @@ class TaskCgroup:
 
     def _limit_reason(self) -> str | None:
         """Why the task's own limit ended it, if it did: its cgroup hit memory.max and the OOM killer
-        killed in it (`oom` counts this cgroup's own limit only; an ancestor's shows in `oom_kill` alone)."""
+        killed in it (`oom` counts this cgroup's own limit only; an ancestor's shows in `oom_kill` alone),
+        or the daemon did, because the task changed its limit (`check_limits`)."""
+        if self.tampered is not None:
+            return self.tampered
         if self.limits.memory_max is not None:
             memory = self._read("memory.events")
             if (_key_value(memory, "oom") or 0) > 0 and (_key_value(memory, "oom_kill") or 0) > 0:
@@ -194,17 +227,33 @@ class TaskCgroup:
         finally:
             os.close(fd)
 
-    def _write(self, name: str, value: str, missing_ok: bool = False) -> None:
+    def _write(self, name: str, value: str, missing_ok: bool = False) -> bool:
+        """Write `value` into the cgroup's file `name`; False if it is missing and that is fine."""
         try:
             fd = os.open(name, os.O_WRONLY | os.O_CLOEXEC, dir_fd=self._dir_fd)
         except FileNotFoundError:
             if missing_ok:
-                return
+                return False
             raise
         try:
             os.write(fd, value.encode())
         finally:
             os.close(fd)
+        return True
+
+
+def _tamper_reason(name: str, daemon_value: str, task_value: str) -> str:
+    """`it raised its own memory limit (memory.max 64 MiB -> max); the daemon restored it and ended the task`."""
+    kind = "process" if name.startswith("pids.") else "swap" if name == "memory.swap.max" else "memory"
+
+    def shown(value: str) -> str:
+        return wording.size(int(value)) if kind != "process" and value.isdigit() else value[:32]
+
+    raised = not task_value.isdigit() or not daemon_value.isdigit() or int(task_value) > int(daemon_value)
+    return (
+        f"it {'raised' if raised else 'changed'} its own {kind} limit ({name} {shown(daemon_value)} -> "
+        f"{shown(task_value)}); the daemon restored it and ended the task"
+    )
 
 
 def _key_value(text: str | None, key: str) -> int | None:
@@ -233,6 +282,8 @@ class CgroupTree:
         # processes and cgroups than the daemon's: then only `task-*` cgroups count as the daemon's.
         self._whole_root = root not in cgroup2_mounts()
         self._live: set[Path] = set()  # the cgroups of running tasks
+        self._limited: dict[Path, TaskCgroup] = {}  # those with limits, read back by the watch
+        self._limit_queue: collections.deque[TaskCgroup] = collections.deque()
         self._sweeper = cgroup_sweep.Sweeper()
 
     def return_home(self) -> None:
@@ -266,6 +317,8 @@ class CgroupTree:
         except OSError:
             cgroup.remove()
             raise
+        if cgroup.limit_files:
+            self._limited[path] = cgroup
         return cgroup
 
     def _free_path(self, path: Path) -> Path:
@@ -284,6 +337,7 @@ class CgroupTree:
     def discard(self, path: Path) -> None:
         """A task's cgroup is done with: removed (below it too, off the loop), then escapees ended."""
         self._live.discard(path)
+        self._limited.pop(path, None)
         try:
             os.rmdir(path)
         except FileNotFoundError:
@@ -295,6 +349,28 @@ class CgroupTree:
         except Exception:  # never in the way of a task's end; the next look tries again
             logger.exception("looking for processes that left their task's cgroup failed")
 
+    async def watch(self, interval: float = WATCH_SECS) -> None:
+        """About once a second, on the loop: `look`. Runs until cancelled."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.look()
+            except Exception:  # never stop watching; the next look tries again
+                logger.exception("watching the cgroup tree failed")
+
+    def look(self) -> None:
+        """Undo a limit a task changed (and end that task), end what left its task's cgroup.
+
+        Bounded: the limits of at most LIMIT_CHECKS_PER_LOOK tasks (round-robin), a few reads for the
+        leaf and the root, a scan of the root only when it holds more cgroups than the running tasks'."""
+        if not self._limit_queue:
+            self._limit_queue.extend(self._limited.values())
+        for _ in range(min(LIMIT_CHECKS_PER_LOOK, len(self._limit_queue))):
+            cgroup = self._limit_queue.popleft()
+            if self._limited.get(cgroup.path) is cgroup and (reason := cgroup.check_limits()) is not None:
+                logger.warning("task cgroup %s: %s", cgroup.path, reason)
+        self.end_escapees()
+
     def end_escapees(self) -> None:
         """End what moved out of its task's cgroup: into the leaf, the root, or a cgroup of its own."""
         cgroup_sweep.end_escapees([self.leaf, self.root] if self._whole_root else [self.leaf])
@@ -304,6 +380,8 @@ class CgroupTree:
         if self._whole_root and descendants is not None and descendants <= 1 + len(self._live):
             return
         for path in self._foreign(MAX_FOREIGN_PER_LOOK):
+            if not self._sweeper.pending(path):
+                logger.warning("cgroup %s belongs to no running task: ending what is in it and removing it", path)
             self._sweeper.add(path)  # killed and removed by the sweeping thread
 
     def _foreign(self, limit: int | None = None) -> list[Path]:

@@ -72,6 +72,7 @@ class TaskManager:
             self._endings.hold_cap_after_end,
         )
         self._watching: asyncio.Task[None] | None = None
+        self._watching_cgroups: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Load the records a previous daemon left (what was pending or running is now interrupted), then serve."""
@@ -91,12 +92,16 @@ class TaskManager:
                 self._ended(task, Status.INTERRUPTED, recovery.interrupted_reason(record))
         self.prune(sessions_too=True)
         self._todos.start()
-        self._watching = asyncio.get_running_loop().create_task(self._watcher.run(self.prune), name="task-watcher")
+        loop = asyncio.get_running_loop()
+        self._watching = loop.create_task(self._watcher.run(self.prune), name="task-watcher")
+        if self._launcher.cgroups is not None:  # limits a task changed, processes that left its cgroup
+            self._watching_cgroups = loop.create_task(self._launcher.cgroups.watch(), name="cgroup-watch")
 
     async def shutdown(self) -> None:
         """End every task (pending cancelled, running terminated group by group), then flush todos."""
-        if self._watching is not None:
-            self._watching.cancel()
+        for watching in (self._watching, self._watching_cgroups):
+            if watching is not None:
+                watching.cancel()
         for task in self._slots.close():
             self._ended(task, Status.INTERRUPTED, "interrupted: the daemon stopped before it started")
         stopped = "interrupted: the daemon stopped"
