@@ -230,7 +230,7 @@ class TaskCgroup:
     def _write(self, name: str, value: str, missing_ok: bool = False) -> bool:
         """Write `value` into the cgroup's file `name`; False if it is missing and that is fine."""
         try:
-            fd = os.open(name, os.O_WRONLY | os.O_CLOEXEC, dir_fd=self._dir_fd)
+            fd = os.open(name, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC, dir_fd=self._dir_fd)  # as `echo >`
         except FileNotFoundError:
             if missing_ok:
                 return False
