@@ -269,7 +269,8 @@ class CgroupTree:
 
     Everything else in it is a task's doing (cgroup_sweep): cgroups below a task's, a
     leftover that would block a name, processes moved into the leaf or the root. Those are
-    ended and removed at each task's end, before a name is taken again and at start."""
+    ended and removed at each task's end, before a name is taken again, at start, and by the
+    watch about once a second (which also undoes a limit a task changed: `look`)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
