@@ -283,7 +283,8 @@ async def test_an_escapee_is_ended_while_its_task_still_runs(tree: tuple[Daemon,
         status = await call_ok(client, "status", {"id": "escaper"})
         assert status.structured["status"] == "running", status.text
         await call_ok(client, "kill", {"id": "escaper", "force": True})
-    said = f"for {procs.parent}: pids [{pid}]" if place in PLACES else f"cgroup {procs.parent} belongs to no running task"
+    planted = f"cgroup {procs.parent} belongs to no running task"
+    said = f"for {procs.parent}: pids [{pid}]" if place in PLACES else planted
     assert said in daemon.log(), daemon.log()[-3000:]
     wait_until(lambda: only_the_leaf(root), CLEARED_SECS, what="the planted cgroups removed")
 
