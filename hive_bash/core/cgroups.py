@@ -13,7 +13,7 @@ v2 subtree (its own cgroup when systemd delegated it, ``Delegate=yes``, or
                           leftover of that name could not be cleared at once
 
 Placement without a window: where the C library offers clone3's CLONE_INTO_CGROUP
-(glibc 2.39+, ``posix_spawnattr_setcgroup_np``; see native_spawn) the task's bash is born
+(glibc 2.39+, ``posix_spawnattr_setcgroup_np``; see spawners) the task's bash is born
 in its cgroup: no move at all. Elsewhere the task's first process is a bash in POSIX mode
 (it reads no startup file) that writes its own pid into the task's ``cgroup.procs`` and
 then execs the task's bash with the user's command untouched (same pid, session and
@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hive_bash.core import cgroup_sweep, native_spawn, wording
+from hive_bash.core import cgroup_sweep, wording
 from hive_bash.errors import CgroupError
 
 logger = logging.getLogger(__name__)
@@ -423,17 +423,10 @@ class CgroupTree:
             for path in left:
                 self._sweeper.add(path)
 
-    def describe(self, not_born_in_place: str | None) -> str:
-        """The start line; `not_born_in_place`: why tasks cannot start in their cgroups (native_spawn),
-        None where they do, with no move to wait for."""
+    def describe(self) -> str:
+        """The start line (how tasks get into their cgroups is hive_bash.core.spawners' line)."""
         controllers = ", ".join(sorted(self.controllers)) or "none"
-        if not_born_in_place is None:
-            how = "; tasks start in them (clone3 CLONE_INTO_CGROUP)"
-        else:
-            how = f"; each task moves itself in: {not_born_in_place}"
-            if not _favours_moves(self.root):
-                how += "; without the cgroup2 mount option favordynmods each move waits ~10 ms"
-        return f"a cgroup per task under {self.root} (controllers: {controllers}){how}"
+        return f"a cgroup per task under {self.root} (controllers: {controllers})"
 
 
 def _sweep_all(paths: list[Path]) -> list[Path]:
@@ -457,7 +450,7 @@ def cgroup2_mounts(mounts: Path = PROC_SELF_MOUNTS) -> list[Path]:
     return [Path(fields[1]) for line in lines if len(fields := line.split()) > 2 and fields[2] == "cgroup2"]
 
 
-def _favours_moves(path: Path, mounts: Path = PROC_SELF_MOUNTS) -> bool:
+def favours_moves(path: Path, mounts: Path = PROC_SELF_MOUNTS) -> bool:
     """True if the cgroup2 mount holding `path` has favordynmods: moves then skip a grace period."""
     try:
         lines = mounts.read_text().splitlines()
@@ -547,5 +540,5 @@ def locate(setting: Path | None) -> CgroupTree | None:
             raise CgroupError(f"HIVE_BASH_CGROUP_ROOT {root} cannot be used: {exc.strerror or exc}") from None
         logger.warning("cgroup tree %s cannot be used (%s): tasks are ended by process group", root, exc)
         return None
-    logger.info("%s", tree.describe(native_spawn.unavailable_reason()))
+    logger.info("%s", tree.describe())
     return tree

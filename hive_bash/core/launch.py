@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hive_bash.core import cgroups, oom, output, process
+from hive_bash.core import cgroups, oom, output, process, spawners
 from hive_bash.core.input_wait import InputEnd, InputSampler, InputWait
 from hive_bash.core.record_saver import RecordSaver
 from hive_bash.core.records import RecordStore, TaskRecord
@@ -46,6 +46,7 @@ class Launcher:
         self._sessions = sessions
         # The tree first: it moves the daemon into a leaf, and the OOM counter of its root counts the tasks'.
         self.cgroups = cgroups.locate(settings.cgroup_root)
+        self.spawner = spawners.choose(self.cgroups)  # how every task starts: asked and logged once
         self.oom_counter = oom.locate(settings.cgroup_dir or _counting_root(self.cgroups))
         self._default_limits = _default_limits(settings, self.cgroups)
 
@@ -87,7 +88,9 @@ class Launcher:
         task.oom_kills_at_start = self.oom_counter.oom_kills() if self.oom_counter is not None else None
         started_at = time.time()
         # A refused spawn has deleted every file of the task (reserve and session wrapper included).
-        proc = _spawn(task, self._store, start.env, lambda reason: output_failed(task, reason), self.cgroups)
+        proc = _spawn(
+            task, self._store, start.env, lambda reason: output_failed(task, reason), self.spawner, self.cgroups
+        )
         task.started(proc, started_at)
         with self._saver.settling():
             started(record)  # wants its running todo; the record is written just below
@@ -172,7 +175,8 @@ def _spawn(
     task: Task,
     store: RecordStore,
     env: dict[str, str],
-    on_output_failed: process.OutputFailed,
+    on_output_failed: process.TerminalWriteFailed,
+    spawner: spawners.Spawner,
     tree: cgroups.CgroupTree | None = None,
 ) -> process.TaskProcess:
     record, files = task.record, store.files
@@ -195,7 +199,7 @@ def _spawn(
         cgroup=cgroup,
     )
     try:
-        return process.spawn(request)
+        return process.spawn(request, spawner)
     except OSError as exc:
         failed = _could_not_start(store, record, exc)
         if cgroup is not None:
@@ -218,5 +222,5 @@ def _could_not_start(store: RecordStore, record: TaskRecord, exc: OSError) -> Sp
 def _abandon(task: Task) -> None:
     """End the process of a task refused after its spawn: the loop reaps it, its fds are closed, nothing records it."""
     assert task.process is not None
-    task.process.exited.add_done_callback(lambda exited: task.exited(exited.result()))
+    task.process.wait_status.add_done_callback(lambda status: task.exited(status.result()))
     task.process.signal(signal.SIGKILL)

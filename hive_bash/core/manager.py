@@ -220,7 +220,7 @@ class TaskManager:
         self._slots.running.add(task)
         self._watcher.watch(task.record, task.notify_on)
         # A callback, not a task awaiting the future: the end is handled in the same loop turn.
-        task.process.exited.add_done_callback(functools.partial(self._process_exited, task))
+        task.process.wait_status.add_done_callback(functools.partial(self._process_exited, task))
         logger.debug("task %s started: pid %d", task.id, task.process.pid)
 
     def _start_pending(self) -> None:

@@ -101,7 +101,7 @@ class Task:
         self.process.signal(signal.SIGTERM)
         try:
             async with asyncio.timeout(grace_secs):
-                await asyncio.shield(self.process.exited)
+                await asyncio.shield(self.process.wait_status)
         except TimeoutError:
             self.process.signal(signal.SIGKILL)
         await self.ended.wait()

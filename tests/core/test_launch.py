@@ -49,7 +49,7 @@ def no_output_failure(task: Task, reason: str) -> None:
 
 async def run_to_end(task: Task) -> None:
     assert task.process is not None
-    task.exited(await task.process.exited)
+    task.exited(await task.process.wait_status)
 
 
 async def test_a_start_saves_its_record_with_its_pid(files: TaskFiles, launcher: Launcher) -> None:
