@@ -63,6 +63,7 @@ class Lifecycle:
         base_env = process.base_environment(os.environ, settings.hidden_env_names)
         self.sessions = SessionStore(files, base_env, settings.hidden_env_names)
         self._launcher = launch.Launcher(settings, self._store, self.sessions)
+        self.cgroups = self._launcher.cgroups  # the daemon's cgroup tree, where it has one
         self._grace_secs = settings.kill_grace_secs
         self._endings = Endings(settings, self.current)
         self.watcher = Watcher(

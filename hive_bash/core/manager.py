@@ -35,19 +35,24 @@ class TaskManager:
         self._life = Lifecycle(settings, self.files)
         self._tasks = self._life.tasks
         self._watching: asyncio.Task[None] | None = None
+        self._watching_cgroups: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Load the records a previous daemon left (what was pending or running is now interrupted), then serve."""
         await self._life.recover()
         self._life.prune(sessions_too=True)
         self._life.todos.start()
-        watcher = self._life.watcher
-        self._watching = asyncio.get_running_loop().create_task(watcher.run(self._life.prune), name="task-watcher")
+        loop = asyncio.get_running_loop()
+        self._watching = loop.create_task(self._life.watcher.run(self._life.prune), name="task-watcher")
+        cgroups = self._life.cgroups
+        if cgroups is not None:  # limits a task changed, processes that left its cgroup
+            self._watching_cgroups = loop.create_task(cgroups.watch(), name="cgroup-watch")
 
     async def shutdown(self) -> None:
         """End every task (pending cancelled, running terminated group by group), then flush todos."""
-        if self._watching is not None:
-            self._watching.cancel()
+        for watching in (self._watching, self._watching_cgroups):
+            if watching is not None:
+                watching.cancel()
         await self._life.shutdown()
         self._life.input_sampler.close()
         self._life.write_settled()

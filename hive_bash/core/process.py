@@ -377,6 +377,8 @@ class TaskProcess:
         self.usage: ResourceUsage | None = None  # set when reaped
         # With a cgroup the task has ended once the cgroup is empty, not when the leader exits.
         self.cgroup = cgroup
+        if cgroup is not None:
+            cgroup.led_by(self.pid)  # kept in its cgroup should it move itself out (CgroupTree.look)
         self.limit_reason: str | None = None  # its own cgroup limit ended it ("memory limit 512 MiB reached")
         self._emptying: asyncio.Task[None] | None = None
         self._pidfd = os.pidfd_open(self.pid)
@@ -409,6 +411,8 @@ class TaskProcess:
         signal_group(self.pgid, signal.SIGKILL)
         cgroup = self.cgroup
         left = cgroup is not None and cgroup.kill_what_is_left()  # what left the group (setsid) too
+        if cgroup is not None:
+            cgroup.leader_reaped()
         _, status, usage = os.wait4(self.pid, 0)
         self.usage = ResourceUsage.from_rusage(usage, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
         self._popen.returncode = os.waitstatus_to_exitcode(status)
