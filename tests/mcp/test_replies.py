@@ -15,7 +15,7 @@ import pytest
 
 from hive_bash.core import output, search
 from hive_bash.core.records import TaskRecord
-from hive_bash.mcp.replies import control, listing, page, render, state, task
+from hive_bash.mcp.replies import control, listing, page, render, task
 from hive_bash.model import Status
 
 
@@ -94,18 +94,19 @@ def lines(*found: tuple[int, int, str, bool]) -> list[search.Line]:
 def test_a_finished_run_says_the_verdict_first_and_nothing_empty(tmp_path: Path) -> None:
     reply = task_reply(tmp_path)
     assert list(reply)[0] == "verdict" and reply["verdict"] == "done, exit 0 after 2ms"
-    # issue 26: the verdict says status and exit code, so the JSON does not repeat them
+    # issue 35: the verdict's status and exit code are keys too, for programs; nothing else is repeated
     assert reply == {
         "verdict": "done, exit 0 after 2ms",
         "id": "abc",
+        "status": "done",
+        "exit_code": 0,
         "stdout": "hi\n",
         "stdout_path": str(tmp_path / "t.out"),
     }
-    assert state.with_state(reply) == {**reply, "status": "done", "exit_code": 0}
 
 
-def test_with_state_reads_every_verdict_back(tmp_path: Path) -> None:
-    """Programs (hive-bash --json, its exit status) get the verdict's status, exit code and signal as keys."""
+def test_status_exit_code_and_signal_are_keys_the_verdict_says_in_words(tmp_path: Path) -> None:
+    """Programs (hive-bash --json, its exit status) read keys; the verdict says the same from the same record."""
     cases = [
         ({"status": Status.RUNNING, "exit_code": None, "from_run": True}, {"status": "running"}),
         ({"status": Status.PENDING, "exit_code": None, "from_run": True}, {"status": "pending"}),
@@ -115,17 +116,19 @@ def test_with_state_reads_every_verdict_back(tmp_path: Path) -> None:
             {"status": Status.TIMED_OUT, "exit_code": 124, "signal": "SIGTERM"},
             {"status": "timed_out", "exit_code": 124, "signal": "SIGTERM"},
         ),
+        ({"status": Status.FAILED, "exit_code": None}, {"status": "failed"}),
         ({"exit_code": -3}, {"status": "done", "exit_code": -3}),
     ]
     for changes, expected in cases:
         reply = task_reply(tmp_path, **changes)
-        assert "status" not in reply and "exit_code" not in reply
-        read = state.with_state(reply)
-        assert {key: read[key] for key in ("status", "exit_code", "signal") if key in read} == expected, reply
-    assert state.with_state({"verdict": "3 tasks, newest first", "total": 3}) == {
-        "verdict": "3 tasks, newest first",
-        "total": 3,
-    }
+        assert {key: reply[key] for key in ("status", "exit_code", "signal") if key in reply} == expected, reply
+        assert list(reply)[:3] == ["verdict", "id", "status"] or "next" in reply, reply
+        words = reply["verdict"]
+        assert words.startswith(("task started: id=abc, ", "running for ")) or words.startswith(expected["status"])
+        assert f"exit {expected['exit_code']}" in words if "exit_code" in expected else " exit " not in words
+        # what the model reads in words is not repeated as lines of the text block
+        text = render.as_text(reply)
+        assert not [line for line in text.splitlines() if line.startswith(("status:", "exit_code:", "signal:"))]
 
 
 def test_counts_read_as_english() -> None:

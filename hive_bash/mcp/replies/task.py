@@ -127,8 +127,8 @@ def excerpt_budgets(stdout_cost: int, stderr_cost: int, budget: int = EXCERPT_BU
 
 
 def task_reply(record: TaskRecord, shown: Shown) -> dict[str, Any]:
-    """The verdict states the status, the exit code (or the signal when there is none), so they are
-    not keys (with_state gives them back as keys to programs); a run reply's pty is the call's own."""
+    """The verdict says the status and how it ended in words, for the model; `status`, `exit_code`
+    and `signal` say the same as keys, for programs. A run reply's pty is the call's own."""
     ended = record.status.is_terminal
     semantic_status, semantic_message = semantics.semantic(record)
     meaningful = semantic_status == "ok" and record.exit_code not in (None, 0)
@@ -145,8 +145,10 @@ def task_reply(record: TaskRecord, shown: Shown) -> dict[str, Any]:
             "next": next_step(record, shown),
             "matched_line": match.text if match is not None else None,
             "id": record.id,
+            "status": record.status.value,
+            "exit_code": record.exit_code,
+            "signal": record.signal,
             "waiting_for_input": shown.waiting_for_input and not ended,
-            "signal": record.signal if record.exit_code is not None else None,
             "semantic_status": semantic_status if meaningful else None,
             "semantic_message": semantic_message if meaningful else None,
             "end_reason": record.end_reason if ended else None,
@@ -174,7 +176,7 @@ def verdict(record: TaskRecord, shown: Shown, ok_meaning: str | None) -> str:
     waited = shown.line_wait
     if waited is None or record.status.is_terminal:
         return words
-    if waited.match is not None:  # the state first (with_state reads it there), then why the wait returned
+    if waited.match is not None:  # the state first, then why the wait returned
         return f"{words}; {line_match.describe(waited.match, waited.pattern)}"
     if waited.gave_up is not None:
         return f"{words}; wait_for {waited.pattern!r} stopped: {waited.gave_up}"
