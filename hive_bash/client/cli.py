@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, NoReturn, TextIO
 
 from hive_bash.client import mcp_config
-from hive_bash.core.search import DEFAULT_MAX_MATCHES
+from hive_bash.core import DEFAULT_MAX_MATCHES
 from hive_bash.mcp import limits
 from hive_bash import tokens
 from hive_bash.sdk.client import BashClient, ToolReply, open_client

@@ -1,5 +1,5 @@
 """What the model reads, on its own: verdicts first, no empty keys, cut markers, one next step,
-list rows within budget. No daemon: each reply's builder is pure (a record and the excerpts it is
+list rows within budget. No daemon: each reply's builder is pure (a task's view and the excerpts it is
 given, from one small file each). Cutting itself is tested in test_output.py, argument names in
 test_arguments.py, and all of it through the real Claude Code CLI in test_claude_code.py."""
 
@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from hive_bash.core import output, search
+from hive_bash.core import Task, TaskView, task_view
 from hive_bash.core.records import TaskRecord
 from hive_bash.mcp.replies import control, listing, page, render, task
 from hive_bash.model import Status
@@ -43,8 +44,13 @@ def test_the_marker_names_bytes_lines_and_the_logs_call(tmp_path: Path) -> None:
 RECORD_KEYS = frozenset(TaskRecord.model_fields)
 
 
-def facts(tmp_path: Path, **changes: Any) -> tuple[TaskRecord, task.Shown]:
-    """A task's record and what its reply shows beside it: `changes` go to whichever has the key;
+def view(record: TaskRecord, waiting_for_input: bool = False) -> TaskView:
+    """The view a reply gets of a task with this record (hive_bash.core.view.task_view)."""
+    return dataclasses.replace(task_view(Task(record)), waiting_for_input=waiting_for_input)
+
+
+def facts(tmp_path: Path, **changes: Any) -> tuple[TaskView, task.Shown]:
+    """A task's view and what its reply shows beside it: `changes` go to whichever has the key;
     duration_secs sets the start (and the end, for a task that ended)."""
     out = tmp_path / "t.out"
     out.write_text("hi\n")
@@ -63,18 +69,19 @@ def facts(tmp_path: Path, **changes: Any) -> tuple[TaskRecord, task.Shown]:
     started = time.time() - took
     ended = started + took if values["status"].is_terminal else None
     record = TaskRecord(created_at=started, started_at=started, ended_at=ended, **values)
-    return record, task.Shown(**shown)
+    return view(record), task.Shown(**shown)
 
 
 def task_reply(tmp_path: Path, **changes: Any) -> dict[str, Any]:
     return task.task_reply(*facts(tmp_path, **changes))
 
 
-def row(task_id: str, status: Status, cmd: str, exit_code: int | None = None, **values: Any) -> TaskRecord:
+def row(task_id: str, status: Status, cmd: str, exit_code: int | None = None, **values: Any) -> TaskView:
     took = values.pop("duration_secs", None)
     start = time.time() - (took or 0)
     ended = start + took if took is not None and status.is_terminal else None
-    return TaskRecord(
+    waiting = values.pop("waiting_for_input", False)
+    record = TaskRecord(
         id=task_id,
         status=status,
         cmd=cmd,
@@ -85,6 +92,7 @@ def row(task_id: str, status: Status, cmd: str, exit_code: int | None = None, **
         ended_at=ended,
         **values,
     )
+    return view(record, waiting)
 
 
 def lines(*found: tuple[int, int, str, bool]) -> list[search.Line]:
@@ -138,7 +146,7 @@ def test_counts_read_as_english() -> None:
     assert page.matches_reply("t", "stdout", "x", one, Status.DONE, True)["verdict"].startswith(
         "1 line of stdout bytes 0-2 matches 'x'"
     )
-    single = listing.listing([(row("t", Status.DONE, "true", 0), False)], 1, 1, Status.DONE)
+    single = listing.listing([row("t", Status.DONE, "true", 0)], 1, 1, Status.DONE)
     assert single["verdict"] == "1 done task, newest first"
 
 
@@ -169,12 +177,7 @@ def test_a_task_that_ignores_sigint_is_told_how_to_end_it(tmp_path: Path) -> Non
 
 def test_list_rows_fit_the_budget_and_an_empty_list_says_what_exists() -> None:
     rows = [
-        (
-            row(
-                f"{n:012x}", Status.DONE, "pytest -q tests/test_something_rather_long.py -k case", 0, duration_secs=12.5
-            ),
-            False,
-        )
+        row(f"{n:012x}", Status.DONE, "pytest -q tests/test_something_rather_long.py -k case", 0, duration_secs=12.5)
         for n in range(50)
     ]
     reply = listing.listing(rows, 50, 50, None)
@@ -257,17 +260,14 @@ def test_an_oom_reading_follows_the_verdict(tmp_path: Path) -> None:
 
 def test_list_rows_show_cost_only_where_there_is_room() -> None:
     heavy = [
-        (
-            row(
-                f"{n:012x}",
-                Status.DONE,
-                "pytest -q tests/test_something_rather_long.py -k case",
-                0,
-                duration_secs=612.5,
-                cpu_secs=598.0,
-                max_rss_bytes=1536 << 20,
-            ),
-            False,
+        row(
+            f"{n:012x}",
+            Status.DONE,
+            "pytest -q tests/test_something_rather_long.py -k case",
+            0,
+            duration_secs=612.5,
+            cpu_secs=598.0,
+            max_rss_bytes=1536 << 20,
         )
         for n in range(50)
     ]
@@ -317,7 +317,7 @@ def test_a_task_waiting_for_input_is_told_to_get_a_write(tmp_path: Path) -> None
     waiting = task_reply(tmp_path, status=Status.RUNNING, exit_code=None, waiting_for_input=True)
     assert waiting["waiting_for_input"] is True
     assert waiting["next"] == "it waits for input: write(id='abc', data='...\\n') answers it"
-    shown = listing.list_row(row("repl", Status.RUNNING, "python3 -i", duration_secs=240.0), waiting_for_input=True)
+    shown = listing.list_row(row("repl", Status.RUNNING, "python3 -i", duration_secs=240.0, waiting_for_input=True))
     assert shown.startswith("running for 4m00s, waits for input: python3")
 
 

@@ -205,7 +205,8 @@ async def test_programs_read_status_exit_code_and_signal_as_keys(make_daemon) ->
     output schema; the verdict says the same in words, and the text block does not repeat them."""
     daemon = make_daemon(env={"HIVE_BASH_MAX_OUTPUT_BYTES": "100000"})
     async with daemon.client() as client:
-        schemas = {tool.name: getattr(tool, "outputSchema", None) or tool.output_schema for tool in await client.tools()}
+        tools = await client.tools()
+        schemas = {tool.name: getattr(tool, "outputSchema", None) or tool.output_schema for tool in tools}
         exited = await client.call("run", {"cmd": "exit 3"})
         started = await client.call("run", {"cmd": "sleep 1000", "wait_seconds": 0, "name": "victim"})
         running = await client.call("status", {"id": "victim"})

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from hive_bash.core.task import KillAction
+from hive_bash.core import KillAction
 from hive_bash.model import Status
 from hive_bash.mcp.limits import secs
 
