@@ -55,7 +55,7 @@ THROUGH_THE_FACE = ("mcp", "client", "daemon")
 
 def past_the_face(files: list[Path], root: Path = PACKAGE) -> list[tuple[str, str]]:
     """(file, name) for each import of a core module, or of a name hive_bash.core does not export."""
-    face = set(hive_bash.core.__all__)
+    face = set(getattr(hive_bash.core, "__all__", ()))
     found = []
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
