@@ -12,8 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from hive_bash import __version__, tokens
-from hive_bash.core import cgroups
-from hive_bash.core.store import prepare_tasks_dir
+from hive_bash.core import configured_root, prepare_tasks_dir
 from hive_bash.errors import CgroupError, ConfigError, TokenError
 from hive_bash.settings import Settings
 
@@ -138,7 +137,7 @@ def check_cgroup_root(path: Path | None) -> None:
     """A HIVE_BASH_CGROUP_ROOT the daemon cannot use stops it: the operator asked for a cgroup per task."""
     if path is not None:
         try:
-            cgroups.configured_root(path)
+            configured_root(path)
         except CgroupError as exc:
             raise ConfigError(str(exc)) from None
 
