@@ -57,13 +57,9 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
     (
         "exit: usage, session, end, next",
         WAIT,
-        "core.manager",
-        (
-            "core.endings:Endings.note_usage",
-            "core.sessions:SessionStore.collect",
-            "TaskManager._ended",
-            "TaskManager._start_pending",
-        ),
+        "core.lifecycle",
+        # Lifecycle._end takes the session's state (SessionStore.collect) within it.
+        ("_cgroup_report", "decide_ending", "Lifecycle._end", "Lifecycle._start_pending"),
         False,
     ),
     (
@@ -74,7 +70,7 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
         False,
     ),
     ("reply: read output, shape", TOOL, "mcp.replies.task", ("status_reply",), False),
-    ("retention: prune (watcher tick)", None, "core.manager", ("TaskManager.prune",), False),
+    ("retention: prune (watcher tick)", None, "core.lifecycle", ("Lifecycle.prune",), False),
     ("record saves (write + rename), all", None, "core.records", ("RecordStore.save",), False),
 ]
 
