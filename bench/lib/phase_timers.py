@@ -39,7 +39,7 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
     (TOOL, SERVER, "sdk.server", ("McpServer.call_tool",), True),
     ("arguments: unknown names, types", TOOL, "mcp.arguments", ("check_call",), False),
     ("arguments: run's options", TOOL, "mcp.arguments", ("task_options",), False),
-    ("arguments: destructive-command warning", TOOL, "core.semantics", ("warning",), False),
+    ("arguments: destructive-command warning", TOOL, "mcp.tools", ("command_warning",), False),
     (SUBMIT, TOOL, "core.manager", ("TaskManager.submit",), False),
     ("submit: environment", SUBMIT, "core.sessions", ("SessionStore.prepare",), False),
     ("submit: OOM counter", SUBMIT, "core.oom", ("CgroupMemory.oom_kills",), False),
