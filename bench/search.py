@@ -26,7 +26,6 @@ from lib.report import Metric, publish
 from lib.scenarios import daemon_env
 
 from hive_bash.sdk.client import BashClient, open_client
-from hive_bash.mcp.replies.state import with_state
 
 # (name, pattern): many hits (the listing ends early, the rest only counted); few hits (all listed:
 # every line numbered to the end, as grep -n does); an alternation of literals.
@@ -44,9 +43,9 @@ def parse_args() -> argparse.Namespace:
 async def write_output(client: BashClient, workdir: Path, size_mib: int) -> tuple[str, Path]:
     cmd, _ = build_log.printing_command(workdir, size_mib)
     reply = await client.call("run", {"cmd": cmd, "wait_seconds": 30, "name": "big-log"})
-    task = with_state(reply.structured or {})  # status and exit_code are in the verdict
+    task = reply.structured or {}  # status and exit_code are keys
     while task.get("status") in ("pending", "running"):
-        task = with_state((await client.call("status", {"id": "big-log", "wait_seconds": 30})).structured or {})
+        task = (await client.call("status", {"id": "big-log", "wait_seconds": 30})).structured or {}
     if task.get("exit_code") != 0:
         raise RuntimeError(f"writing the output failed: {task}")
     return "big-log", Path(task["stdout_path"])

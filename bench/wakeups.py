@@ -44,7 +44,6 @@ from lib.children import MATCHER_CHILD, SAMPLE_SECS, PeakSampler, child_of, hwm
 from lib.report import Metric, publish
 from lib.scenarios import daemon_env
 
-from hive_bash.mcp.replies.state import with_state
 from hive_bash.sdk.client import BashClient, open_client
 
 PATTERN = "fatal"
@@ -128,7 +127,7 @@ async def call(client: BashClient, tool: str, arguments: dict) -> dict:
     reply = await client.call(tool, arguments, timeout=120)
     if reply.is_error or reply.structured is None:
         raise RuntimeError(f"{tool}({arguments}): {reply.text[:300]}")
-    return with_state(reply.structured)  # a run or status reply states its status in the verdict
+    return reply.structured  # a run or status reply has its status as a key
 
 
 async def until_ended(client: BashClient, task_id: str) -> dict:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import dataclasses
 import errno
 import json
 import os
@@ -31,7 +30,6 @@ from typing import Any
 import pytest
 
 from hive_bash.core import input_wait
-from hive_bash.mcp.replies.state import with_state
 from hive_bash.sdk.client import BashClient, ToolReply, open_client
 
 # Waiting-for-input detection reads /proc/<pid>/syscall, whose numbers are tabled per architecture.
@@ -241,12 +239,11 @@ class Daemon:
 
 
 async def call_ok(client: BashClient, tool: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> ToolReply:
-    """A call that must succeed. A run/status reply's structured result gets the status, exit_code
-    and signal its verdict states as keys (hive_bash.mcp.replies.state.with_state), as programs read it;
-    what the model itself reads is asserted in test_replies and test_claude_code."""
+    """A call that must succeed; its structured result is what programs read (a run/status reply's
+    status, exit_code and signal are keys of it)."""
     reply = await client.call(tool, arguments, **kwargs)
     assert not reply.is_error, f"{tool}({arguments!r}) failed: {reply.text}"
-    return dataclasses.replace(reply, structured=None if reply.structured is None else with_state(reply.structured))
+    return reply
 
 
 async def call_error(client: BashClient, tool: str, arguments: dict[str, Any]) -> str:

@@ -45,7 +45,8 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
     ("submit: OOM counter", SUBMIT, "core.oom", ("CgroupMemory.oom_kills",), False),
     ("submit: create .out/.err", SUBMIT, "core.process", ("_open_output",), False),
     ("submit: cgroup mkdir", SUBMIT, "core.cgroups", ("CgroupTree.create",), False),
-    (SPAWN, SUBMIT, "core.process", ("_popen",), False),
+    # Whichever spawner the daemon chose at start (core.spawners.choose).
+    (SPAWN, SUBMIT, "core.spawners", ("PlainPopen.start", "PlacingBash.start", "CloneIntoCgroup.start"), False),
     # Born in the cgroup (core.native_spawn, glibc 2.39+): the parts of the row above.
     ("spawn: PATH lookup (native)", SPAWN, "core.native_spawn", ("_find_executable",), False),
     ("spawn: posix_spawn, clone3 into the cgroup (native)", SPAWN, "core.native_spawn", ("_posix_spawn",), False),

@@ -19,7 +19,6 @@ from typing import Any
 
 from lib import SERVERS_DIR, measure
 from hive_bash.sdk.client import BashClient, open_client
-from hive_bash.mcp.replies.state import with_state
 from lib.raw_client import RawClient
 
 SETTLE_SECS = 1.0
@@ -93,7 +92,7 @@ class Hive:
 def _check(reply: Any, what: str) -> dict[str, Any]:
     if reply.is_error or reply.structured is None:
         raise RuntimeError(f"{what}: {reply.text[:300]}")
-    return with_state(reply.structured)  # status and exit_code are in the verdict
+    return dict(reply.structured)  # status and exit_code are keys
 
 
 async def _idle_rss(pid: int, client: BashClient, tool: str, arguments: dict[str, Any]) -> int:

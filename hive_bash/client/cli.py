@@ -43,9 +43,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, NoReturn, TextIO
 
 from hive_bash.client import mcp_config
-from hive_bash.core.search import DEFAULT_MAX_MATCHES
+from hive_bash.core import DEFAULT_MAX_MATCHES
 from hive_bash.mcp import limits
-from hive_bash.mcp.replies.state import with_state
 from hive_bash import tokens
 from hive_bash.sdk.client import BashClient, ToolReply, open_client
 from hive_bash.errors import ConfigError, TokenError
@@ -152,7 +151,7 @@ class Output:
         """The structured result as one JSON object with --json, else the tool's text block."""
         if self.json:
             structured = reply.structured
-            self.stdout.write(json.dumps(None if structured is None else with_state(structured)) + "\n")
+            self.stdout.write(json.dumps(structured) + "\n")
         else:
             text = escape_controls(reply.text) if self.terminal else reply.text
             self.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -291,7 +290,6 @@ def module_token_file(servers_file: Path, url: str) -> Path | None:
 
 def task_exit_code(structured: Mapping[str, Any]) -> int:
     """The exit status a shell script would expect for a task's status result (see module doc)."""
-    structured = with_state(structured)
     status = structured.get("status")
     if status in ACTIVE_STATUSES:
         return EXIT_OK
@@ -348,7 +346,7 @@ async def wait_for_end(
 
 
 def _active(reply: ToolReply) -> bool:
-    return reply.structured is not None and with_state(reply.structured).get("status") in ACTIVE_STATUSES
+    return reply.structured is not None and reply.structured.get("status") in ACTIVE_STATUSES
 
 
 def _deadline(wait: float | None) -> float | None:

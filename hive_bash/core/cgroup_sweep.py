@@ -189,6 +189,7 @@ def end_escapees(places: Iterable[Path]) -> list[int]:
     ancestors: set[int] | None = None  # read only when a stranger is found (a few /proc reads)
     ended: list[int] = []
     for place in places:
+        ended_here = len(ended)
         for pid in _procs(place):
             if pid == own or len(ended) >= MAX_ESCAPEES:
                 continue
@@ -209,8 +210,13 @@ def end_escapees(places: Iterable[Path]) -> list[int]:
                 pass
             finally:
                 os.close(pidfd)
-    if ended:
-        logger.warning("ended %d processes that left their task's cgroup: %s", len(ended), ended[:20])
+        if len(ended) > ended_here:
+            logger.warning(
+                "ended %d processes that left their task's cgroup for %s: pids %s",
+                len(ended) - ended_here,
+                place,
+                ended[ended_here : ended_here + 20],
+            )
     return ended
 
 

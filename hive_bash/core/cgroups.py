@@ -13,7 +13,7 @@ v2 subtree (its own cgroup when systemd delegated it, ``Delegate=yes``, or
                           leftover of that name could not be cleared at once
 
 Placement without a window: where the C library offers clone3's CLONE_INTO_CGROUP
-(glibc 2.39+, ``posix_spawnattr_setcgroup_np``; see native_spawn) the task's bash is born
+(glibc 2.39+, ``posix_spawnattr_setcgroup_np``; see spawners) the task's bash is born
 in its cgroup: no move at all. Elsewhere the task's first process is a bash in POSIX mode
 (it reads no startup file) that writes its own pid into the task's ``cgroup.procs`` and
 then execs the task's bash with the user's command untouched (same pid, session and
@@ -34,6 +34,7 @@ directory is removed; then what moved out of its task's cgroup is ended (cgroup_
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -43,7 +44,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hive_bash.core import cgroup_sweep, native_spawn, wording
+from hive_bash.core import cgroup_sweep, wording
 from hive_bash.errors import CgroupError
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,11 @@ EMPTY_POLL_FIRST_SECS = 0.0005
 EMPTY_POLL_MAX_SECS = 0.05
 LEFTOVER_WAIT_SECS = 5.0
 MAX_FOREIGN_PER_LOOK = 1024  # cgroups a task made in the tree handed to the sweeper per task's end
+# The watch (CgroupTree.watch): how often it looks, and how many tasks' limits it reads back per look
+# (three tiny cgroupfs reads each, ~10 us apiece, on the loop).
+WATCH_SECS = 1.0
+LIMIT_CHECKS_PER_LOOK = 64
+MAX_LEADERS_PER_LOOK = 256  # tasks' first processes checked by one look (one /proc read each)
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,9 @@ class TaskCgroup:
         self.tree = tree
         self.path = path
         self.limits = limits
+        self.tampered: str | None = None  # why the task was ended: it changed its own limit
+        self.limit_files: dict[str, str] = {}  # each limit file the daemon wrote, as the kernel reads it back
+        self.leader: int | None = None  # the task's first process (the daemon's child) until it is reaped
         self._dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
     @property
@@ -103,13 +112,64 @@ class TaskCgroup:
     def apply_limits(self) -> None:
         """Write the limits, before anything runs in the cgroup. OSError if refused."""
         if self.limits.memory_max is not None:
-            self._write("memory.max", str(self.limits.memory_max))
-            self._write("memory.swap.max", "0", missing_ok=True)  # a limit that swaps is no limit
+            self._write_limit("memory.max", str(self.limits.memory_max))
+            self._write_limit("memory.swap.max", "0", missing_ok=True)  # a limit that swaps is no limit
             # At the limit the OOM killer ends the whole task, not one of its processes at random
             # while the rest carry on without it (systemd's OOMPolicy=kill does the same).
             self._write("memory.oom.group", "1", missing_ok=True)
         if self.limits.pids_max is not None:
-            self._write("pids.max", str(self.limits.pids_max))
+            self._write_limit("pids.max", str(self.limits.pids_max))
+
+    def _write_limit(self, name: str, value: str, missing_ok: bool = False) -> None:
+        """Write a limit and keep what the kernel reads back (memory.max rounds down to a page)."""
+        if self._write(name, value, missing_ok):
+            self.limit_files[name] = (self._read(name) or value).strip()
+
+    def check_limits(self) -> str | None:
+        """If the task changed a limit of its cgroup (its files are its uid's): write the daemon's value
+        back, end the task (SIGKILL of the cgroup) and return why; None while they hold (or once ended)."""
+        if self.tampered is not None or self._dir_fd < 0:
+            return None
+        for name, value in self.limit_files.items():
+            now = (self._read(name) or "").strip()
+            if now == value or not now:  # unreadable: the cgroup is going
+                continue
+            try:
+                self._write(name, value)
+            except OSError as exc:
+                logger.warning("could not restore %s of %s: %s", name, self.path, exc)
+            self.tampered = _tamper_reason(name, value, now)
+            self.kill()
+            return self.tampered
+        return None
+
+    def led_by(self, pid: int) -> None:
+        """The task's first process, started into this cgroup (or on its way in: a placing bash)."""
+        self.leader = pid
+        self.tree.led(self)
+
+    def leader_reaped(self) -> None:
+        """Called before the daemon reaps it: from then on its pid may name another process."""
+        self.leader = None
+        self.tree.unled(self)
+
+    def hold_leader(self) -> None:
+        """Put the task's first process back if it moved itself out (it stays the daemon's child, so
+        `end_escapees` spares it): into the leaf, the root, another cgroup. One /proc read."""
+        if self.leader is None or self.tree.relative_root is None:
+            return
+        expected = f"{self.tree.relative_root}/{self.path.relative_to(self.tree.root)}"
+        now = _proc_cgroup(self.leader)
+        if now is None or now == expected or now.startswith(expected + "/"):
+            return
+        try:
+            self._write("cgroup.procs", str(self.leader))
+        except OSError as exc:
+            logger.warning("task cgroup %s: could not move its first process %d back: %s", self.path, self.leader, exc)
+            return
+        logger.warning(
+            "task cgroup %s: its first process %d had moved itself to %s; moved it back", self.path, self.leader, now
+        )
 
     def kill(self) -> None:
         """SIGKILL every process in the cgroup, setsid'd or not: cgroup.kill (kernel 5.14+, which
@@ -169,7 +229,10 @@ class TaskCgroup:
 
     def _limit_reason(self) -> str | None:
         """Why the task's own limit ended it, if it did: its cgroup hit memory.max and the OOM killer
-        killed in it (`oom` counts this cgroup's own limit only; an ancestor's shows in `oom_kill` alone)."""
+        killed in it (`oom` counts this cgroup's own limit only; an ancestor's shows in `oom_kill` alone),
+        or the daemon did, because the task changed its limit (`check_limits`)."""
+        if self.tampered is not None:
+            return self.tampered
         if self.limits.memory_max is not None:
             memory = self._read("memory.events")
             if (_key_value(memory, "oom") or 0) > 0 and (_key_value(memory, "oom_kill") or 0) > 0:
@@ -194,17 +257,43 @@ class TaskCgroup:
         finally:
             os.close(fd)
 
-    def _write(self, name: str, value: str, missing_ok: bool = False) -> None:
+    def _write(self, name: str, value: str, missing_ok: bool = False) -> bool:
+        """Write `value` into the cgroup's file `name`; False if it is missing and that is fine."""
         try:
-            fd = os.open(name, os.O_WRONLY | os.O_CLOEXEC, dir_fd=self._dir_fd)
+            fd = os.open(name, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC, dir_fd=self._dir_fd)  # as `echo >`
         except FileNotFoundError:
             if missing_ok:
-                return
+                return False
             raise
         try:
             os.write(fd, value.encode())
         finally:
             os.close(fd)
+        return True
+
+
+def _tamper_reason(name: str, daemon_value: str, task_value: str) -> str:
+    """`it raised its own memory limit (memory.max 64 MiB -> max); the daemon restored it and ended the task`."""
+    kind = "process" if name.startswith("pids.") else "swap" if name == "memory.swap.max" else "memory"
+
+    def shown(value: str) -> str:
+        return wording.size(int(value)) if kind != "process" and value.isdigit() else value[:32]
+
+    raised = not task_value.isdigit() or not daemon_value.isdigit() or int(task_value) > int(daemon_value)
+    return (
+        f"it {'raised' if raised else 'changed'} its own {kind} limit ({name} {shown(daemon_value)} -> "
+        f"{shown(task_value)}); the daemon restored it and ended the task"
+    )
+
+
+def _proc_cgroup(pid: int | str) -> str | None:
+    """The process's cgroup v2 path, as /proc/<pid>/cgroup names it (from the namespace's root)."""
+    try:
+        with open(f"/proc/{pid}/cgroup", "rb") as file:
+            text = file.read(4096).decode(errors="replace")
+    except OSError:
+        return None
+    return next((line[3:] for line in text.splitlines() if line.startswith("0::")), None)
 
 
 def _key_value(text: str | None, key: str) -> int | None:
@@ -220,7 +309,8 @@ class CgroupTree:
 
     Everything else in it is a task's doing (cgroup_sweep): cgroups below a task's, a
     leftover that would block a name, processes moved into the leaf or the root. Those are
-    ended and removed at each task's end, before a name is taken again and at start."""
+    ended and removed at each task's end, before a name is taken again, at start, and by the
+    watch about once a second (which also undoes a limit a task changed: `look`)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -228,11 +318,18 @@ class CgroupTree:
         self.leaf.mkdir(exist_ok=True)
         self._home = os.open(self.leaf / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
         self.return_home()
+        # The root as /proc/<pid>/cgroup names it, read from the daemon's own line, now in the leaf.
+        own = _proc_cgroup("self")
+        suffix = f"/{DAEMON_LEAF}"
+        self.relative_root = own[: -len(suffix)] if own is not None and own.endswith(suffix) else None
         self.controllers = self._enable_controllers()
         # A mount's root (a cgroup namespace's, a container's /sys/fs/cgroup) holds other
         # processes and cgroups than the daemon's: then only `task-*` cgroups count as the daemon's.
         self._whole_root = root not in cgroup2_mounts()
         self._live: set[Path] = set()  # the cgroups of running tasks
+        self._led: dict[Path, TaskCgroup] = {}  # those whose first process the daemon has not reaped
+        self._limited: dict[Path, TaskCgroup] = {}  # those with limits, read back by the watch
+        self._limit_queue: collections.deque[TaskCgroup] = collections.deque()
         self._sweeper = cgroup_sweep.Sweeper()
 
     def return_home(self) -> None:
@@ -266,7 +363,15 @@ class CgroupTree:
         except OSError:
             cgroup.remove()
             raise
+        if cgroup.limit_files:
+            self._limited[path] = cgroup
         return cgroup
+
+    def led(self, cgroup: TaskCgroup) -> None:
+        self._led[cgroup.path] = cgroup
+
+    def unled(self, cgroup: TaskCgroup) -> None:
+        self._led.pop(cgroup.path, None)
 
     def _free_path(self, path: Path) -> Path:
         """`path`, or where it is still taken (a leftover a task may have planted, with cgroups and
@@ -284,6 +389,8 @@ class CgroupTree:
     def discard(self, path: Path) -> None:
         """A task's cgroup is done with: removed (below it too, off the loop), then escapees ended."""
         self._live.discard(path)
+        self._limited.pop(path, None)
+        self._led.pop(path, None)
         try:
             os.rmdir(path)
         except FileNotFoundError:
@@ -295,6 +402,30 @@ class CgroupTree:
         except Exception:  # never in the way of a task's end; the next look tries again
             logger.exception("looking for processes that left their task's cgroup failed")
 
+    async def watch(self, interval: float = WATCH_SECS) -> None:
+        """About once a second, on the loop: `look`. Runs until cancelled."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.look()
+            except Exception:  # never stop watching; the next look tries again
+                logger.exception("watching the cgroup tree failed")
+
+    def look(self) -> None:
+        """Undo a limit a task changed (and end that task), end what left its task's cgroup.
+
+        Bounded: the limits of at most LIMIT_CHECKS_PER_LOOK tasks (round-robin), a few reads for the
+        leaf and the root, a scan of the root only when it holds more cgroups than the running tasks'."""
+        if not self._limit_queue:
+            self._limit_queue.extend(self._limited.values())
+        for _ in range(min(LIMIT_CHECKS_PER_LOOK, len(self._limit_queue))):
+            cgroup = self._limit_queue.popleft()
+            if self._limited.get(cgroup.path) is cgroup and (reason := cgroup.check_limits()) is not None:
+                logger.warning("task cgroup %s: %s", cgroup.path, reason)
+        for cgroup in list(self._led.values())[:MAX_LEADERS_PER_LOOK]:
+            cgroup.hold_leader()
+        self.end_escapees()
+
     def end_escapees(self) -> None:
         """End what moved out of its task's cgroup: into the leaf, the root, or a cgroup of its own."""
         cgroup_sweep.end_escapees([self.leaf, self.root] if self._whole_root else [self.leaf])
@@ -304,6 +435,8 @@ class CgroupTree:
         if self._whole_root and descendants is not None and descendants <= 1 + len(self._live):
             return
         for path in self._foreign(MAX_FOREIGN_PER_LOOK):
+            if not self._sweeper.pending(path):
+                logger.warning("cgroup %s belongs to no running task: ending what is in it and removing it", path)
             self._sweeper.add(path)  # killed and removed by the sweeping thread
 
     def _foreign(self, limit: int | None = None) -> list[Path]:
@@ -344,17 +477,10 @@ class CgroupTree:
             for path in left:
                 self._sweeper.add(path)
 
-    def describe(self, not_born_in_place: str | None) -> str:
-        """The start line; `not_born_in_place`: why tasks cannot start in their cgroups (native_spawn),
-        None where they do, with no move to wait for."""
+    def describe(self) -> str:
+        """The start line (how tasks get into their cgroups is hive_bash.core.spawners' line)."""
         controllers = ", ".join(sorted(self.controllers)) or "none"
-        if not_born_in_place is None:
-            how = "; tasks start in them (clone3 CLONE_INTO_CGROUP)"
-        else:
-            how = f"; each task moves itself in: {not_born_in_place}"
-            if not _favours_moves(self.root):
-                how += "; without the cgroup2 mount option favordynmods each move waits ~10 ms"
-        return f"a cgroup per task under {self.root} (controllers: {controllers}){how}"
+        return f"a cgroup per task under {self.root} (controllers: {controllers})"
 
 
 def _sweep_all(paths: list[Path]) -> list[Path]:
@@ -378,7 +504,7 @@ def cgroup2_mounts(mounts: Path = PROC_SELF_MOUNTS) -> list[Path]:
     return [Path(fields[1]) for line in lines if len(fields := line.split()) > 2 and fields[2] == "cgroup2"]
 
 
-def _favours_moves(path: Path, mounts: Path = PROC_SELF_MOUNTS) -> bool:
+def favours_moves(path: Path, mounts: Path = PROC_SELF_MOUNTS) -> bool:
     """True if the cgroup2 mount holding `path` has favordynmods: moves then skip a grace period."""
     try:
         lines = mounts.read_text().splitlines()
@@ -468,5 +594,5 @@ def locate(setting: Path | None) -> CgroupTree | None:
             raise CgroupError(f"HIVE_BASH_CGROUP_ROOT {root} cannot be used: {exc.strerror or exc}") from None
         logger.warning("cgroup tree %s cannot be used (%s): tasks are ended by process group", root, exc)
         return None
-    logger.info("%s", tree.describe(native_spawn.unavailable_reason()))
+    logger.info("%s", tree.describe())
     return tree

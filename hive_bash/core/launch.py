@@ -2,9 +2,10 @@
 
 A start goes: room on disk for its end (a full disk refuses it before anything
 runs), its environment and, in a shell session, its wrapper (hive_bash.core.sessions),
-its cgroup with its limits, the spawn (hive_bash.core.process), then its record with
-its pid, on disk before anything else happens. A start refused after the spawn ends
-the process it made; nothing records it.
+its cgroup with its limits, the spawn (hive_bash.core.process); the lifecycle
+(hive_bash.core.lifecycle) then saves its record with its pid, before anything else
+happens. A start refused after the spawn ends the process it made (`abandon`);
+nothing records it.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hive_bash.core import cgroups, oom, output, process
+from hive_bash.core import cgroups, oom, output, process, spawners
 from hive_bash.core.input_wait import InputEnd, InputSampler, InputWait
-from hive_bash.core.record_saver import RecordSaver
 from hive_bash.core.records import RecordStore, TaskRecord
 from hive_bash.core.sessions import SessionStore
 from hive_bash.core.store import TaskFiles
@@ -29,10 +29,6 @@ from hive_bash.settings import Settings, memory_bytes
 
 logger = logging.getLogger(__name__)
 
-# Told when a started task's record is about to be saved with its pid (its running todo is wanted).
-Started = Callable[[TaskRecord], None]
-# The process layer could not write a PTY task's output: (task, reason).
-OutputFailed = Callable[[Task, str], None]
 # A task began (or stopped) waiting for input: (record, the last line it printed or None, waiting).
 InputChanged = Callable[[TaskRecord, "str | None", bool], None]
 
@@ -40,12 +36,12 @@ InputChanged = Callable[[TaskRecord, "str | None", bool], None]
 class Launcher:
     """Starts tasks: the cgroup tree they run in, the limits it enforces, their files, sessions and records."""
 
-    def __init__(self, settings: Settings, store: RecordStore, saver: RecordSaver, sessions: SessionStore) -> None:
+    def __init__(self, settings: Settings, store: RecordStore, sessions: SessionStore) -> None:
         self._store = store
-        self._saver = saver
         self._sessions = sessions
         # The tree first: it moves the daemon into a leaf, and the OOM counter of its root counts the tasks'.
         self.cgroups = cgroups.locate(settings.cgroup_root)
+        self.spawner = spawners.choose(self.cgroups)  # how every task starts: asked and logged once
         self.oom_counter = oom.locate(settings.cgroup_dir or _counting_root(self.cgroups))
         self._default_limits = _default_limits(settings, self.cgroups)
 
@@ -69,35 +65,29 @@ class Launcher:
             options.pids_max if options.pids_max is not None else defaults.pids_max,
         )
 
-    def start(self, task: Task, started: Started, output_failed: OutputFailed) -> None:
-        """Spawn the task and save its record as running; raises SpawnFailed, with nothing left running."""
+    def start(self, task: Task, output_failed: process.TerminalWriteFailed) -> process.TaskProcess:
+        """Spawn the task; raises SpawnFailed, with nothing left running. Its record is saved by the caller."""
         record = task.record
         try:
             # Room for its end on disk, before anything runs: a full disk refuses the start.
             self._store.reserve(record)
         except RecordNotSaved as exc:
-            raise _record_not_saved(self._store, record, exc) from exc
+            raise record_not_saved(self._store, record, exc) from exc
         try:
             start = self._sessions.prepare(record, task.cwd, task.env)
         except OSError as exc:  # its session's wrapper could not be written
             raise _could_not_start(self._store, record, exc) from exc
-        task.session_env_before = start.session_env_before
         # Taken before the spawn: the command may be running before spawn() returns, and a
         # start time taken after it would make a loaded daemon report `sleep 1` as 0.98 s.
-        task.oom_kills_at_start = self.oom_counter.oom_kills() if self.oom_counter is not None else None
+        task.prepared(start.session_env_before, self.oom_counter.oom_kills() if self.oom_counter is not None else None)
         started_at = time.time()
         # A refused spawn has deleted every file of the task (reserve and session wrapper included).
-        proc = _spawn(task, self._store, start.env, lambda reason: output_failed(task, reason), self.cgroups)
+        proc = _spawn(task, self._store, start.env, output_failed, self.spawner, self.cgroups)
         task.started(proc, started_at)
-        with self._saver.settling():
-            started(record)  # wants its running todo; the record is written just below
-        try:
-            # Its pid is on disk before anything else happens: the reserve takes it if the
-            # command filled the disk already (`yes` on a small disk does, within microseconds).
-            self.save_or_refuse(record)
-        except SpawnFailed:
-            _abandon(task)
-            raise
+        return proc
+
+    def keep_reserve(self, record: TaskRecord) -> None:
+        """Room for its end again, if saving its record with its pid took the reserve."""
         if not self._store.has_reserve(record.id):
             try:
                 self._store.reserve(record)
@@ -105,13 +95,6 @@ class Launcher:
                 logger.warning(
                     "task %s: no room kept for its end (%s): it is saved when the disk has room", record.id, exc
                 )
-
-    def save_or_refuse(self, record: TaskRecord) -> None:
-        """Save a starting task's record, or refuse the start."""
-        try:
-            self._saver.write_now(record)
-        except RecordNotSaved as exc:
-            raise _record_not_saved(self._store, record, exc) from exc
 
 
 def new_record(task_id: str, options: TaskOptions) -> TaskRecord:
@@ -148,8 +131,7 @@ def watch_input(task: Task, files: TaskFiles, changed: InputChanged, sampler: In
     def on_change(waiting: bool) -> None:
         changed(record, output.last_printed_line(out, err) if waiting else None, waiting)
 
-    task.input_wait = InputWait(end, activity, on_change)
-    task.input_wait.start(sampler)
+    task.watch_input(InputWait(end, activity, on_change), sampler)
 
 
 def _counting_root(tree: cgroups.CgroupTree | None) -> Path | None:
@@ -172,7 +154,8 @@ def _spawn(
     task: Task,
     store: RecordStore,
     env: dict[str, str],
-    on_output_failed: process.OutputFailed,
+    on_output_failed: process.TerminalWriteFailed,
+    spawner: spawners.Spawner,
     tree: cgroups.CgroupTree | None = None,
 ) -> process.TaskProcess:
     record, files = task.record, store.files
@@ -195,7 +178,7 @@ def _spawn(
         cgroup=cgroup,
     )
     try:
-        return process.spawn(request)
+        return process.spawn(request, spawner)
     except OSError as exc:
         failed = _could_not_start(store, record, exc)
         if cgroup is not None:
@@ -204,7 +187,7 @@ def _spawn(
         raise failed from exc
 
 
-def _record_not_saved(store: RecordStore, record: TaskRecord, exc: RecordNotSaved) -> SpawnFailed:
+def record_not_saved(store: RecordStore, record: TaskRecord, exc: RecordNotSaved) -> SpawnFailed:
     store.delete(record.id)  # nothing runs unrecorded: the start is refused, its files go
     return SpawnFailed(f"its record could not be saved in {store.files.dir}: {exc.strerror}")
 
@@ -215,8 +198,8 @@ def _could_not_start(store: RecordStore, record: TaskRecord, exc: OSError) -> Sp
     return SpawnFailed(f"{exc.strerror or exc} (errno {exc.errno})")
 
 
-def _abandon(task: Task) -> None:
+def abandon(task: Task) -> None:
     """End the process of a task refused after its spawn: the loop reaps it, its fds are closed, nothing records it."""
     assert task.process is not None
-    task.process.exited.add_done_callback(lambda exited: task.exited(exited.result()))
+    task.process.wait_status.add_done_callback(lambda _status: task.release())
     task.process.signal(signal.SIGKILL)

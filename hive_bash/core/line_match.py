@@ -754,6 +754,8 @@ class LineWatch:
             self._give_up(
                 f"the matcher process was killed by {name} (a process of this user, such as a task, or the kernel)"
             )
+        elif child.returncode == search.TRACED_EXIT and not self._said_why:
+            self._give_up(search.TRACED.format(what="matcher"))
         elif child.returncode and not self._said_why:
             self._give_up(f"the matcher process failed (exit status {child.returncode})")
 

@@ -5,7 +5,8 @@ the daemon copies no bytes and a task printing gigabytes costs it no memory.
 The daemon learns of the exit through a pidfd on the event loop (no thread per
 child), kills whatever the command left in its process group while the leader
 is still an unreaped zombie (so the group id cannot have been recycled), and
-only then reaps.
+only then reaps. How the process is started (clone3 into its cgroup, a placing bash,
+plain Popen) is the spawner's, chosen once when the daemon starts (hive_bash.core.spawners).
 """
 
 from __future__ import annotations
@@ -21,13 +22,12 @@ import signal
 import struct
 import subprocess
 import termios
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Literal, Protocol
+from typing import Literal
 
-from hive_bash.core import native_spawn
+from hive_bash.core import spawners
 from hive_bash.core.cgroups import CgroupEnd, TaskCgroup
 from hive_bash.private_files import create_private
 
@@ -35,11 +35,6 @@ logger = logging.getLogger(__name__)
 
 BASH_ARGV = ("bash", "--noprofile", "--norc", "-c")
 BASH_SCRIPT_ARGV = ("bash", "--noprofile", "--norc")
-# With a cgroup per task where the C library cannot start a process in it (native_spawn), the
-# task's first process puts itself into its cgroup and only then execs the task's bash (same
-# pid, session and group): nothing of the task runs outside it.
-# POSIX mode reads no startup file, so a session's BASH_ENV runs in the task's bash alone.
-PLACE_ARGV = ("bash", "--posix", "--noprofile", "--norc", "-c", 'echo $$ > "$0" && exec "$@"')
 # The kernel refuses a single exec argument over 128 KiB (MAX_ARG_STRLEN): a longer
 # command is handed to bash as a script file instead of as its -c argument.
 MAX_ARGUMENT_BYTES = 128 * 1024 - 1
@@ -54,7 +49,8 @@ TASK_ID_ENV = "HIVE_BASH_TASK_ID"
 # How a failed write of terminal output is named in the task's end reason.
 WRITE_ERROR_NAMES = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EIO: "I/O error"}
 
-OutputFailed = Callable[[str], None]
+# Told (once) why a PTY task's terminal output could not be written: its end reason.
+TerminalWriteFailed = Callable[[str], None]
 
 
 # Ignored dispositions survive exec, so a daemon started under nohup or as a background job
@@ -115,10 +111,6 @@ def task_environment(base: Mapping[str, str], extra: Mapping[str, str], task_id:
 
 CLOCK_TICKS_PER_SEC = os.sysconf("SC_CLK_TCK")
 NS_PER_CLOCK_TICK = 1_000_000_000 // CLOCK_TICKS_PER_SEC
-
-
-def boottime_ns() -> int:
-    return time.clock_gettime_ns(time.CLOCK_BOOTTIME)
 
 
 def start_ticks_between(before_ns: int, after_ns: int) -> int | None:
@@ -230,10 +222,6 @@ def _set_window_size(fd: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", PTY_ROWS, PTY_COLUMNS, 0, 0))
 
 
-def _take_controlling_terminal() -> None:  # runs in the child, after setsid()
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-
 def write_failure_reason(exc: OSError, path: Path) -> str:
     """The end reason of a task whose terminal output could not be written, e.g. "disk full: ..."."""
     name = WRITE_ERROR_NAMES.get(exc.errno or 0, exc.strerror or str(exc))
@@ -242,16 +230,6 @@ def write_failure_reason(exc: OSError, path: Path) -> str:
 
 def _ignore_output_failure(reason: str) -> None:
     pass
-
-
-class StartedProcess(Protocol):
-    """What a task's process is to the rest of this module: a subprocess.Popen or a native_spawn.NativeProcess."""
-
-    pid: int
-    returncode: int | None
-    stdin: IO[bytes] | None
-
-    def wait(self) -> int: ...
 
 
 @dataclass
@@ -265,7 +243,7 @@ class SpawnRequest:
     stdin: Literal["null", "pipe"] = "null"
     pty: bool = False
     # Called (once) when a PTY task's output cannot be written, with the end reason.
-    on_output_failed: OutputFailed = field(default=_ignore_output_failure)
+    on_output_failed: TerminalWriteFailed = field(default=_ignore_output_failure)
     cgroup: TaskCgroup | None = None  # the task's own cgroup, where the daemon owns a tree
 
     def prepare_argv(self) -> list[str]:
@@ -276,6 +254,10 @@ class SpawnRequest:
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as script:
             script.write(self.cmd)
         return [*BASH_SCRIPT_ARGV, str(self.script_path)]
+
+    def child(self, stdin: int, stdout: int, stderr: int, terminal: bool = False) -> spawners.Child:
+        """What the spawner starts for this request, on these fds (see spawners.Child)."""
+        return spawners.Child(self.prepare_argv(), self.cwd, self.env, stdin, stdout, stderr, terminal, self.cgroup)
 
 
 @dataclass(frozen=True)
@@ -304,46 +286,106 @@ class ResourceUsage:
         return ResourceUsage(cpu, peak)
 
 
-class TaskProcess:
-    """A started task process. `exited` resolves to its wait status once the group is gone and it is reaped.
+class TerminalCopy:
+    """A PTY task's terminal, copied into its .out file as it shows output: the daemon is the
+    terminal (the only case where it copies output bytes). The master is the task's, not closed here.
 
-    For a PTY task the daemon is the terminal: it pumps what the terminal shows into
-    the .out file (the only case where the daemon copies output bytes).
+    A write error (disk full, I/O error) must not escape: raised in a reader callback it
+    would be lost in the event loop, and at the task's end it would stop the task from
+    ever ending. It is reported once, through `write_failed`, and the rest is discarded.
     """
+
+    def __init__(self, master: int, out_fd: int, out_path: Path, write_failed: TerminalWriteFailed, pid: int) -> None:
+        self._master = master
+        self._out_fd: int | None = out_fd
+        self._out_path = out_path
+        self._write_failed = write_failed
+        self._pid = pid  # for the log
+        self.error: str | None = None  # why terminal output could not be written
+
+    def start(self) -> None:
+        asyncio.get_running_loop().add_reader(self._master, self._pump)
+
+    def finish(self) -> None:
+        """After the group is gone: stop reading, move what the terminal still buffers into .out."""
+        asyncio.get_running_loop().remove_reader(self._master)
+        while data := self._read():
+            self._copy(data)
+
+    def close(self) -> None:
+        """Close the .out file's fd."""
+        if self._out_fd is not None:
+            os.close(self._out_fd)
+            self._out_fd = None
+
+    def _read(self) -> bytes | None:
+        """One chunk of what the terminal shows: b"" once every process closed it, None if nothing yet."""
+        try:
+            return os.read(self._master, 65536)
+        except BlockingIOError:
+            return None
+        except OSError:  # EIO: every process closed the terminal
+            return b""
+
+    def _pump(self) -> None:
+        data = self._read()
+        if data:
+            if not self._copy(data):
+                # Nothing more can be kept: stop reading; the task is being ended.
+                asyncio.get_running_loop().remove_reader(self._master)
+        elif data is not None:
+            asyncio.get_running_loop().remove_reader(self._master)
+
+    def _copy(self, data: bytes) -> bool:
+        """Append terminal output to .out whole; False once a write failed (the rest is discarded)."""
+        assert self._out_fd is not None
+        if self.error is not None:
+            return False
+        view = memoryview(data)
+        try:
+            while view:  # a write to a filling disk can be short before it fails
+                view = view[os.write(self._out_fd, view) :]
+        except OSError as exc:
+            self.error = write_failure_reason(exc, self._out_path)
+            logger.warning("task process %d: %s (%s)", self._pid, self.error, exc)
+            self._write_failed(self.error)
+            return False
+        return True
+
+
+class TaskProcess:
+    """A started task process. `wait_status` resolves to its wait status once nothing of the task
+    is left (its group gone; with a cgroup, the cgroup empty) and the leader is reaped."""
 
     def __init__(
         self,
-        popen: StartedProcess,
+        started: spawners.Started,
         input_fd: int | None = None,
-        pty_out: tuple[int, Path] | None = None,
-        on_output_failed: OutputFailed = _ignore_output_failure,
-        forked_between: tuple[int, int] | None = None,  # CLOCK_BOOTTIME around the spawn, from _popen
+        terminal: TerminalCopy | None = None,
         cgroup: TaskCgroup | None = None,
     ) -> None:
         loop = asyncio.get_running_loop()
-        self._popen = popen
-        self.pid = popen.pid
-        self.pgid = popen.pid  # start_new_session: the leader's pid is the group's id
-        ticks = start_ticks_between(*forked_between) if forked_between is not None else None
+        self._popen = started.process
+        self.pid = started.process.pid
+        self.pgid = started.process.pid  # its own session: the leader's pid is the group's id
+        ticks = start_ticks_between(*started.forked_between)
         self.start_ticks = ticks if ticks is not None else read_start_ticks(self.pid)
         # Where `write` sends bytes: a pipe's write end or the PTY master (None: no input).
         self.input_fd = input_fd
-        # A PTY task's .out: the daemon copies what the terminal shows into it.
-        self._pty_out_fd: int | None = pty_out[0] if pty_out is not None else None
-        self._pty_out_path: Path | None = pty_out[1] if pty_out is not None else None
-        self._on_output_failed = on_output_failed
-        self.output_error: str | None = None  # why terminal output could not be written
-        self.exited: asyncio.Future[int] = loop.create_future()
+        self._terminal = terminal
+        self.wait_status: asyncio.Future[int] = loop.create_future()
         self.usage: ResourceUsage | None = None  # set when reaped
         # With a cgroup the task has ended once the cgroup is empty, not when the leader exits.
         self.cgroup = cgroup
+        if cgroup is not None:
+            cgroup.led_by(self.pid)  # kept in its cgroup should it move itself out (CgroupTree.look)
         self.limit_reason: str | None = None  # its own cgroup limit ended it ("memory limit 512 MiB reached")
         self._emptying: asyncio.Task[None] | None = None
         self._pidfd = os.pidfd_open(self.pid)
         try:
             loop.add_reader(self._pidfd, self._on_leader_exit)
-            if self._pty_out_fd is not None and input_fd is not None:
-                loop.add_reader(input_fd, self._pump_terminal)
+            if terminal is not None:
+                terminal.start()
         except BaseException:
             loop.remove_reader(self._pidfd)
             os.close(self._pidfd)
@@ -351,60 +393,14 @@ class TaskProcess:
 
     @property
     def is_pty(self) -> bool:
-        return self._pty_out_fd is not None
+        return self._terminal is not None
 
     def signal(self, sig: int) -> bool:
-        if self.exited.done() or self._emptying is not None:
+        if self.wait_status.done() or self._emptying is not None:
             return False  # reaped: the group id may name a stranger now, and the cgroup is being killed
         if sig == signal.SIGKILL and self.cgroup is not None:
             self.cgroup.kill()  # also what left the group with setsid
         return signal_group(self.pgid, sig)
-
-    def _read_terminal(self) -> bytes | None:
-        """One chunk of what the terminal shows: b"" once every process closed it, None if nothing yet."""
-        assert self.input_fd is not None
-        try:
-            return os.read(self.input_fd, 65536)
-        except BlockingIOError:
-            return None
-        except OSError:  # EIO: every process closed the terminal
-            return b""
-
-    def _pump_terminal(self) -> None:
-        assert self.input_fd is not None
-        data = self._read_terminal()
-        if data:
-            if not self._copy_to_out(data):
-                # Nothing more can be kept: stop reading; the task is being ended.
-                asyncio.get_running_loop().remove_reader(self.input_fd)
-        elif data is not None:
-            asyncio.get_running_loop().remove_reader(self.input_fd)
-
-    def _drain_terminal(self) -> None:
-        """After the group is gone, move what the terminal still buffers into .out."""
-        while data := self._read_terminal():
-            self._copy_to_out(data)
-
-    def _copy_to_out(self, data: bytes) -> bool:
-        """Append terminal output to .out whole; False once a write failed (the rest is discarded).
-
-        A write error (disk full, I/O error) must not escape: raised in a reader callback it
-        would be lost in the event loop, and in `_on_leader_exit` it would stop the task
-        from ever ending. It is reported once, and the task is ended failed with the reason.
-        """
-        assert self._pty_out_fd is not None and self._pty_out_path is not None
-        if self.output_error is not None:
-            return False
-        view = memoryview(data)
-        try:
-            while view:  # a write to a filling disk can be short before it fails
-                view = view[os.write(self._pty_out_fd, view) :]
-        except OSError as exc:
-            self.output_error = write_failure_reason(exc, self._pty_out_path)
-            logger.warning("task process %d: %s (%s)", self.pid, self.output_error, exc)
-            self._on_output_failed(self.output_error)
-            return False
-        return True
 
     def _on_leader_exit(self) -> None:
         loop = asyncio.get_running_loop()
@@ -415,33 +411,33 @@ class TaskProcess:
         signal_group(self.pgid, signal.SIGKILL)
         cgroup = self.cgroup
         left = cgroup is not None and cgroup.kill_what_is_left()  # what left the group (setsid) too
+        if cgroup is not None:
+            cgroup.leader_reaped()
         _, status, usage = os.wait4(self.pid, 0)
         self.usage = ResourceUsage.from_rusage(usage, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
         self._popen.returncode = os.waitstatus_to_exitcode(status)
         if left and cgroup is not None and cgroup.populated():
             # SIGKILLed processes are still on their way out: the task ends once the last is gone.
-            self._emptying = loop.create_task(self._end_once_empty(status), name=f"cgroup-{self.pid}")
+            self._emptying = loop.create_task(self._finish_once_empty(status), name=f"cgroup-{self.pid}")
             return
-        self._ended(status)
+        self._finish(status)
 
-    async def _end_once_empty(self, status: int) -> None:
+    async def _finish_once_empty(self, status: int) -> None:
         assert self.cgroup is not None
         await self.cgroup.emptied()
-        self._ended(status)
+        self._finish(status)
 
-    def _ended(self, status: int) -> None:
+    def _finish(self, status: int) -> None:
         """Nothing of the task is left: read its cgroup's accounting, move the terminal's last output, resolve."""
-        loop = asyncio.get_running_loop()
         if self.cgroup is not None:
             end = self.cgroup.finish()
             assert self.usage is not None
             self.usage = self.usage.counted_by(end)
             self.limit_reason = end.limit_reason
-        if self.is_pty and self.input_fd is not None:
-            loop.remove_reader(self.input_fd)
-            self._drain_terminal()
-        if not self.exited.done():
-            self.exited.set_result(status)
+        if self._terminal is not None and self.input_fd is not None:
+            self._terminal.finish()
+        if not self.wait_status.done():
+            self.wait_status.set_result(status)
 
     def close_input(self) -> None:
         """Close the input channel's fd (EOF for a pipe). A PTY master stays open until `release`."""
@@ -451,54 +447,16 @@ class TaskProcess:
 
     def release(self) -> None:
         """Close every fd the daemon holds for this process; call once it has exited."""
-        for fd in (self.input_fd, self._pty_out_fd):
-            if fd is not None:
-                os.close(fd)
-        self.input_fd = self._pty_out_fd = None
-
-
-def _popen(
-    request: SpawnRequest, stdin: int, stdout: int, stderr: int, terminal: bool = False
-) -> tuple[StartedProcess, tuple[int, int]]:
-    """Start the process; returns it and CLOCK_BOOTTIME just before and after (see start_ticks_between).
-
-    With `terminal`, `stdin` is a PTY's slave and becomes the task's controlling terminal.
-    """
-    argv = request.prepare_argv()
-    if request.cgroup is not None and native_spawn.available():
-        terminal_path = os.ttyname(stdin) if terminal else None
-        before = boottime_ns()
-        # Born in its cgroup (clone3's CLONE_INTO_CGROUP): no move, and none of its costs.
-        spawned = native_spawn.spawn(
-            argv, request.env, request.cwd, request.cgroup.fd, stdin, stdout, stderr, terminal_path
-        )
-        return spawned, (before, boottime_ns())
-    if request.cgroup is not None:
-        # The move costs the mover a grace period of the kernel's cgroup lock (8-13 ms when tasks
-        # start seconds apart, docs/performance.md): paid by the task's first process, never by the loop.
-        argv = [*PLACE_ARGV, str(request.cgroup.procs_path), *argv]
-    before = boottime_ns()
-    # start_new_session: the task is its own session and process group, so one
-    # killpg reaches everything it starts (unless a child leaves with setsid: the cgroup holds it).
-    # Without preexec_fn, CPython forks with vfork (the daemon's memory is not copied, the loop
-    # waits only until bash has exec'd); a terminal needs one (TIOCSCTTY), and then it forks.
-    popen = subprocess.Popen(
-        argv,
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        cwd=request.cwd,
-        env=request.env,
-        start_new_session=True,
-        close_fds=True,
-        preexec_fn=_take_controlling_terminal if terminal else None,
-    )
-    return popen, (before, boottime_ns())
+        if self.input_fd is not None:
+            os.close(self.input_fd)
+            self.input_fd = None
+        if self._terminal is not None:
+            self._terminal.close()
 
 
 @contextlib.contextmanager
-def _owned(popen: StartedProcess, cgroup: TaskCgroup | None) -> Iterator[contextlib.ExitStack]:
-    """Guard the steps between Popen and a supervised TaskProcess.
+def _owned(popen: spawners.StartedProcess, cgroup: TaskCgroup | None) -> Iterator[contextlib.ExitStack]:
+    """Guard the steps between the spawn and a supervised TaskProcess.
 
     Should one fail (EMFILE from pidfd_open or dup, ENOSYS from pidfd_open on an old
     kernel or under a seccomp profile), the child would run on unsupervised and never be
@@ -514,7 +472,7 @@ def _owned(popen: StartedProcess, cgroup: TaskCgroup | None) -> Iterator[context
         cleanup.pop_all()
 
 
-def _end_and_reap(popen: StartedProcess, cgroup: TaskCgroup | None) -> None:
+def _end_and_reap(popen: spawners.StartedProcess, cgroup: TaskCgroup | None) -> None:
     logger.warning("ending process group %d: its task could not be supervised", popen.pid)
     signal_group(popen.pid, signal.SIGKILL)
     if cgroup is not None:
@@ -525,17 +483,20 @@ def _end_and_reap(popen: StartedProcess, cgroup: TaskCgroup | None) -> None:
         popen.stdin.close()
 
 
-def spawn(request: SpawnRequest) -> TaskProcess:
-    """Start bash for a task. Raises OSError (EMFILE, EAGAIN, ENOENT...) if the kernel refuses."""
+def spawn(request: SpawnRequest, spawner: spawners.Spawner) -> TaskProcess:
+    """Start bash for a task, the way `spawner` starts processes (chosen once: spawners.choose).
+
+    Raises OSError (EMFILE, EAGAIN, ENOENT...) if the kernel refuses, with nothing left running."""
     if request.pty:
-        return _spawn_pty(request)
+        return _spawn_pty(request, spawner)
     with contextlib.ExitStack() as fds:
         out_fd = _open_output(request.stdout_path)
         fds.callback(os.close, out_fd)
         err_fd = _open_output(request.stderr_path)
         fds.callback(os.close, err_fd)
         stdin = subprocess.PIPE if request.stdin == "pipe" else subprocess.DEVNULL
-        popen, forked_between = _popen(request, stdin, out_fd, err_fd)
+        started = spawner.start(request.child(stdin, out_fd, err_fd))
+    popen = started.process
     with _owned(popen, request.cgroup) as on_failure:
         input_fd = None
         if popen.stdin is not None:
@@ -543,27 +504,25 @@ def spawn(request: SpawnRequest) -> TaskProcess:
             on_failure.callback(os.close, input_fd)
             popen.stdin.close()
             os.set_blocking(input_fd, False)
-        return TaskProcess(popen, input_fd, forked_between=forked_between, cgroup=request.cgroup)
+        return TaskProcess(started, input_fd, cgroup=request.cgroup)
 
 
-def _spawn_pty(request: SpawnRequest) -> TaskProcess:
+def _spawn_pty(request: SpawnRequest, spawner: spawners.Spawner) -> TaskProcess:
     """The task's stdin, stdout and stderr are one terminal; .err stays empty (a terminal has one stream)."""
     os.close(_open_output(request.stderr_path))
-    out_fd = _open_output(request.stdout_path)
-    master, slave = os.openpty()
-    try:
-        _set_window_size(slave)
-        popen, forked_between = _popen(request, slave, slave, slave, terminal=True)
-    except BaseException:
-        os.close(master)
-        os.close(out_fd)
-        raise
-    finally:
-        os.close(slave)  # the child has its own copy; ours would keep EIO from ever arriving
-    with _owned(popen, request.cgroup) as on_failure:
-        on_failure.callback(os.close, master)
-        on_failure.callback(os.close, out_fd)
-        os.set_blocking(master, False)
-        return TaskProcess(
-            popen, master, (out_fd, request.stdout_path), request.on_output_failed, forked_between, request.cgroup
-        )
+    with contextlib.ExitStack() as until_supervised:
+        out_fd = _open_output(request.stdout_path)
+        until_supervised.callback(os.close, out_fd)
+        master, slave = os.openpty()
+        until_supervised.callback(os.close, master)
+        try:
+            _set_window_size(slave)
+            started = spawner.start(request.child(slave, slave, slave, terminal=True))
+        finally:
+            os.close(slave)  # the child has its own copy; ours would keep EIO from ever arriving
+        with _owned(started.process, request.cgroup):
+            os.set_blocking(master, False)
+            terminal = TerminalCopy(master, out_fd, request.stdout_path, request.on_output_failed, started.process.pid)
+            supervised = TaskProcess(started, master, terminal, request.cgroup)
+        until_supervised.pop_all()
+        return supervised

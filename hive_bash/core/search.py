@@ -423,11 +423,19 @@ def search_file(pattern: re.Pattern[str], request: SearchRequest) -> SearchResul
 # package loaded from PACKAGE_DIR by location, so nothing on sys.path (and -I leaves neither
 # the working directory nor the user site on it) can stand in for it; then MODULE's main(argv).
 # First of all it makes itself non-dumpable (PR_SET_DUMPABLE 0): its /proc/<pid>/fd, ptrace
-# and pidfd_getfd are then closed to the processes of its uid (tasks), root's only.
+# and pidfd_getfd are then closed to the processes of its uid (tasks), root's only. A tracer
+# that attached in the window before (the interpreter's start-up) stays attached: the child
+# then reads its TracerPid and exits TRACED_EXIT without reading anything (a /proc/<pid>/mem
+# fd opened in that window stays open: kernel.yama.ptrace_scope >= 1 closes that window).
+TRACED_EXIT = 99
+TRACED = "the {what} process was traced by another process (of this user, such as a task) and refused to run"
 CHILD_CODE = (
-    "import ctypes\n"
+    "import ctypes, sys\n"
     "ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n"
-    "import importlib, importlib.util, sys\n"
+    "with open('/proc/self/status', 'rb') as status:\n"
+    "    traced = [line for line in status if line.startswith(b'TracerPid:') and line.split()[1] != b'0']\n"
+    f"traced and sys.exit({TRACED_EXIT})\n"
+    "import importlib, importlib.util\n"
     "package = sys.argv.pop(1)\n"
     "module_name = sys.argv.pop(1)\n"
     "spec = importlib.util.spec_from_file_location("
@@ -516,6 +524,8 @@ async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -
     if child.returncode is not None and child.returncode < 0:
         name = signal.Signals(-child.returncode).name
         raise SearchFailed(f"the search process was killed by {name} (from a process of this user); try again")
+    if child.returncode == TRACED_EXIT:
+        raise SearchFailed(TRACED.format(what="search"))
     if child.returncode != 0:
         raise SearchFailed(f"the search failed: {err.decode(errors='replace').strip()[-300:]}")
     return _result(out)

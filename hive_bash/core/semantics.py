@@ -11,12 +11,30 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
-from hive_bash.core.records import TaskRecord
 from hive_bash.model import Status
 
 SemanticStatus = Literal["ok", "error", "signal", "timeout"]
+
+
+class EndFacts(Protocol):
+    """How a task ended, as a record or a view of one (hive_bash.core.view) says it."""
+
+    @property
+    def cmd(self) -> str: ...
+    @property
+    def status(self) -> Status: ...
+    @property
+    def exit_code(self) -> int | None: ...
+    @property
+    def signal(self) -> str | None: ...
+    @property
+    def end_reason(self) -> str | None: ...
+    @property
+    def diagnosis(self) -> str | None: ...
+
+
 CONTROL_OPERATORS = frozenset({";", "&&", "||", "&", "\n", "(", ")", ";;", "|&"})
 COMPOUND_WORDS = frozenset(
     {"if", "then", "else", "fi", "for", "while", "until", "do", "done", "case", "esac", "{", "}"}
@@ -72,7 +90,7 @@ def status_command(cmd: str) -> str | None:
     return _program(segments[-1])
 
 
-def semantic(record: TaskRecord) -> tuple[SemanticStatus | None, str | None]:
+def semantic(record: EndFacts) -> tuple[SemanticStatus | None, str | None]:
     if not record.status.is_terminal:
         return None, None
     if record.status is Status.TIMED_OUT:

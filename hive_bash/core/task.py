@@ -2,24 +2,26 @@
 
 The record (hive_bash.core.records) is what survives a restart; a `Task` adds what only
 lives in this daemon: the process it supervises, the input channel `write` feeds, and
-the cause the daemon or `kill` chose for its end, so an exit is read as that end.
+the cause the daemon or `kill` chose for its end (hive_bash.core.ending), so an exit is
+read as that end. Its attributes are set by its own methods; the lifecycle
+(hive_bash.core.lifecycle) writes its end into the record.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import time
 from typing import Literal
 
 from hive_bash.core import cgroups, process
-from hive_bash.core.input_wait import InputWait
+from hive_bash.core.ending import Cause, Ending
+from hive_bash.core.input_wait import InputSampler, InputWait
 from hive_bash.core.records import TaskRecord
 from hive_bash.core.task_input import InputBudget, InputChannel
 from hive_bash.errors import NoInput, TaskFinished
-from hive_bash.model import Status, signal_name
+from hive_bash.model import Status
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +40,7 @@ class Task:
         cwd: str | None = None,
         notify_on: str | None = None,
         input_budget: InputBudget | None = None,
+        limits: cgroups.Limits | None = None,
     ) -> None:
         self.record = record
         self.env = env or {}
@@ -49,8 +52,7 @@ class Task:
         self.input: InputChannel | None = None
         if record.pty or record.stdin == "pipe":
             self.input = InputChannel(record.id, record.pty, budget=input_budget)
-        self.end_cause: Status | None = None  # set when the daemon or `kill` decided how it ends
-        self.end_reason: str | None = None
+        self.cause: Cause | None = None  # set when the daemon or `kill` decided how it ends
         self.kill_signal: str | None = None  # what `kill` last sent, and when: status says so while it runs
         self.kill_sent_at: float | None = None
         self.terminating = False
@@ -58,7 +60,7 @@ class Task:
         self.input_wait: InputWait | None = None  # whether it is blocked reading its input (pipe or pty)
         self.input_writes = 0  # `write` calls so far: a wait for input starts over at each
         self.session_env_before: dict[str, str] | None = None  # its session's variables when it started
-        self.limits = cgroups.Limits()  # its own cgroup's limits (none without a cgroup tree)
+        self.limits = limits or cgroups.Limits()  # its own cgroup's limits (none without a cgroup tree)
         if record.status.is_terminal:
             self.ended.set()
 
@@ -83,7 +85,7 @@ class Task:
         assert self.process is not None
         # Closing a terminal sends SIGHUP; a REPL under a PTY ignores SIGINT.
         action: KillAction = "SIGKILL" if force else "SIGHUP" if self.record.pty else "SIGINT"
-        self.end_cause, self.end_reason = Status.KILLED, f"killed with {action}"
+        self.cause = Cause(Status.KILLED, f"killed with {action}")
         self.kill_signal, self.kill_sent_at = action, time.time()
         self.process.signal(signal.Signals[action])
         return action
@@ -96,12 +98,12 @@ class Task:
             await self.ended.wait()
             return
         self.terminating = True
-        if self.end_cause is None:
-            self.end_cause, self.end_reason = cause, reason
+        if self.cause is None:
+            self.cause = Cause(cause, reason)
         self.process.signal(signal.SIGTERM)
         try:
             async with asyncio.timeout(grace_secs):
-                await asyncio.shield(self.process.exited)
+                await asyncio.shield(self.process.wait_status)
         except TimeoutError:
             self.process.signal(signal.SIGKILL)
         await self.ended.wait()
@@ -114,33 +116,38 @@ class Task:
         record.status, record.started_at = Status.RUNNING, started_at
         record.pid, record.proc_start_ticks, record.boot_id = proc.pid, proc.start_ticks, BOOT_ID
 
-    def exited(self, wait_status: int) -> None:
-        """Its process has ended and been reaped: release what the daemon held for it, put its end in the record."""
+    def prepared(self, session_env_before: dict[str, str] | None, oom_kills_at_start: int | None) -> None:
+        """What its start found just before the spawn: its session's variables, the cgroup's OOM-kill count."""
+        self.session_env_before = session_env_before
+        self.oom_kills_at_start = oom_kills_at_start
+
+    def watch_input(self, wait: InputWait, sampler: InputSampler) -> None:
+        self.input_wait = wait
+        wait.start(sampler)
+
+    def output_failed(self, reason: str) -> None:
+        """Its output could not be written: it ends failed. Chosen at once: the failure may come while
+        the process layer handles the leader's exit, and the exit must not be read as a plain one."""
+        if self.cause is None:
+            self.cause = Cause(Status.FAILED, reason)
+
+    def release(self) -> None:
+        """Its process has ended and been reaped: let go of what the daemon held for it."""
         assert self.process is not None
         if self.input_wait is not None:
             self.input_wait.stop()  # before release: it asks the PTY master for its foreground group
         if self.input is not None:
             self.input.detach()
         self.process.release()
-        record = self.record
-        record.ended_at = time.time()
-        if os.WIFEXITED(wait_status):
-            record.exit_code = os.WEXITSTATUS(wait_status)
-        elif os.WIFSIGNALED(wait_status):
-            record.signal = signal_name(os.WTERMSIG(wait_status))
-        record.status = self.end_cause or Status.DONE
-        record.end_reason = self.end_reason
 
-    def note_exit(self, exited: asyncio.Future[int]) -> None:
-        """`exited`, always leaving a terminal record: an end that cannot be read (a file the task
-        made hostile, MemoryError) is logged and recorded as failed, or as the cause already chosen."""
-        try:
-            self.exited(exited.result())
-        except Exception:
-            logger.exception("task %s: could not read how it ended", self.id)
-            if not self.record.status.is_terminal:
-                self.record.status, self.record.ended_at = self.end_cause or Status.FAILED, time.time()
-                self.record.end_reason = self.end_reason or "the daemon could not read how it ended"
+    def end(self, ending: Ending, ended_at: float) -> None:
+        """Its end, decided once (hive_bash.core.ending), into the record; the waiters wake."""
+        record = self.record
+        record.status, record.end_reason, record.ended_at = ending.status, ending.reason, ended_at
+        record.exit_code, record.signal, record.diagnosis = ending.exit_code, ending.signal, ending.diagnosis
+        if self.input is not None:
+            self.input.detach()  # a task cancelled before it started still held its backlog
+        self.ended.set()
 
     async def wait_for_end(self, seconds: float, *also: asyncio.Event | None) -> None:
         """Wait up to `seconds` for the task to end, or for any of `also` (None: not waited on) to be set."""

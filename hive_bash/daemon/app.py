@@ -23,7 +23,7 @@ from hive_bash.daemon.edge.security import RequestGuard
 from hive_bash.daemon.edge.mcp_sessions import SessionLimit
 from hive_bash.settings import Settings
 from hive_bash.daemon.edge.strict_json import StrictJsonBodies
-from hive_bash.core.manager import TaskManager
+from hive_bash.core import TaskManager
 from hive_bash.mcp.tools import build_server
 
 logger = logging.getLogger(__name__)

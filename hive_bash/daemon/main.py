@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import os
 import sys
@@ -11,12 +12,13 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from hive_bash import __version__, tokens
-from hive_bash.core import cgroups
-from hive_bash.core.store import prepare_tasks_dir
+from hive_bash.core import configured_root, prepare_tasks_dir
 from hive_bash.errors import CgroupError, ConfigError, TokenError
 from hive_bash.settings import Settings
 
 logger = logging.getLogger("hive_bash")
+
+PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 
 
 def _setting_help(name: str, text: str) -> str:
@@ -111,6 +113,18 @@ def drop_hidden_environment(hidden: frozenset[str]) -> None:
         raise ConfigError(f"cannot re-execute {sys.executable} without HIVE_BASH_HIDE_ENV: {exc.strerror}") from None
 
 
+def make_undumpable() -> None:
+    """Close the daemon to the processes of its own uid (its tasks): non-dumpable, its
+    /proc/<pid>/environ, mem, fd and maps are root's, and ptrace and pidfd_getfd are refused.
+
+    Set again after every exec (execve resets it), so also after `drop_hidden_environment`'s.
+    The tasks are dumpable as before: they exec bash, and execve makes a process dumpable."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl (not Linux)
+        logger.warning("could not make the daemon non-dumpable: its tasks can read its memory")
+
+
 def configure_logging(level: str) -> None:
     logging.basicConfig(
         level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
@@ -123,12 +137,13 @@ def check_cgroup_root(path: Path | None) -> None:
     """A HIVE_BASH_CGROUP_ROOT the daemon cannot use stops it: the operator asked for a cgroup per task."""
     if path is not None:
         try:
-            cgroups.configured_root(path)
+            configured_root(path)
         except CgroupError as exc:
             raise ConfigError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
+    make_undumpable()
     args = parse_args(argv)
     try:
         settings = load_settings(args)

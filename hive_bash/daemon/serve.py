@@ -8,7 +8,7 @@ import sys
 
 import uvicorn
 
-from hive_bash.core import process
+from hive_bash.core import give_tasks_default_signals
 from hive_bash.daemon.app import create_app
 from hive_bash.daemon.edge.connections import (
     ConnectionGuard,
@@ -52,7 +52,7 @@ def serve(settings: Settings, token: str | None) -> int:
     # handler that was installed before it; a no-op one lets us exit 0 as a clean stop.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _stopped_cleanly)
-    swapped = process.give_tasks_default_signals()
+    swapped = give_tasks_default_signals()
     if swapped:
         names = ", ".join(signal.Signals(sig).name for sig in swapped)
         logger.info("started with %s ignored: still ignored by the daemon, at their defaults in tasks", names)

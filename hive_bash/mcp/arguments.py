@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hive_bash.core import line_match, sessions
+from hive_bash.core import WRAPPER_ENV, compile_for
 from hive_bash.errors import InvalidArgument
 from hive_bash.mcp.limits import WAIT_CAP_SECS
 from hive_bash.model import ENV_NAME_PATTERN, NAME_MAX_CHARS, NAME_PATTERN, StdinMode, TaskOptions
@@ -112,8 +112,8 @@ def task_id(argument: str, value: str) -> str:
 def session_name(value: str, env: Mapping[str, str] | None) -> str:
     """A session name (the task-name rule); its run must leave BASH_ENV to the session (hive_bash.core.sessions)."""
     name = task_id("session", value)
-    if env and sessions.WRAPPER_ENV in env:
-        raise InvalidArgument("env", f"must not set {sessions.WRAPPER_ENV} in a session run (the session uses it)")
+    if env and WRAPPER_ENV in env:
+        raise InvalidArgument("env", f"must not set {WRAPPER_ENV} in a session run (the session uses it)")
     return name
 
 
@@ -132,7 +132,7 @@ def line_pattern(argument: str, value: str | None) -> str | None:
     """wait_for and notify_on: a regex by logs(pattern)'s rules."""
     if value is None:
         return None
-    line_match.compile_for(argument, value)
+    compile_for(argument, value)
     return value
 
 

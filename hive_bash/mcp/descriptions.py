@@ -9,9 +9,14 @@ task, a reused name replaces the old task's files. tests/clients/test_claude_cod
 
 from __future__ import annotations
 
-from hive_bash.core.process import PTY_COLUMNS, PTY_ROWS
-from hive_bash.core.search import DEFAULT_MAX_MATCHES, MAX_CONTEXT_LINES, MAX_MATCHES_CAP
-from hive_bash.core.todo_state import NOTICE_EVERY_SECS
+from hive_bash.core import (
+    DEFAULT_MAX_MATCHES,
+    MAX_CONTEXT_LINES,
+    MAX_MATCHES_CAP,
+    NOTICE_EVERY_SECS,
+    PTY_COLUMNS,
+    PTY_ROWS,
+)
 from hive_bash.mcp.limits import (
     DEFAULT_RUN_WAIT_SECS,
     FOLLOW_UP,

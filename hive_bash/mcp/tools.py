@@ -1,8 +1,10 @@
 """The MCP tools: one method of `BashTools` per tool, registered by `build_server`.
 
 Each tool checks its arguments (hive_bash.mcp.arguments), asks the task manager, and
-returns the reply hive_bash.mcp.replies builds (a module per reply). What the model is told about the tools is in
-hive_bash.mcp.descriptions (true for this configuration: todos only with a harness socket).
+returns the reply hive_bash.mcp.replies builds (a module per reply) from a frozen view of the
+task (hive_bash.core.task_view): a live `Task` is only handed back to the manager. What the model
+is told about the tools is in hive_bash.mcp.descriptions (true for this configuration: todos only
+with a harness socket).
 Domain errors (hive_bash.errors) become MCP tool errors here and nowhere else.
 """
 
@@ -21,14 +23,29 @@ from hive_bash import __version__
 from hive_bash.mcp import arguments, descriptions, limits
 from hive_bash.mcp.replies import control, listing, page, schema
 from hive_bash.mcp.replies import task as task_reply
-from hive_bash.core import line_match, matching, output, search, semantics
+from hive_bash.core import (
+    DEFAULT_MAX_MATCHES,
+    MAX_CONTEXT_LINES,
+    MAX_MATCHES_CAP,
+    MAX_WAIT_MATCHERS,
+    FirstMatch,
+    Matchers,
+    SearchRequest,
+    SearchSlots,
+    StreamStart,
+    Task,
+    TaskManager,
+    command_warning,
+    compile_pattern,
+    file_size,
+    first_match,
+    task_view,
+)
 from hive_bash.mcp.disconnects import client_gone
 from hive_bash.errors import HiveBashError, InvalidArgument
 from hive_bash.sdk.server import McpServer, ToolError, ToolContext, ToolRefusal, add_tool, create_server, hide_argument
 from hive_bash.model import StdinMode, Status, Stream
 from hive_bash.settings import Settings
-from hive_bash.core.manager import TaskManager
-from hive_bash.core.task import Task
 
 TOOL_NAMES = ("run", "status", "kill", "list", "logs", "write")
 LOGS_POLL_SECS = 0.05
@@ -77,8 +94,8 @@ class BashTools:
     def __init__(self, manager: TaskManager, settings: Settings) -> None:
         self.manager = manager
         self.settings = settings
-        self.searches = search.SearchSlots()
-        self.waits = line_match.Matchers(line_match.MAX_WAIT_MATCHERS, "wait_for")
+        self.searches = SearchSlots()
+        self.waits = Matchers(MAX_WAIT_MATCHERS, "wait_for")
 
     @tool_errors
     async def run(
@@ -123,9 +140,7 @@ class BashTools:
         wait = arguments.wait_seconds(wait_seconds, limits.DEFAULT_RUN_WAIT_SECS)
         pattern = arguments.line_pattern("wait_for", wait_for)
         task = self.manager.submit(options)
-        return await self._status_reply(
-            ctx, task, wait, semantics.warning(options.cmd), from_run=True, wait_for=pattern
-        )
+        return await self._status_reply(ctx, task, wait, command_warning(options.cmd), from_run=True, wait_for=pattern)
 
     @tool_errors
     async def status(
@@ -153,22 +168,23 @@ class BashTools:
         wait_for: str | None = None,
     ) -> CallToolResult:
         paths = self.manager.output_path(task, "stdout"), self.manager.output_path(task, "stderr")
-        waited: line_match.FirstMatch | None = None
-        if wait_for is None or wait <= 0 or task.ended.is_set():
+        waited: FirstMatch | None = None
+        if wait_for is None or wait <= 0 or task_view(task).ended:
             await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx))
         else:
             # New lines only: a run's task is new; a status follows on from what the files hold now.
             starts = [
-                line_match.StreamStart(stream, str(path), 0 if from_run else output.file_size(path))
+                StreamStart(stream, str(path), 0 if from_run else file_size(path))
                 for stream, path in zip(("stdout", "stderr"), paths, strict=True)
             ]
-            async with line_match.first_match(wait_for, starts, self.waits) as waited:
+            async with first_match(wait_for, starts, self.waits) as waited:
                 window = 0.0 if waited.busy else wait  # no matcher free: answered at once, saying so
                 await self.manager.wait_for_result(task, window, abandon=client_gone(ctx), until=waited.found)
         self.manager.shown(task)
         todos = self.settings.agent_socket is not None
-        session = self.manager.session_state(task.record.session) if task.record.session is not None else None
-        return task_reply.status_reply(task, paths, warning, from_run, offset, todos, session, waited, wait)
+        view = task_view(task)
+        session = self.manager.session_state(view.session) if view.session is not None else None
+        return task_reply.status_reply(view, paths, warning, from_run, offset, todos, session, waited, wait)
 
     @tool_errors
     async def kill(
@@ -177,7 +193,7 @@ class BashTools:
         force: Annotated[bool, Field(description="SIGKILL instead of SIGINT")] = False,
     ) -> Annotated[CallToolResult, schema.KillResult]:
         task, action = self.manager.kill(arguments.task_id("id", id), bool(force))
-        return control.kill_reply(task, action)
+        return control.kill_reply(task_view(task), action)
 
     @tool_errors
     async def list(
@@ -190,7 +206,8 @@ class BashTools:
         name = None if session is None else arguments.task_id("session", session)
         tasks = self.manager.newest_first(status, name)
         known = self.manager.task_count
-        return listing.list_reply(tasks[:count], len(tasks), known, status, self.manager.sessions(name))
+        shown = [task_view(task) for task in tasks[:count]]
+        return listing.list_reply(shown, len(tasks), known, status, self.manager.sessions(name))
 
     @tool_errors
     async def logs(
@@ -218,7 +235,7 @@ class BashTools:
         # the stream not read: with none named a wait also ends when it grows, and replies say so
         other_name: Stream = "stderr" if read == "stdout" else "stdout"
         other_path = self.manager.output_path(task, other_name)
-        unread = page.Unread(other_name, other_path, output.file_size(other_path))
+        unread = page.Unread(other_name, other_path, file_size(other_path))
         also = (other_path, unread.size_before) if stream is None else None
         wait = arguments.wait_seconds(wait_seconds, 0.0)
         if pattern is not None:
@@ -226,11 +243,12 @@ class BashTools:
             await wait_for_growth(task, path, start, wait, also)
             gone = client_gone(ctx)
             found = await self.searches.search(request, abandon=gone)
-            return await page.search_reply(task, read, found, request, unread, self.searches, gone)
+            other = await page.other_search(unread, request, self.searches, gone)
+            return page.search_reply(task_view(task), read, found, request, other)
         await wait_for_growth(task, path, start, wait, also)
-        ended = task.ended.is_set()
+        before = task_view(task)  # whether it had ended before the page is read
         budgeted = max_bytes is None
-        return page.log_reply(task, read, path, start, page_size, budgeted, ended, unread if stream is None else None)
+        return page.log_reply(before, read, path, start, page_size, budgeted, unread if stream is None else None)
 
     @tool_errors
     async def write(
@@ -241,22 +259,20 @@ class BashTools:
     ) -> Annotated[CallToolResult, schema.WriteResult]:
         payload = arguments.input_data(data, limits.WRITE_MAX_BYTES)
         task, out_offset = self.manager.write_input(arguments.task_id("id", id), payload, bool(eof))
-        return control.write_reply(task, len(payload), out_offset, bool(eof))
+        return control.write_reply(task_view(task), len(payload), out_offset, bool(eof))
 
 
 def search_request(
     path: Path, pattern: str, offset: int, context_lines: int | None, max_matches: int | None, stream: Stream
-) -> search.SearchRequest:
+) -> SearchRequest:
     """logs(pattern=...) arguments, checked: a bad pattern is refused before any wait."""
-    matching.compile_pattern(pattern)
-    return search.SearchRequest(
+    compile_pattern(pattern)
+    return SearchRequest(
         path=str(path),
         pattern=pattern,
         offset=offset,
-        max_matches=arguments.non_negative_int(
-            "max_matches", max_matches, search.DEFAULT_MAX_MATCHES, search.MAX_MATCHES_CAP
-        ),
-        context_lines=arguments.non_negative_int("context_lines", context_lines, 0, search.MAX_CONTEXT_LINES),
+        max_matches=arguments.non_negative_int("max_matches", max_matches, DEFAULT_MAX_MATCHES, MAX_MATCHES_CAP),
+        context_lines=arguments.non_negative_int("context_lines", context_lines, 0, MAX_CONTEXT_LINES),
         stream=stream,
     )
 
@@ -270,16 +286,8 @@ async def wait_for_growth(
         return
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
-    while (
-        output.file_size(path) <= offset
-        and not task.ended.is_set()
-        and (also is None or output.file_size(also[0]) <= also[1])
-    ):
+    while file_size(path) <= offset and not task_view(task).ended and (also is None or file_size(also[0]) <= also[1]):
         remaining = deadline - loop.time()
         if remaining <= 0:
             return
-        try:
-            async with asyncio.timeout(min(LOGS_POLL_SECS, remaining)):
-                await task.ended.wait()
-        except TimeoutError:
-            pass
+        await task.wait_for_end(min(LOGS_POLL_SECS, remaining))

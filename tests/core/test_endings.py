@@ -1,4 +1,4 @@
-"""hive_bash.core.endings on its own: what an exit notes, and the cap held on an ended task's file."""
+"""hive_bash.core.endings on its own: the watcher's ends, and the cap held on an ended task's file."""
 
 from __future__ import annotations
 
@@ -24,20 +24,7 @@ def ended(task_id: str, **fields: object) -> Task:
 
 def endings(tmp_path: Path, cap: int = 10, known: Task | None = None) -> Endings:
     settings = Settings(tasks_dir=tmp_path, agent_socket=None, max_output_bytes=cap)
-    return Endings(settings, tmp_path, None, lambda record: known if known and known.record is record else None)
-
-
-def test_an_exit_with_room_on_disk_is_left_as_it_ended(tmp_path: Path) -> None:
-    task = ended("fine", exit_code=0)
-    endings(tmp_path).note_disk_full(task)
-    endings(tmp_path).note_usage(task)  # no process: nothing to note
-    assert (task.record.status, task.record.end_reason, task.record.cpu_secs) == (Status.DONE, None, None)
-
-
-def test_a_sigkill_with_no_oom_counter_is_not_called_an_oom_kill(tmp_path: Path) -> None:
-    task = ended("killed", signal="SIGKILL")
-    endings(tmp_path).note_usage(task)
-    assert task.record.status is Status.DONE and task.record.diagnosis is None
+    return Endings(settings, lambda record: known if known and known.record is record else None)
 
 
 def test_an_ended_tasks_file_is_cut_back_to_the_cap(tmp_path: Path) -> None:

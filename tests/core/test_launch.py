@@ -1,20 +1,19 @@
 """hive_bash.core.launch on its own: real bash, a real tasks dir, no task manager.
 
-A start saves the record with its pid before anything else; a session's task starts
-with its wrapper and leaves its state for `collect`; a start that fails leaves no file.
+A start spawns with room for the task's end on disk; a session's task starts with its
+wrapper and leaves its state for `collect`; a start that fails leaves no file. (Saving the
+record with its pid is the lifecycle's: tests/core/test_lifecycle.py.)
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 
 from hive_bash.core.launch import Launcher, new_record
-from hive_bash.core.record_saver import RecordSaver
-from hive_bash.core.records import RecordStore, TaskRecord
+from hive_bash.core.records import RecordStore
 from hive_bash.core.sessions import SessionStore
 from hive_bash.core.store import TaskFiles
 from hive_bash.core.task import Task
@@ -40,34 +39,33 @@ def sessions(files: TaskFiles) -> SessionStore:
 def launcher(files: TaskFiles, sessions: SessionStore) -> Launcher:
     store = RecordStore(files)
     settings = Settings(tasks_dir=files.dir, agent_socket=None)
-    return Launcher(settings, store, RecordSaver(store), sessions)
+    return Launcher(settings, store, sessions)
 
 
-def no_output_failure(task: Task, reason: str) -> None:
-    raise AssertionError(f"task {task.id}: its output could not be written: {reason}")
+def no_output_failure(reason: str) -> None:
+    raise AssertionError(f"a task's output could not be written: {reason}")
 
 
 async def run_to_end(task: Task) -> None:
     assert task.process is not None
-    task.exited(await task.process.exited)
+    await task.process.wait_status
+    task.release()
 
 
-async def test_a_start_saves_its_record_with_its_pid(files: TaskFiles, launcher: Launcher) -> None:
+async def test_a_start_spawns_the_task_as_running_with_room_for_its_end(files: TaskFiles, launcher: Launcher) -> None:
     task = Task(new_record("hello", TaskOptions(cmd="echo hi")))
-    started: list[TaskRecord] = []  # the manager's side: told before the record is saved with its pid
-    launcher.start(task, started.append, no_output_failure)
-    assert task.process is not None and started == [task.record]
-    on_disk = json.loads(files.record("hello").read_text())
-    assert (on_disk["status"], on_disk["pid"]) == ("running", task.process.pid)
+    proc = launcher.start(task, no_output_failure)
+    assert task.process is proc and (task.record.status, task.record.pid) == (Status.RUNNING, proc.pid)
+    assert files.reserve("hello").exists()
     await run_to_end(task)
-    assert files.out("hello").read_text() == "hi\n" and task.record.status is Status.DONE
+    assert files.out("hello").read_text() == "hi\n"
 
 
 async def test_a_session_task_leaves_its_state_for_collect(
     files: TaskFiles, launcher: Launcher, sessions: SessionStore, tmp_path: Path
 ) -> None:
     task = Task(new_record("s-1", TaskOptions(cmd=f"cd {tmp_path}; export GREETING=hi", session="dev")))
-    launcher.start(task, lambda record: None, no_output_failure)
+    launcher.start(task, no_output_failure)
     assert files.rc("s-1").exists() and task.session_env_before == {}
     await run_to_end(task)
     sessions.collect(task.record)
@@ -75,7 +73,7 @@ async def test_a_session_task_leaves_its_state_for_collect(
     assert state is not None and state.cwd == str(tmp_path) and state.set["GREETING"] == "hi"
     assert not files.rc("s-1").exists() and not files.capture("s-1").exists()
     follow = Task(new_record("s-2", TaskOptions(cmd="echo $GREETING", session="dev")))
-    launcher.start(follow, lambda record: None, no_output_failure)
+    launcher.start(follow, no_output_failure)
     assert follow.record.cwd == str(tmp_path) and follow.session_env_before == state.set
     await run_to_end(follow)
     assert files.out("s-2").read_text() == "hi\n"
@@ -86,7 +84,7 @@ async def test_a_start_that_fails_leaves_no_file(files: TaskFiles, launcher: Lau
     options = TaskOptions(cmd="true", cwd=missing, session="dev")
     task = Task(new_record("nowhere", options), cwd=options.cwd)  # an explicit cwd wins over the session's
     with pytest.raises(SpawnFailed, match=r"\(errno 2\)"):
-        launcher.start(task, lambda record: None, no_output_failure)
+        launcher.start(task, no_output_failure)
     assert list(files.dir.iterdir()) == []  # no record, no output, no wrapper, no reserve
 
 

@@ -1,15 +1,18 @@
 """The layers import downwards only: the shared base (hive_bash.model, errors, settings,
 private_files, tokens) imports no layer, the task engine (hive_bash.core) none of the tool
 layer, the daemon, the client or the SDK shim, so what the model reads (hive_bash.mcp.replies)
-is built on the core's types, never the other way round."""
+is built on the core's types, never the other way round; and the layers above the engine
+(mcp, client, daemon) import only the names its face (hive_bash/core/__init__.py) exports."""
 
 from __future__ import annotations
 
 import ast
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import hive_bash
+import hive_bash.core
 
 PACKAGE = Path(hive_bash.__file__).parent
 ABOVE_THE_CORE = ("hive_bash.mcp", "hive_bash.daemon", "hive_bash.client", "hive_bash.sdk")
@@ -44,3 +47,73 @@ def test_the_task_engine_imports_no_layer_above_it() -> None:
 
 def test_the_shared_base_imports_nothing_above_it() -> None:
     assert upward_imports(sorted(PACKAGE.glob("*.py")), ABOVE_THE_BASE) == []
+
+
+def core_files_that(predicate: str) -> list[str]:
+    """The core modules whose source contains `predicate` (a call or an assignment, as written)."""
+    return sorted(
+        str(path.relative_to(PACKAGE / "core"))
+        for path in (PACKAGE / "core").rglob("*.py")
+        if predicate in path.read_text()
+    )
+
+
+def test_a_tasks_ending_is_decided_in_one_place_and_written_once() -> None:
+    # decide_ending is called by the lifecycle only; Task.end is the one write of an end into a record.
+    assert core_files_that("decide_ending(") == ["ending.py", "lifecycle.py"]
+    assert core_files_that("record.status, record.end_reason") == ["task.py"]
+    assert core_files_that(".end_reason =") == []
+
+
+def test_records_reach_the_disk_through_the_lifecycle_only() -> None:
+    users = {name for name in core_files_that("RecordSaver") if name != "record_saver.py"}
+    assert users == {"lifecycle.py"}
+    assert core_files_that("_store.save(") == ["record_saver.py"]
+    assert core_files_that(".cause =") == ["task.py"]  # a Task's cause is set by its own methods
+
+
+# The layers above reach the engine through its face (hive_bash/core/__init__.py) only.
+THROUGH_THE_FACE = ("mcp", "client", "daemon")
+
+
+def past_the_face(files: list[Path], root: Path = PACKAGE) -> list[tuple[str, str]]:
+    """(file, name) for each import of a core module, or of a name hive_bash.core does not export."""
+    face = set(getattr(hive_bash.core, "__all__", ()))
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names if alias.name.startswith("hive_bash.core")]
+            elif isinstance(node, ast.ImportFrom) and node.module == "hive_bash.core":
+                names = [f"hive_bash.core.{alias.name}" for alias in node.names if alias.name not in face]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hive_bash.core."):
+                names = [str(node.module)]
+            else:
+                continue
+            found.extend((str(path.relative_to(root)), name) for name in names)
+    return found
+
+
+def test_the_layers_above_import_only_the_engines_face() -> None:
+    files = sorted(path for layer in THROUGH_THE_FACE for path in (PACKAGE / layer).rglob("*.py"))
+    assert past_the_face(files) == []
+
+
+def test_the_face_exports_names_of_the_engine_not_its_modules() -> None:
+    """Each name resolves (imported on first use), and none is a module: a module would open the whole of it."""
+    for name in hive_bash.core.__all__:
+        assert not isinstance(getattr(hive_bash.core, name), types.ModuleType), name
+
+
+def test_the_face_check_names_what_passes_it(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import hive_bash.core.task\n"
+        "from hive_bash.core.output import Page\n"
+        "from hive_bash.core import output, TaskView\n"
+    )
+    assert past_the_face([bad], tmp_path) == [
+        ("bad.py", "hive_bash.core.task"),
+        ("bad.py", "hive_bash.core.output"),
+        ("bad.py", "hive_bash.core.output"),
+    ]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hive_bash.core import process
+from hive_bash.core import process, spawners
 from hive_bash.core.cgroups import CgroupEnd
 
 pytestmark = pytest.mark.anyio
@@ -58,11 +58,11 @@ async def test_recorded_start_time_is_the_kernels(tmp_path: Path, pty: bool) -> 
                 stderr_path=tmp_path / f"{index}.err",
                 script_path=tmp_path / f"{index}.cmd",
             )
-            procs.append(process.spawn(request))
+            procs.append(process.spawn(request, spawners.PlainPopen()))
         assert [proc.start_ticks for proc in procs] == [process.read_start_ticks(proc.pid) for proc in procs]
     finally:
         for proc in procs:
             proc.signal(9)
-        await asyncio.gather(*(proc.exited for proc in procs))
+        await asyncio.gather(*(proc.wait_status for proc in procs))
         for proc in procs:
             proc.release()

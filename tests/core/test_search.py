@@ -10,6 +10,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -175,3 +176,36 @@ def test_the_child_loads_the_daemons_package_by_location_without_any_import_path
     )
     assert child.returncode == 0, child.stderr
     assert [line["text"] for line in json.loads(child.stdout)["lines"] if line["is_match"]] == ["ready two"]
+
+
+STRACE = shutil.which("strace")
+
+
+@pytest.mark.skipif(STRACE is None, reason="needs strace: a real tracer attached from the child's first instruction")
+def test_a_child_traced_from_its_start_refuses_to_run(tmp_path: Path) -> None:
+    """A tracer that attached before the child made itself non-dumpable stays attached: the
+    child sees its TracerPid and exits TRACED_EXIT before it reads any request or file."""
+    assert STRACE is not None
+    log = tmp_path / "task.out"
+    log.write_bytes(b"ready\n")
+    argv = search.isolated_child_argv("hive_bash.core.search", str(os.getpid()), "10")
+    request = json.dumps(search.SearchRequest(path=str(log), pattern="ready").__dict__)
+    child = subprocess.run(
+        [STRACE, "-f", "-o", os.devnull, *argv], input=request, capture_output=True, text=True, timeout=60
+    )
+    assert (child.returncode, child.stdout) == (search.TRACED_EXIT, ""), child.stderr
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(STRACE is None, reason="needs strace: a real tracer attached from the child's first instruction")
+async def test_a_traced_search_child_is_said_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert STRACE is not None
+    log = tmp_path / "task.out"
+    log.write_bytes(b"ready\n")
+    untraced = search._child_argv
+    monkeypatch.setattr(search, "_child_argv", lambda *args: [STRACE, "-f", "-o", os.devnull, *untraced(*args)])
+    with pytest.raises(SearchFailed) as error:
+        await search.search(search.SearchRequest(str(log), "ready"))
+    assert str(error.value) == (
+        "the search process was traced by another process (of this user, such as a task) and refused to run"
+    )

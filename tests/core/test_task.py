@@ -1,4 +1,4 @@
-"""hive_bash.core.task on its own: input refused where there is none, the wait for the end, an unreadable end."""
+"""hive_bash.core.task on its own: input refused where there is none, the wait for the end, its end written once."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from hive_bash.core.ending import Cause, Ending
 from hive_bash.core.records import TaskRecord
 from hive_bash.core.task import Task
 from hive_bash.errors import NoInput, TaskFinished
@@ -49,14 +50,24 @@ async def test_waiting_for_the_end_stops_at_the_end_at_another_event_or_at_the_d
     assert waiting.ended.is_set()
 
 
-async def test_an_end_that_cannot_be_read_still_leaves_a_terminal_record() -> None:
-    unreadable: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    unreadable.set_exception(MemoryError())
-    failed = task()
-    failed.note_exit(unreadable)
-    assert failed.record.status is Status.FAILED and failed.record.ended_at is not None
-    assert failed.record.end_reason == "the daemon could not read how it ended"
-    killed = task("k")
-    killed.end_cause, killed.end_reason = Status.KILLED, "killed with SIGINT"
-    killed.note_exit(unreadable)
-    assert (killed.record.status, killed.record.end_reason) == (Status.KILLED, "killed with SIGINT")
+def test_its_end_is_written_into_the_record_once_and_wakes_the_waiters() -> None:
+    ending = task(stdin="pipe")
+    ending.end(Ending(Status.FAILED, "memory limit 1 MiB reached", exit_code=137), ended_at=5.0)
+    record = ending.record
+    assert (record.status, record.end_reason, record.exit_code, record.signal, record.ended_at) == (
+        Status.FAILED,
+        "memory limit 1 MiB reached",
+        137,
+        None,
+        5.0,
+    )
+    assert ending.ended.is_set()
+    with pytest.raises(TaskFinished):
+        ending.write(b"x", eof=False)
+
+
+def test_the_first_output_failure_is_the_cause_that_stands() -> None:
+    failing = task()
+    failing.output_failed("disk full: terminal output could not be written to /x.out")
+    failing.output_failed("a second failure")
+    assert failing.cause == Cause(Status.FAILED, "disk full: terminal output could not be written to /x.out")

@@ -1,5 +1,5 @@
 """What the model reads, on its own: verdicts first, no empty keys, cut markers, one next step,
-list rows within budget. No daemon: each reply's builder is pure (a record and the excerpts it is
+list rows within budget. No daemon: each reply's builder is pure (a task's view and the excerpts it is
 given, from one small file each). Cutting itself is tested in test_output.py, argument names in
 test_arguments.py, and all of it through the real Claude Code CLI in test_claude_code.py."""
 
@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from hive_bash.core import output, search
+from hive_bash.core import Task, TaskView, task_view
 from hive_bash.core.records import TaskRecord
-from hive_bash.mcp.replies import control, listing, page, render, state, task
+from hive_bash.mcp.replies import control, listing, page, render, task
 from hive_bash.model import Status
 
 
@@ -43,8 +44,13 @@ def test_the_marker_names_bytes_lines_and_the_logs_call(tmp_path: Path) -> None:
 RECORD_KEYS = frozenset(TaskRecord.model_fields)
 
 
-def facts(tmp_path: Path, **changes: Any) -> tuple[TaskRecord, task.Shown]:
-    """A task's record and what its reply shows beside it: `changes` go to whichever has the key;
+def view(record: TaskRecord, waiting_for_input: bool = False) -> TaskView:
+    """The view a reply gets of a task with this record (hive_bash.core.view.task_view)."""
+    return dataclasses.replace(task_view(Task(record)), waiting_for_input=waiting_for_input)
+
+
+def facts(tmp_path: Path, **changes: Any) -> tuple[TaskView, task.Shown]:
+    """A task's view and what its reply shows beside it: `changes` go to whichever has the key;
     duration_secs sets the start (and the end, for a task that ended)."""
     out = tmp_path / "t.out"
     out.write_text("hi\n")
@@ -63,18 +69,19 @@ def facts(tmp_path: Path, **changes: Any) -> tuple[TaskRecord, task.Shown]:
     started = time.time() - took
     ended = started + took if values["status"].is_terminal else None
     record = TaskRecord(created_at=started, started_at=started, ended_at=ended, **values)
-    return record, task.Shown(**shown)
+    return view(record), task.Shown(**shown)
 
 
 def task_reply(tmp_path: Path, **changes: Any) -> dict[str, Any]:
     return task.task_reply(*facts(tmp_path, **changes))
 
 
-def row(task_id: str, status: Status, cmd: str, exit_code: int | None = None, **values: Any) -> TaskRecord:
+def row(task_id: str, status: Status, cmd: str, exit_code: int | None = None, **values: Any) -> TaskView:
     took = values.pop("duration_secs", None)
     start = time.time() - (took or 0)
     ended = start + took if took is not None and status.is_terminal else None
-    return TaskRecord(
+    waiting = values.pop("waiting_for_input", False)
+    record = TaskRecord(
         id=task_id,
         status=status,
         cmd=cmd,
@@ -85,6 +92,7 @@ def row(task_id: str, status: Status, cmd: str, exit_code: int | None = None, **
         ended_at=ended,
         **values,
     )
+    return view(record, waiting)
 
 
 def lines(*found: tuple[int, int, str, bool]) -> list[search.Line]:
@@ -94,18 +102,19 @@ def lines(*found: tuple[int, int, str, bool]) -> list[search.Line]:
 def test_a_finished_run_says_the_verdict_first_and_nothing_empty(tmp_path: Path) -> None:
     reply = task_reply(tmp_path)
     assert list(reply)[0] == "verdict" and reply["verdict"] == "done, exit 0 after 2ms"
-    # issue 26: the verdict says status and exit code, so the JSON does not repeat them
+    # issue 35: the verdict's status and exit code are keys too, for programs; nothing else is repeated
     assert reply == {
         "verdict": "done, exit 0 after 2ms",
         "id": "abc",
+        "status": "done",
+        "exit_code": 0,
         "stdout": "hi\n",
         "stdout_path": str(tmp_path / "t.out"),
     }
-    assert state.with_state(reply) == {**reply, "status": "done", "exit_code": 0}
 
 
-def test_with_state_reads_every_verdict_back(tmp_path: Path) -> None:
-    """Programs (hive-bash --json, its exit status) get the verdict's status, exit code and signal as keys."""
+def test_status_exit_code_and_signal_are_keys_the_verdict_says_in_words(tmp_path: Path) -> None:
+    """Programs (hive-bash --json, its exit status) read keys; the verdict says the same from the same record."""
     cases = [
         ({"status": Status.RUNNING, "exit_code": None, "from_run": True}, {"status": "running"}),
         ({"status": Status.PENDING, "exit_code": None, "from_run": True}, {"status": "pending"}),
@@ -115,17 +124,19 @@ def test_with_state_reads_every_verdict_back(tmp_path: Path) -> None:
             {"status": Status.TIMED_OUT, "exit_code": 124, "signal": "SIGTERM"},
             {"status": "timed_out", "exit_code": 124, "signal": "SIGTERM"},
         ),
+        ({"status": Status.FAILED, "exit_code": None}, {"status": "failed"}),
         ({"exit_code": -3}, {"status": "done", "exit_code": -3}),
     ]
     for changes, expected in cases:
         reply = task_reply(tmp_path, **changes)
-        assert "status" not in reply and "exit_code" not in reply
-        read = state.with_state(reply)
-        assert {key: read[key] for key in ("status", "exit_code", "signal") if key in read} == expected, reply
-    assert state.with_state({"verdict": "3 tasks, newest first", "total": 3}) == {
-        "verdict": "3 tasks, newest first",
-        "total": 3,
-    }
+        assert {key: reply[key] for key in ("status", "exit_code", "signal") if key in reply} == expected, reply
+        assert list(reply)[:3] == ["verdict", "id", "status"] or "next" in reply, reply
+        words = reply["verdict"]
+        assert words.startswith(("task started: id=abc, ", "running for ")) or words.startswith(expected["status"])
+        assert f"exit {expected['exit_code']}" in words if "exit_code" in expected else " exit " not in words
+        # what the model reads in words is not repeated as lines of the text block
+        text = render.as_text(reply)
+        assert not [line for line in text.splitlines() if line.startswith(("status:", "exit_code:", "signal:"))]
 
 
 def test_counts_read_as_english() -> None:
@@ -135,7 +146,7 @@ def test_counts_read_as_english() -> None:
     assert page.matches_reply("t", "stdout", "x", one, Status.DONE, True)["verdict"].startswith(
         "1 line of stdout bytes 0-2 matches 'x'"
     )
-    single = listing.listing([(row("t", Status.DONE, "true", 0), False)], 1, 1, Status.DONE)
+    single = listing.listing([row("t", Status.DONE, "true", 0)], 1, 1, Status.DONE)
     assert single["verdict"] == "1 done task, newest first"
 
 
@@ -166,12 +177,7 @@ def test_a_task_that_ignores_sigint_is_told_how_to_end_it(tmp_path: Path) -> Non
 
 def test_list_rows_fit_the_budget_and_an_empty_list_says_what_exists() -> None:
     rows = [
-        (
-            row(
-                f"{n:012x}", Status.DONE, "pytest -q tests/test_something_rather_long.py -k case", 0, duration_secs=12.5
-            ),
-            False,
-        )
+        row(f"{n:012x}", Status.DONE, "pytest -q tests/test_something_rather_long.py -k case", 0, duration_secs=12.5)
         for n in range(50)
     ]
     reply = listing.listing(rows, 50, 50, None)
@@ -254,17 +260,14 @@ def test_an_oom_reading_follows_the_verdict(tmp_path: Path) -> None:
 
 def test_list_rows_show_cost_only_where_there_is_room() -> None:
     heavy = [
-        (
-            row(
-                f"{n:012x}",
-                Status.DONE,
-                "pytest -q tests/test_something_rather_long.py -k case",
-                0,
-                duration_secs=612.5,
-                cpu_secs=598.0,
-                max_rss_bytes=1536 << 20,
-            ),
-            False,
+        row(
+            f"{n:012x}",
+            Status.DONE,
+            "pytest -q tests/test_something_rather_long.py -k case",
+            0,
+            duration_secs=612.5,
+            cpu_secs=598.0,
+            max_rss_bytes=1536 << 20,
         )
         for n in range(50)
     ]
@@ -314,7 +317,7 @@ def test_a_task_waiting_for_input_is_told_to_get_a_write(tmp_path: Path) -> None
     waiting = task_reply(tmp_path, status=Status.RUNNING, exit_code=None, waiting_for_input=True)
     assert waiting["waiting_for_input"] is True
     assert waiting["next"] == "it waits for input: write(id='abc', data='...\\n') answers it"
-    shown = listing.list_row(row("repl", Status.RUNNING, "python3 -i", duration_secs=240.0), waiting_for_input=True)
+    shown = listing.list_row(row("repl", Status.RUNNING, "python3 -i", duration_secs=240.0, waiting_for_input=True))
     assert shown.startswith("running for 4m00s, waits for input: python3")
 
 

@@ -198,3 +198,35 @@ async def test_idle_timeout_does_not_fire_while_output_flows(daemon: Daemon) -> 
             {"cmd": "for i in $(seq 12); do echo $i; sleep 0.2; done", "idle_timeout_secs": 1, "wait_seconds": 20},
         )
     assert reply.structured["status"] == "done" and reply.structured["exit_code"] == 0
+
+
+async def test_programs_read_status_exit_code_and_signal_as_keys(make_daemon) -> None:
+    """Issue 35, item 3: run and status replies carry how the task ended as keys, declared in the
+    output schema; the verdict says the same in words, and the text block does not repeat them."""
+    daemon = make_daemon(env={"HIVE_BASH_MAX_OUTPUT_BYTES": "100000"})
+    async with daemon.client() as client:
+        tools = await client.tools()
+        schemas = {tool.name: getattr(tool, "outputSchema", None) or tool.output_schema for tool in tools}
+        exited = await client.call("run", {"cmd": "exit 3"})
+        started = await client.call("run", {"cmd": "sleep 1000", "wait_seconds": 0, "name": "victim"})
+        running = await client.call("status", {"id": "victim"})
+        await client.call("kill", {"id": "victim", "force": True})
+        killed = await client.call("status", {"id": "victim", "wait_seconds": 10})
+        timed = await client.call("run", {"cmd": "sleep 100", "timeout_secs": 0.3, "wait_seconds": 10})
+        capped = await client.call("run", {"cmd": "yes", "wait_seconds": 20})
+    for tool in ("run", "status"):
+        assert {"status", "exit_code", "signal"} <= schemas[tool]["properties"].keys()
+        assert "status" in schemas[tool]["required"]
+
+    def keys(reply) -> dict:
+        assert not reply.is_error, reply.text
+        facts = {key: reply.structured[key] for key in ("status", "exit_code", "signal") if key in reply.structured}
+        assert list(reply.structured)[0] == "verdict"
+        assert not [line for line in reply.text.splitlines() if line.startswith(("status:", "exit_code:"))]
+        return facts
+
+    assert keys(exited) == {"status": "done", "exit_code": 3}
+    assert keys(started) == {"status": "running"} and keys(running) == {"status": "running"}
+    assert keys(killed) == {"status": "killed", "signal": "SIGKILL"}
+    assert keys(timed) == {"status": "timed_out", "signal": "SIGTERM"}
+    assert keys(capped)["status"] == "failed" and "exceeded the output cap" in capped.structured["end_reason"]

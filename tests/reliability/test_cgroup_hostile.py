@@ -248,3 +248,109 @@ async def test_the_daemons_own_children_are_spared(tree: tuple[Daemon, Path]) ->
             go.touch()
         await call_ok(client, "kill", {"id": "waiter", "force": True})
     assert answers and answers[0].get("matched_line") == "READY", answers
+
+
+# ---- the watch: an escapee is ended within about a second, while its task still runs ----
+
+WATCH_GONE_SECS = 10.0  # the watch looks about once a second; slack for a loaded machine
+
+
+def escape_quietly_into(procs: Path) -> str:
+    """Shell: like `escape_into` (making the cgroup first, again if the daemon removed it meanwhile),
+    but done waiting once the process is in `procs` or already gone: the watch may end it first."""
+    return (
+        f"setsid sh -c 'until echo $$ > {procs}; do mkdir -p {procs.parent}; done 2>/dev/null; exec sleep 300' & "
+        f'until grep -q "^$!$" {procs} || [ ! -e /proc/$! ] || [ "$(cut -d" " -f3 /proc/$!/stat)" = Z ]; '
+        "do sleep 0.01; done 2>/dev/null; echo escaped=$!"
+    )
+
+
+STRAY_PLACES = {**PLACES, "planted-cgroup": "planted/cgroup.procs", "under-the-leaf": "daemon/hidden/cgroup.procs"}
+
+
+@pytest.mark.parametrize("place", STRAY_PLACES)
+async def test_an_escapee_is_ended_while_its_task_still_runs(tree: tuple[Daemon, Path], place: str) -> None:
+    """Before, it lived until the next task's end; its task runs on (it did nothing the daemon ends tasks for)."""
+    daemon, root = tree
+    procs = root / STRAY_PLACES[place]
+    async with daemon.client() as client:
+        cmd = f"{escape_quietly_into(procs)}; exec sleep 300"
+        started = await call_ok(client, "run", {"cmd": cmd, "name": "escaper", "wait_seconds": 0})
+        out = daemon.tasks_dir / f"{started.structured['id']}.out"
+        wait_until(lambda: "escaped=" in out.read_text(), 10, what="the escapee's pid")
+        pid = escaped_pid(out.read_text())
+        wait_until(lambda: not pid_alive(pid), WATCH_GONE_SECS, what=f"the process {pid} that moved into {place} gone")
+        status = await call_ok(client, "status", {"id": "escaper"})
+        assert status.structured["status"] == "running", status.text
+        await call_ok(client, "kill", {"id": "escaper", "force": True})
+    planted = f"cgroup {procs.parent} belongs to no running task"
+    said = f"for {procs.parent}: pids [{pid}]" if place in PLACES else planted
+    assert said in daemon.log(), daemon.log()[-3000:]
+    wait_until(lambda: only_the_leaf(root), CLEARED_SECS, what="the planted cgroups removed")
+
+
+@pytest.mark.parametrize("place", PLACES)
+async def test_a_task_shell_that_moved_itself_out_is_put_back_while_it_runs(
+    tree: tuple[Daemon, Path], place: str
+) -> None:
+    """The task's first process is the daemon's child, so the watch spares it wherever it is (a
+    placing bash sits in the leaf until it moves itself in): before, one that moved itself into
+    the leaf or the root ran outside its cgroup, its limits and its cgroup's kill until it ended."""
+    daemon, root = tree
+    procs = root / PLACES[place]
+    async with daemon.client() as client:
+        cmd = f"echo $$ > {procs} && echo moved=$$; sleep 300"
+        started = await call_ok(client, "run", {"cmd": cmd, "name": "mover", "wait_seconds": 0})
+        out = daemon.tasks_dir / f"{started.structured['id']}.out"
+        wait_until(lambda: "moved=" in out.read_text(), 10, what="the task's shell moved")
+        pid = int(out.read_text().split("moved=", 1)[1].split()[0])
+        assert pid == daemon.record("mover")["pid"], "the task's first process moved itself"
+        own = f"/{root.name}/task-mover"
+        wait_until(
+            lambda: Path(f"/proc/{pid}/cgroup").read_text().strip().endswith(own),
+            WATCH_GONE_SECS,
+            what=f"the task's shell {pid} back in its cgroup",
+        )
+        status = await call_ok(client, "status", {"id": "mover"})
+        assert status.structured["status"] == "running", status.text
+        await call_ok(client, "kill", {"id": "mover", "force": True})
+        await call_ok(client, "status", {"id": "mover", "wait_seconds": 30})
+    assert f"its first process {pid} had moved itself to" in daemon.log(), daemon.log()[-3000:]
+    assert not pid_alive(pid)
+
+
+async def test_tasks_started_while_the_watch_ends_escapees_are_never_taken_for_one(tree: tuple[Daemon, Path]) -> None:
+    """Without clone3 into a cgroup, a task's first process sits in the daemon's leaf until it
+    moves itself into its cgroup: the watch must spare it (it is the daemon's child). 120 tasks
+    start while another task keeps escaping into the leaf, so most looks find strangers to end;
+    once it stops, the last of them are ended while it still runs."""
+    daemon, root = tree
+    assert daemon.proc is not None
+    leaf = root / "daemon" / "cgroup.procs"
+    stop = daemon.workdir / f"stop-{uuid.uuid4().hex[:8]}"
+    keep_escaping = (
+        f"while [ ! -e {stop} ]; do setsid sh -c 'echo $$ > {leaf}; exec sleep 300' & sleep 0.05; done; exec sleep 300"
+    )
+    replies: list[dict[str, object]] = []
+    async with daemon.client() as client:
+        await call_ok(client, "run", {"cmd": keep_escaping, "name": "escaper", "wait_seconds": 0})
+
+        async def start(n: int) -> None:
+            reply = await call_ok(client, "run", {"cmd": f"echo started-{n}", "wait_seconds": 30})
+            replies.append(reply.structured)
+
+        for batch in range(12):
+            async with anyio.create_task_group() as group:
+                for n in range(10):
+                    group.start_soon(start, batch * 10 + n)
+        stop.touch()
+        wait_until(
+            lambda: leaf.read_text().split() == [str(daemon.proc.pid)] if daemon.proc else False,
+            WATCH_GONE_SECS,
+            what="the leaf cleared of escapees while their task still runs",
+        )
+        escaper = await call_ok(client, "status", {"id": "escaper"})
+        assert escaper.structured["status"] == "running", escaper.text
+        await call_ok(client, "kill", {"id": "escaper", "force": True})
+    wrong = [reply for reply in replies if reply["status"] != "done" or not str(reply["stdout"]).startswith("started-")]
+    assert len(replies) == 120 and not wrong, wrong[:3]

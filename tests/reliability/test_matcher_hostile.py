@@ -423,3 +423,39 @@ async def test_a_task_of_the_daemons_uid_cannot_reach_the_matcher(nobody_daemon:
         assert "fd listing refused: Permission denied" in status["stderr"], status["stderr"]
         assert "reached: nothing" in status["stderr"], status["stderr"]
         await call_ok(client, "kill", {"id": "forger", "force": True})
+
+
+# ---- the daemon itself is non-dumpable: its tasks (its uid) cannot read its memory or environment ----
+
+
+async def test_a_task_of_the_daemons_uid_cannot_read_the_daemon(nobody_daemon: NobodyDaemon) -> None:
+    """Before, a task read `/proc/<daemon>/environ` (where a token may be) and opened its `mem`.
+    The daemon still does all its own work so: run, status, logs (a search child), kill, recovery."""
+    assert nobody_daemon.proc is not None
+    daemon_pid = nobody_daemon.proc.pid
+    probe = (
+        f"head -c 64 /proc/{daemon_pid}/environ >/dev/null && echo environ-read; "
+        f"(exec 3</proc/{daemon_pid}/mem) && echo mem-opened; "
+        f"ls /proc/{daemon_pid}/fd >/dev/null && echo fds-listed; "
+        "head -c 64 /proc/$$/environ >/dev/null && echo own-environ-read"  # the task itself is dumpable
+    )
+    async with nobody_daemon.client() as client:
+        reply = await call_ok(client, "run", {"cmd": probe, "name": "probe", "wait_seconds": 20})
+        assert reply.structured["stdout"] == "own-environ-read\n", reply.text
+        assert "Permission denied" in reply.structured["stderr"], reply.text
+        long = "echo line-1; echo READY; exec sleep 300"
+        waited = await call_ok(client, "run", {"cmd": long, "name": "long", "wait_for": "READY", "wait_seconds": 20})
+        assert waited.structured.get("matched_line") == "READY", waited.text  # a matcher child
+        found = await call_ok(client, "logs", {"id": "long", "pattern": "READY"})  # a search child
+        assert "READY" in found.text, found.text
+        await call_ok(client, "kill", {"id": "long", "force": True})
+        killed = await call_ok(client, "status", {"id": "long", "wait_seconds": 10})
+        assert killed.structured["status"] == "killed", killed.text
+        await call_ok(client, "run", {"cmd": "exec sleep 300", "name": "left", "wait_seconds": 0})
+    nobody_daemon.stop()
+    nobody_daemon.restart()
+    async with nobody_daemon.client() as client:
+        left = await call_ok(client, "status", {"id": "left"})
+        assert left.structured["status"] == "interrupted", left.text
+        again = await call_ok(client, "run", {"cmd": "echo again", "wait_seconds": 20})
+        assert again.structured["stdout"] == "again\n", again.text

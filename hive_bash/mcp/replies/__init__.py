@@ -13,8 +13,9 @@ whatever the client shows (docs/tools.md, "What the model reads"). The rules, fo
 
 One module per reply: `task` (run and status), `listing` (list), `page` (logs: a page or a
 search), `control` (kill and write); `schema` declares each reply's keys, in the order the reply
-gives them, with what the output schema tells a client; `render` makes the dict a tool result;
-`state` reads a verdict back for programs.
+gives them, with what the output schema tells a client; `render` makes the dict a tool result.
+A fact a program needs is a key (run and status: `status`, `exit_code`, `signal`); the verdict
+says it in words for the model, and nothing parses a verdict back.
 Each reply is built from the core's own types (the task's record, an output excerpt, a page,
 a search result) and what the tool learned from the task manager; hive_bash.mcp.tools calls
 the `*_reply` functions and nothing else of what the model reads.

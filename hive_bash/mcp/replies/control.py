@@ -6,14 +6,14 @@ from typing import Any
 
 from mcp.types import CallToolResult
 
-from hive_bash.core.task import KillAction, Task
+from hive_bash.core import KillAction, TaskView
 from hive_bash.mcp.limits import FOLLOW_UP
 from hive_bash.mcp.replies.render import counted, in_schema_order, reply
 from hive_bash.mcp.replies.schema import KillResult, WriteResult
 from hive_bash.model import Status
 
 
-def kill_reply(task: Task, action: KillAction) -> CallToolResult:
+def kill_reply(task: TaskView, action: KillAction) -> CallToolResult:
     return reply(killed(task.id, task.status, action))
 
 
@@ -28,9 +28,8 @@ def killed(task_id: str, status: Status, action: str) -> dict[str, Any]:
     return in_schema_order(KillResult, {"verdict": head, "id": task_id, "status": status.value, "action": action})
 
 
-def write_reply(task: Task, accepted: int, out_offset: int, eof: bool) -> CallToolResult:
-    queued = task.input.queued if task.input is not None else 0
-    return reply(written(task.id, accepted, out_offset, queued, eof))
+def write_reply(task: TaskView, accepted: int, out_offset: int, eof: bool) -> CallToolResult:
+    return reply(written(task.id, accepted, out_offset, task.queued_input_bytes, eof))
 
 
 def written(task_id: str, accepted: int, out_offset: int, queued: int, eof: bool) -> dict[str, Any]:

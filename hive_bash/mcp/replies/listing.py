@@ -8,14 +8,11 @@ from typing import Any
 
 from mcp.types import CallToolResult
 
-from hive_bash.core import wording
-from hive_bash.core.task import Task
-from hive_bash.core.records import TaskRecord
+from hive_bash.core import SessionState, TaskView, ending_words, shorten
 from hive_bash.model import Status
-from hive_bash.core.sessions import SessionState
 from hive_bash.mcp.replies.render import compact, duration, in_schema_order, reply
 from hive_bash.mcp.replies.schema import TaskList
-from hive_bash.mcp.replies.task import usage_words, waiting_for_input
+from hive_bash.mcp.replies.task import usage_words
 
 LIST_ROW_CHARS = 72  # one `list` row, id included: 50 rows stay under 4,000 characters
 LIST_CMD_MIN_CHARS = 20
@@ -28,7 +25,7 @@ SESSION_CWD_CHARS = 120
 
 
 def list_reply(
-    tasks: Sequence[Task],
+    tasks: Sequence[TaskView],
     total: int,
     known: int,
     status: Status | None,
@@ -36,18 +33,17 @@ def list_reply(
 ) -> CallToolResult:
     """`list`: the first tasks of `total` matching, newest first, then the shell sessions with their
     task counts; `known` says what exists when none match."""
-    rows = [(task.record, waiting_for_input(task)) for task in tasks]
-    return reply(listing(rows, total, known, status, sessions))
+    return reply(listing(tasks, total, known, status, sessions))
 
 
 def listing(
-    rows: Sequence[tuple[TaskRecord, bool]],
+    rows: Sequence[TaskView],
     total: int,
     known: int,
     status: Status | None,
     sessions: Sequence[tuple[SessionState, int]] = (),
 ) -> dict[str, Any]:
-    """`rows`: each task's record and whether it waits for input. An empty answer says what exists."""
+    """`rows`: the tasks to list, newest first. An empty answer says what exists."""
     which = f"{status.value} tasks" if status else "tasks"
     if not rows:
         if total:
@@ -58,7 +54,7 @@ def listing(
         head = f"{len(rows)} of {total} {which}, newest first (raise limit for more)"
     else:
         head = f"{total} {which.removesuffix('s') if total == 1 else which}, newest first"
-    tasks = {record.id: list_row(record, waiting) for record, waiting in rows}
+    tasks = {task.id: list_row(task) for task in rows}
     values: dict[str, Any] = {"verdict": head, "tasks": tasks, "total": total}
     shells = session_rows(sessions, LIST_BUDGET - len(json.dumps(compact(values.items()))))
     return in_schema_order(
@@ -66,13 +62,13 @@ def listing(
     )
 
 
-def list_row(record: TaskRecord, waiting_for_input: bool = False) -> str:
+def list_row(record: TaskView) -> str:
     """`done, exit 0 after 1.2s: make test`, shortened so the row with its id fits LIST_ROW_CHARS."""
-    words = wording.ending_words(record.status, record.exit_code, record.signal)
+    words = ending_words(record.status, record.exit_code, record.signal)
     took = record.duration_secs
     if took is not None:
         words += f" {'for' if record.status is Status.RUNNING else 'after'} {duration(took)}"
-    if waiting_for_input and not record.status.is_terminal:
+    if record.waiting_for_input and not record.status.is_terminal:
         words += ", waits for input"
     if record.session is not None:
         words += f" [{record.session}]"
@@ -83,7 +79,7 @@ def list_row(record: TaskRecord, waiting_for_input: bool = False) -> str:
         words += f" ({usage})"
         cmd_min = LIST_USAGE_CMD_MIN_CHARS
     room = max(cmd_min, LIST_ROW_CHARS - len(record.id) - len(words) - 2)
-    return f"{words}: {wording.shorten(record.cmd, room)}"
+    return f"{words}: {shorten(record.cmd, room)}"
 
 
 def session_rows(sessions: Sequence[tuple[SessionState, int]], budget: int) -> list[dict[str, Any]]:

@@ -12,8 +12,7 @@ from typing import Any
 
 from mcp.types import CallToolResult
 
-from hive_bash.core import output, search
-from hive_bash.core.task import Task
+from hive_bash.core import Line, Page, SearchRequest, SearchResult, SearchSlots, TaskView, file_size, read_page
 from hive_bash.errors import HiveBashError
 from hive_bash.mcp.replies.render import counted, in_schema_order, reply
 from hive_bash.mcp.replies.schema import LogPage
@@ -46,41 +45,28 @@ class Unread:
 
 
 def log_reply(
-    task: Task,
-    stream: Stream,
-    path: Path,
-    offset: int,
-    max_bytes: int,
-    budgeted: bool,
-    ended: bool,
-    unread: Unread | None,
+    task: TaskView, stream: Stream, path: Path, offset: int, max_bytes: int, budgeted: bool, unread: Unread | None
 ) -> CallToolResult:
     """`logs`: one page of `stream` (at `path`) from `offset`, cut to LOGS_DEFAULT_BUDGET when `budgeted`
-    (max_bytes was not given); `ended`: whether the task had ended before the page was read."""
-    page = output.read_page(path, offset, max_bytes, LOGS_DEFAULT_BUDGET if budgeted else None)
-    other = None if unread is None else OtherStream(unread.name, unread.size_before, output.file_size(unread.path))
-    return reply(page_reply(task.id, stream, page, task.status, ended, other))
+    (max_bytes was not given); `task` as it was before the page was read."""
+    page = read_page(path, offset, max_bytes, LOGS_DEFAULT_BUDGET if budgeted else None)
+    other = None if unread is None else OtherStream(unread.name, unread.size_before, file_size(unread.path))
+    return reply(page_reply(task.id, stream, page, task.status, task.ended, other))
 
 
-async def search_reply(
-    task: Task,
-    stream: Stream,
-    found: search.SearchResult,
-    request: search.SearchRequest,
-    unread: Unread,
-    searches: search.SearchSlots,
-    abandon: asyncio.Event,
+def search_reply(
+    task: TaskView, stream: Stream, found: SearchResult, request: SearchRequest, other: OtherStream
 ) -> CallToolResult:
-    """`logs` with a pattern: what `request` found, and how many lines of the stream it did not search match."""
-    other = await other_search(unread, request, searches, abandon)
-    return reply(matches_reply(task.id, stream, request.pattern, found, task.status, task.ended.is_set(), other))
+    """`logs` with a pattern: what `request` found, and how many lines of the stream it did not search
+    match (other_search)."""
+    return reply(matches_reply(task.id, stream, request.pattern, found, task.status, task.ended, other))
 
 
 async def other_search(
-    unread: Unread, request: search.SearchRequest, searches: search.SearchSlots, abandon: asyncio.Event
+    unread: Unread, request: SearchRequest, searches: SearchSlots, abandon: asyncio.Event
 ) -> OtherStream:
     """The stream a search did not cover: its size, and its matching lines when counting them is cheap."""
-    size = output.file_size(unread.path)
+    size = file_size(unread.path)
     matches = None
     if 0 < size <= OTHER_SEARCH_MAX_BYTES:
         counting = dataclasses.replace(
@@ -112,7 +98,7 @@ def other_news(task_id: str, other: OtherStream | None, this_size: int) -> str:
 
 
 def page_reply(
-    task_id: str, stream: Stream, page: output.Page, status: Status, ended: bool, other: OtherStream | None = None
+    task_id: str, stream: Stream, page: Page, status: Status, ended: bool, other: OtherStream | None = None
 ) -> dict[str, Any]:
     """One page of output; with nothing new at the offset, one short line that says so. `other`: the
     stream not read, when the call named none."""
@@ -149,7 +135,7 @@ def page_reply(
     )
 
 
-def match_rows(lines: Sequence[search.Line]) -> list[str]:
+def match_rows(lines: Sequence[Line]) -> list[str]:
     """grep -nb style: `line:offset:text` for a match, `line-offset-text` for context, `--` between groups."""
     rows: list[str] = []
     previous: int | None = None
@@ -166,7 +152,7 @@ def matches_reply(
     task_id: str,
     stream: Stream,
     pattern: str,
-    found: search.SearchResult,
+    found: SearchResult,
     status: Status,
     ended: bool,
     other: OtherStream | None = None,

@@ -9,7 +9,7 @@ from typing import Any
 from mcp.types import CallToolResult
 from pydantic import BaseModel
 
-from hive_bash.core import wording
+from hive_bash.core import seconds
 from hive_bash.sdk.server import tool_result
 
 
@@ -47,7 +47,7 @@ def duration(value: float) -> str:
     """`2ms`, `1.5s`, `3m05s`: what a reader needs, not the clock's digits."""
     if value < 0.001:
         return "under 1ms"
-    return f"{value * 1000:.0f}ms" if value < 1 else wording.seconds(value)
+    return f"{value * 1000:.0f}ms" if value < 1 else seconds(value)
 
 
 # ---- the same reading as text ---------------------------------------------

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from hive_bash.core.task import KillAction
+from hive_bash.core import KillAction
 from hive_bash.model import Status
 from hive_bash.mcp.limits import secs
 
@@ -35,8 +35,10 @@ class TaskStatus(BaseModel):
     next: str | None = Field(None, description="While the task has not ended: the one next step")
     matched_line: str | None = Field(None, description="With wait_for: the line that matched (the verdict says where)")
     id: str
+    status: Status = Field(description="What the verdict says first, as data")
+    exit_code: int | None = Field(None, description="Once it exited: its exit code")
+    signal: str | None = Field(None, description="The signal that ended it, e.g. SIGKILL")
     waiting_for_input: bool | None = Field(None, description="True while it is blocked reading its input (write)")
-    signal: str | None = Field(None, description="The signal that ended it, when the verdict names an exit code")
     semantic_status: str | None = Field(None, description="Only when an exit status is not a failure (grep: no match)")
     semantic_message: str | None = None
     end_reason: str | None = Field(None, description="Why the daemon ended it (deadline, idle, kill, restart, limit)")

@@ -1,7 +1,8 @@
 """The run/status reply: verdict, how it ended, next step, output excerpts, absolute paths.
 
-`status_reply` reads what the reply shows (the two output files, once each, and what only the
-running daemon knows) and `task_reply` (pure) writes it from the task's record and that.
+`status_reply` reads what the reply shows (the two output files, once each) and `task_reply`
+(pure) writes it from the task's view (hive_bash.core.view: its record and what only the running
+daemon knows, frozen) and that.
 """
 
 from __future__ import annotations
@@ -13,12 +14,21 @@ from typing import Any
 
 from mcp.types import CallToolResult
 
-from hive_bash.core import line_match, output, semantics, wording
-from hive_bash.core.task import Task
-from hive_bash.core.output import Excerpt
-from hive_bash.core.records import TaskRecord
+from hive_bash.core import (
+    Excerpt,
+    FirstMatch,
+    SessionState,
+    TaskView,
+    describe,
+    ending_words,
+    excerpt_of,
+    last_output_time,
+    read_stream,
+    seconds,
+    shorten,
+    size,
+)
 from hive_bash.model import Status, Stream
-from hive_bash.core.sessions import SessionState
 from hive_bash.mcp.limits import WAIT_CAP
 from hive_bash.mcp.replies.render import counted, duration, in_schema_order, reply, rounded
 from hive_bash.mcp.replies.schema import CPU_WORTH_SAYING_SECS, TaskStatus
@@ -52,63 +62,58 @@ class Shown:
     waiting_for_input: bool = False  # blocked reading its pipe or terminal (hive_bash.core.input_wait)
     session_cwd: str | None = None  # once ended: the session's directory its shell left
     session_exports: tuple[str, ...] = ()  # once ended: the variables it exported or changed
-    line_wait: line_match.FirstMatch | None = None  # run/status with wait_for: what the wait found
+    line_wait: FirstMatch | None = None  # run/status with wait_for: what the wait found
     wait_secs: float = 0.0  # and how long it was
 
 
 def status_reply(
-    task: Task,
+    task: TaskView,
     paths: tuple[Path, Path],
     warning: str | None = None,
     from_run: bool = False,
     offset: int = 0,
     todos: bool = False,
     session: SessionState | None = None,
-    waited: line_match.FirstMatch | None = None,
+    waited: FirstMatch | None = None,
     wait_secs: float = 0.0,
 ) -> CallToolResult:
-    """`run` and `status`: the task from its record and its (stdout, stderr) files; stdout from `offset`;
+    """`run` and `status`: the task from its view and its (stdout, stderr) files; stdout from `offset`;
     `session`: the state of the session it ran in; `waited`: what a wait_for wait of `wait_secs` found."""
-    record = task.record
     out_path, err_path = paths
-    out_bytes, err_bytes = output.read_stream(out_path, offset), output.read_stream(err_path)
+    out_bytes, err_bytes = read_stream(out_path, offset), read_stream(err_path)
     out_budget, err_budget = excerpt_budgets(out_bytes.json_cost_bound(), err_bytes.json_cost_bound())
     last_output_age = kill_age = None
     now = time.time()
-    if record.status is Status.RUNNING:
-        start = record.started_at or record.created_at
+    if task.status is Status.RUNNING:
+        start = task.started_at or task.created_at
         streams = [(stream.size, stream.mtime) for stream in (out_bytes, err_bytes)]
-        last_output_age = now - output.last_output_time(start, streams)
-    if task.kill_sent_at is not None and not record.status.is_terminal:
+        last_output_age = now - last_output_time(start, streams)
+    if task.kill_sent_at is not None and not task.status.is_terminal:
         kill_age = now - task.kill_sent_at
     session_cwd, exported = session_left(task, session)
     shown = Shown(
-        stdout=StreamExcerpt("stdout", str(out_path), output.excerpt_of(out_bytes, out_budget)),
-        stderr=StreamExcerpt("stderr", str(err_path), output.excerpt_of(err_bytes, err_budget)),
+        stdout=StreamExcerpt("stdout", str(out_path), excerpt_of(out_bytes, out_budget)),
+        stderr=StreamExcerpt("stderr", str(err_path), excerpt_of(err_bytes, err_budget)),
         from_run=from_run,
         warning=warning,
         todos=todos,
         last_output_age_secs=last_output_age,
         kill_sent=task.kill_signal if kill_age is not None else None,
         kill_age_secs=kill_age,
-        waiting_for_input=waiting_for_input(task),
+        waiting_for_input=task.waiting_for_input,
         session_cwd=session_cwd,
         session_exports=exported,
         line_wait=waited,
         wait_secs=wait_secs,
     )
-    return reply(task_reply(record, shown))
+    return reply(task_reply(task, shown))
 
 
-def waiting_for_input(task: Task) -> bool:
-    return task.input_wait is not None and task.input_wait.waiting
-
-
-def session_left(task: Task, session: SessionState | None) -> tuple[str | None, tuple[str, ...]]:
+def session_left(task: TaskView, session: SessionState | None) -> tuple[str | None, tuple[str, ...]]:
     """(directory, exported names) the task's shell left its session, once it ended and its state was taken."""
-    if session is None or session.task_id != task.id or not task.record.status.is_terminal:
+    if session is None or session.task_id != task.id or not task.status.is_terminal:
         return None, ()
-    before = task.session_env_before or {}
+    before = task.session_env_before
     # PWD and OLDPWD follow a `cd`, which session_cwd says
     exported = tuple(
         name for name, value in session.set.items() if before.get(name) != value and name not in ("PWD", "OLDPWD")
@@ -126,74 +131,76 @@ def excerpt_budgets(stdout_cost: int, stderr_cost: int, budget: int = EXCERPT_BU
     return half, budget - half
 
 
-def task_reply(record: TaskRecord, shown: Shown) -> dict[str, Any]:
-    """The verdict states the status, the exit code (or the signal when there is none), so they are
-    not keys (with_state gives them back as keys to programs); a run reply's pty is the call's own."""
-    ended = record.status.is_terminal
-    semantic_status, semantic_message = semantics.semantic(record)
-    meaningful = semantic_status == "ok" and record.exit_code not in (None, 0)
+def task_reply(task: TaskView, shown: Shown) -> dict[str, Any]:
+    """The verdict says the status and how it ended in words, for the model; `status`, `exit_code`
+    and `signal` say the same as keys, for programs. A run reply's pty is the call's own."""
+    ended = task.status.is_terminal
+    semantic_status, semantic_message = task.semantic
+    meaningful = semantic_status == "ok" and task.exit_code not in (None, 0)
     # the model wrote cmd and cwd itself (run), or is following a task it knows (an offset)
     known = shown.from_run or shown.stdout.excerpt.start > 0
-    cpu_secs, max_rss_bytes = worth_saying(record.cpu_secs, record.max_rss_bytes)
+    cpu_secs, max_rss_bytes = worth_saying(task.cpu_secs, task.max_rss_bytes)
     match = shown.line_wait.match if shown.line_wait is not None else None
     return in_schema_order(
         TaskStatus,
         {
-            "verdict": verdict(record, shown, semantic_message if meaningful else None),
-            "diagnosis": record.diagnosis,
+            "verdict": verdict(task, shown, semantic_message if meaningful else None),
+            "diagnosis": task.diagnosis,
             "warning": shown.warning,
-            "next": next_step(record, shown),
+            "next": next_step(task, shown),
             "matched_line": match.text if match is not None else None,
-            "id": record.id,
+            "id": task.id,
+            "status": task.status.value,
+            "exit_code": task.exit_code,
+            "signal": task.signal,
             "waiting_for_input": shown.waiting_for_input and not ended,
-            "signal": record.signal if record.exit_code is not None else None,
             "semantic_status": semantic_status if meaningful else None,
             "semantic_message": semantic_message if meaningful else None,
-            "end_reason": record.end_reason if ended else None,
+            "end_reason": task.end_reason if ended else None,
             "cpu_secs": cpu_secs,
             "max_rss_bytes": max_rss_bytes,
             "last_output_age_secs": None if shown.from_run else rounded(shown.last_output_age_secs),
-            "cmd": None if known else wording.shorten(record.cmd, STATUS_CMD_CHARS),
+            "cmd": None if known else shorten(task.cmd, STATUS_CMD_CHARS),
             # a session's task starts where the session was: not something the model wrote
-            "cwd": None if known and record.session is None else record.cwd,
-            "session": record.session,
-            "session_note": record.session_note,
+            "cwd": None if known and task.session is None else task.cwd,
+            "session": task.session,
+            "session_note": task.session_note,
             # where the session is now, and what it exported: a `cd` that worked reads as one
             "session_cwd": shown.session_cwd,
-            "exported": wording.shorten(", ".join(shown.session_exports), EXPORTS_CHARS),
-            "pty": record.pty and not shown.from_run,
-            **stream_keys(record.id, shown.stdout, always_path=True),
-            **stream_keys(record.id, shown.stderr, always_path=False),
+            "exported": shorten(", ".join(shown.session_exports), EXPORTS_CHARS),
+            "pty": task.pty and not shown.from_run,
+            **stream_keys(task.id, shown.stdout, always_path=True),
+            **stream_keys(task.id, shown.stderr, always_path=False),
         },
     )
 
 
-def verdict(record: TaskRecord, shown: Shown, ok_meaning: str | None) -> str:
+def verdict(task: TaskView, shown: Shown, ok_meaning: str | None) -> str:
     """`ok_meaning`: what a nonzero exit that is no failure means (grep: `no match`)."""
-    words = _verdict(record, shown, ok_meaning)
+    words = _verdict(task, shown, ok_meaning)
     waited = shown.line_wait
-    if waited is None or record.status.is_terminal:
+    if waited is None or task.status.is_terminal:
         return words
-    if waited.match is not None:  # the state first (with_state reads it there), then why the wait returned
-        return f"{words}; {line_match.describe(waited.match, waited.pattern)}"
+    if waited.match is not None:  # the state first, then why the wait returned
+        return f"{words}; {describe(waited.match, waited.pattern)}"
     if waited.gave_up is not None:
         return f"{words}; wait_for {waited.pattern!r} stopped: {waited.gave_up}"
     if not waited.started:  # no line was looked at: never "no line matched"
-        again = f"status(id='{record.id}', wait_for={waited.pattern!r}, wait_seconds={WAIT_CAP}) tries again"
+        again = f"status(id='{task.id}', wait_for={waited.pattern!r}, wait_seconds={WAIT_CAP}) tries again"
         why = waited.busy or f"its matcher had not started within {duration(shown.wait_secs)}"
         return f"{words}; wait_for {waited.pattern!r} did not start: {why}; {again}"
     new = "" if shown.from_run else "new "
     return f"{words}; no {new}line matched {waited.pattern!r} within {duration(shown.wait_secs)}"
 
 
-def _verdict(record: TaskRecord, shown: Shown, ok_meaning: str | None) -> str:
-    words = wording.ending_words(record.status, record.exit_code, record.signal)
-    if shown.from_run and not record.status.is_terminal:
-        return f"task started: id={record.id}, {record.status.value}"
-    took = record.duration_secs
-    if record.status is Status.RUNNING and took is not None:
+def _verdict(task: TaskView, shown: Shown, ok_meaning: str | None) -> str:
+    words = ending_words(task.status, task.exit_code, task.signal)
+    if shown.from_run and not task.status.is_terminal:
+        return f"task started: id={task.id}, {task.status.value}"
+    took = task.duration_secs
+    if task.status is Status.RUNNING and took is not None:
         return f"running for {duration(took)}" + nothing_new(shown)
-    if record.status.is_terminal and took is not None:
+    if task.status.is_terminal and took is not None:
         words += f" after {duration(took)}"
     if ok_meaning:
         words += f" (ok: {ok_meaning})"
@@ -208,11 +215,11 @@ def nothing_new(shown: Shown) -> str:
     return f"; nothing new on stdout since offset {excerpt.start}"
 
 
-def next_step(record: TaskRecord, shown: Shown) -> str | None:
+def next_step(task: TaskView, shown: Shown) -> str | None:
     """The one thing to do next about a task that has not ended."""
-    if record.status.is_terminal:
+    if task.status.is_terminal:
         return None
-    quoted = f"id='{record.id}'"
+    quoted = f"id='{task.id}'"
     if shown.kill_sent is not None:
         age = f" {duration(shown.kill_age_secs)} ago" if shown.kill_age_secs is not None else ""
         return f"{shown.kill_sent} was sent{age} and it still runs: kill({quoted}, force=true) ends it"
@@ -237,8 +244,8 @@ def worth_saying(cpu_secs: float | None, max_rss_bytes: int | None) -> tuple[flo
 def usage_words(cpu_secs: float | None, max_rss_bytes: int | None) -> str:
     """`cpu 12s, 410 MiB` from what worth_saying kept; "" when nothing was."""
     cpu, rss = worth_saying(cpu_secs, max_rss_bytes)
-    words = [f"cpu {wording.seconds(cpu)}"] if cpu is not None else []
-    return ", ".join(words + ([wording.size(rss)] if rss is not None else []))
+    words = [f"cpu {seconds(cpu)}"] if cpu is not None else []
+    return ", ".join(words + ([size(rss)] if rss is not None else []))
 
 
 def stream_keys(task_id: str, stream: StreamExcerpt, always_path: bool) -> dict[str, Any]:
