@@ -21,15 +21,20 @@ the caller runs it (the input-wait sampler's worker thread, never the event loop
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import concurrent.futures
 import errno
 import itertools
 import logging
 import os
 import socket
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from hive_bash.core.input_wait import MAX_DESCENDANTS, descendants
+from hive_bash.core.process import same_process_alive, stat_fields
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +42,8 @@ MAX_FDS_READ = 4096  # descriptors of one process looked at
 MAX_NAMESPACES = 4  # network namespaces whose tables are read in one look
 MAX_TABLE_BYTES = 4 * 1024 * 1024  # of one /proc/<pid>/net table: about 27,000 TCP sockets
 MAX_ADDRESSES = 16  # returned at most, the rest counted
+MAX_CGROUPS = 64  # cgroup directories of one task read (its own and those it made below)
+_PROCS_BYTES = 64 * 1024  # of one cgroup.procs: more pids than MAX_DESCENDANTS
 _TCP_LISTEN = "0A"
 _SO_ACCEPTCON = 0x10000
 _UNIX_LISTENING_TYPES = {"0001", "0005"}  # SOCK_STREAM, SOCK_SEQPACKET
@@ -180,3 +187,120 @@ def listening(pids: Iterable[int]) -> Listening:
         found.update(_unix_listeners(_read_table(f"/proc/{pid}/net/unix"), inodes))
     ordered = sorted(found, key=lambda address: (address.kind == "unix", address.port, address.host, address.path))
     return Listening(tuple(ordered[:MAX_ADDRESSES]), max(0, len(ordered) - MAX_ADDRESSES))
+
+
+# ---- which processes are a task's -------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskProcesses:
+    """How to find a running task's processes, read on the loop from its live state (cheap):
+    its cgroup directory, else its leader (with its start time) and process group."""
+
+    leader: int
+    start_ticks: int | None
+    pgid: int
+    cgroup: str | None = None
+
+
+def cgroup_processes(path: str) -> list[int]:
+    """The pids in cgroup `path` and the cgroups below it (which a task may make), bounded:
+    at most MAX_CGROUPS directories and MAX_DESCENDANTS pids."""
+    pids: list[int] = []
+    queue = collections.deque([path])
+    for _ in range(MAX_CGROUPS):
+        if not queue or len(pids) >= MAX_DESCENDANTS:
+            break
+        where = queue.popleft()
+        for line in _read_start(os.path.join(where, "cgroup.procs")).split():
+            if line.isdigit() and len(pids) < MAX_DESCENDANTS:
+                pids.append(int(line))
+        try:
+            with os.scandir(where) as entries:
+                queue.extend(
+                    entry.path
+                    for entry in itertools.islice(entries, 4 * MAX_CGROUPS)
+                    if entry.is_dir(follow_symlinks=False)
+                )
+        except OSError:  # removed meanwhile
+            continue
+    return pids
+
+
+def group_processes(leader: int, start_ticks: int | None, pgid: int) -> list[int]:
+    """The leader and its descendants while it lives; once it is gone, the live members of its
+    session and group (what is left of the task) and theirs. Bounded by MAX_DESCENDANTS."""
+    if same_process_alive(leader, start_ticks):
+        return descendants(leader)
+    pids: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return pids
+    for entry in entries:
+        if len(pids) >= MAX_DESCENDANTS:
+            break
+        if not entry.isdigit():
+            continue
+        fields = stat_fields(entry)
+        # fields: state(0) ppid(1) pgrp(2) session(3): a stranger would need the leader's pid as its session
+        if fields is None or len(fields) < 4 or fields[0] in (b"Z", b"X"):
+            continue
+        if int(fields[2]) == pgid and int(fields[3]) == pgid:
+            pids.extend(descendants(int(entry))[: MAX_DESCENDANTS - len(pids)])
+    return pids
+
+
+def of_processes(processes: TaskProcesses) -> Listening:
+    """What a task's processes listen on: its cgroup's, else its group's and their descendants'."""
+    if processes.cgroup is not None:
+        pids = cgroup_processes(processes.cgroup)
+    else:
+        pids = group_processes(processes.leader, processes.start_ticks, processes.pgid)
+    return listening(dict.fromkeys(pids))
+
+
+def _read_start(path: str) -> str:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        return os.read(fd, _PROCS_BYTES).decode("ascii", "replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+
+
+class ListeningReader:
+    """The one worker thread listening addresses are read in, only when a reply or a wait asks:
+    never on the event loop, one look at a time (a `list` of many tasks is one look). Like the
+    input-wait sampler's, it runs nothing but /proc and cgroupfs reads."""
+
+    def __init__(self) -> None:
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    async def read(self, tasks: Sequence[TaskProcesses | None]) -> list[Listening]:
+        """Each task's addresses (NOTHING for None: a task not running); nothing read when none runs."""
+        if not any(tasks):
+            return [NOTHING for _ in tasks]
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="listening")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, _read_all, list(tasks))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+def _read_all(tasks: list[TaskProcesses | None]) -> list[Listening]:
+    found = []
+    for processes in tasks:
+        try:
+            found.append(NOTHING if processes is None else of_processes(processes))
+        except Exception:  # a /proc oddity says nothing, it never fails a reply
+            logger.exception("reading listening sockets failed")
+            found.append(NOTHING)
+    return found
