@@ -6,14 +6,18 @@ for the task's own processes. The cgroup case runs on a private cgroup2 mount (n
 from __future__ import annotations
 
 import os
+import json
 import re
 import socket
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from claude_cli import TOOLS, claude_binary, claude_turns
+from hive_bash.client import cli
 from hivetest import Daemon, call_error, call_ok, private_cgroup2, reserve_port, wait_until
 
 pytestmark = pytest.mark.anyio
@@ -147,3 +151,39 @@ def clear(root: Path) -> None:
         for name in subdirs:
             os.rmdir(os.path.join(directory, name))
     root.rmdir()
+
+
+def test_the_cli_waits_for_a_port_on_run_and_status(daemon: Daemon, capsys: pytest.CaptureFixture[str]) -> None:
+    def hive_bash(*args: str) -> tuple[int, str]:
+        capsys.readouterr()
+        code = cli.main(["--url", daemon.url, *args], env={})
+        return code, capsys.readouterr().out
+
+    code, out = hive_bash("run", f"sleep 0.5; exec {SERVER}", "--wait", "60", "--name", "cli-web", "--wait-for-port")
+    assert code == 0 and out.startswith("task started: id=cli-web, running; listening on 127.0.0.1:"), out
+    address = out.split("\n", 1)[0].rpartition(" ")[2]
+    assert f"\nlistening: {address}\n" in out and accepts(port_of(address))
+    code, out = hive_bash("--json", "status", "cli-web", "--wait", "60", "--wait-for-port", str(port_of(address)))
+    found = json.loads(out)
+    assert code == 0 and found["verdict"].endswith(f"; listening on {address}") and found["listening"] == [address]
+    hive_bash("kill", "cli-web", "--force")
+    with pytest.raises(SystemExit):
+        hive_bash("status", "cli-web", "--wait-for-port", "70000")
+
+
+def test_the_model_gets_the_address_in_one_call_through_claude_code(make_daemon: Any, tmp_path: Path) -> None:
+    from anthropic_standin import ToolCall, tool_result_text, tool_use_id
+
+    binary = claude_binary()
+    daemon = make_daemon(args=["--generate-token"])
+    script = [
+        ToolCall(TOOLS + "run", {"cmd": SERVER, "wait_for_port": True, "wait_seconds": 30, "name": "web"}),
+        ToolCall(TOOLS + "kill", {"id": "web", "force": True}),
+    ]
+    exchange = claude_turns(binary, daemon, tmp_path, script)
+    reply = json.loads(tool_result_text(exchange.tool_results(TOOLS)[tool_use_id(0)]))
+    assert reply["verdict"] == f"task started: id=web, running; listening on {reply['listening'][0]}"
+    assert port_of(reply["listening"][0]) > 0
+    offered = {tool["name"]: tool for tool in exchange.tools_offered(TOOLS)}
+    assert "wait_for_port" in offered[TOOLS + "run"]["input_schema"]["properties"]
+    assert "wait_for_port" in offered[TOOLS + "status"]["input_schema"]["properties"]
