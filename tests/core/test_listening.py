@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -11,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from hive_bash.core.listening import Address, listening, socket_inodes
+from hive_bash.core.input_wait import MAX_DESCENDANTS
+from hive_bash.core.listening import MAX_CGROUPS, Address, cgroup_processes, group_processes, listening, socket_inodes
+from hive_bash.core.process import read_start_ticks
 
 SERVER = r"""
 import socket, sys
@@ -107,3 +111,31 @@ def test_a_forged_unix_table_line_does_not_name_another_process_socket(servers: 
     table = Path(f"/proc/{victim.pid}/net/unix").read_text()
     assert table.count(f" {inode} ") == 2, "the forged row is in the kernel's table"
     assert "/forged" not in listening([victim.pid]).words()
+
+
+def test_a_group_whose_leader_is_gone_is_found_by_its_session_and_group() -> None:
+    """Without a cgroup, what is left of a task once its shell exited: its group's members (and theirs)."""
+    leader = subprocess.Popen(["bash", "-c", "sleep 60 & echo $!"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert leader.stdout is not None
+    ticks = read_start_ticks(leader.pid)
+    left = int(leader.stdout.readline())
+    try:
+        leader.wait()
+        assert left in group_processes(leader.pid, ticks, leader.pid)
+        assert left not in group_processes(leader.pid, ticks, leader.pid + 1)  # not that group
+    finally:
+        os.killpg(leader.pid, signal.SIGKILL)
+
+
+def test_a_cgroup_tree_is_read_within_its_bounds(tmp_path: Path) -> None:
+    """A task may make cgroups below its own: at most MAX_CGROUPS of them and MAX_DESCENDANTS pids are read
+    (a directory tree of cgroup.procs files, as cgroupfs lays them out)."""
+    where = tmp_path
+    for depth in range(3 * MAX_CGROUPS):
+        (where / "cgroup.procs").write_text("".join(f"{depth * 1000 + n}\n" for n in range(2)))
+        where = where / "child"
+        where.mkdir()
+    found = cgroup_processes(str(tmp_path))
+    assert found[:4] == [0, 1, 1000, 1001] and len(found) == 2 * MAX_CGROUPS
+    (tmp_path / "cgroup.procs").write_text("".join(f"{n}\n" for n in range(10 * MAX_DESCENDANTS)))
+    assert len(cgroup_processes(str(tmp_path))) == MAX_DESCENDANTS
