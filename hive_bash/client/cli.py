@@ -360,11 +360,8 @@ def listens_on(structured: dict[str, Any], port: bool | int | None) -> bool:
     """Whether the reply's `listening` has a TCP address (`127.0.0.1:80`, `[::1]:80`) on `port` (True: any)."""
     if port is None:
         return False
-    for address in structured.get("listening") or []:
-        if address[:1].isdigit() or address.startswith("["):
-            if port is True or address.rpartition(":")[2] == str(port):
-                return True
-    return False
+    tcp = [word for word in structured.get("listening") or [] if word[:1].isdigit() or word.startswith("[")]
+    return any(port is True or word.rpartition(":")[2] == str(port) for word in tcp)
 
 
 def port_argument(text: str) -> int:

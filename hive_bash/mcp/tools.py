@@ -227,7 +227,9 @@ class BashTools:
         tasks = self.manager.newest_first(status, name)
         known = self.manager.task_count
         listed = tasks[:count]
-        shown = [task_view(task, found) for task, found in zip(listed, await self.manager.listening(listed), strict=True)]
+        shown = [
+            task_view(task, found) for task, found in zip(listed, await self.manager.listening(listed), strict=True)
+        ]
         return listing.list_reply(shown, len(tasks), known, status, self.manager.sessions(name))
 
     @tool_errors

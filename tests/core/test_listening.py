@@ -115,7 +115,9 @@ def test_a_forged_unix_table_line_does_not_name_another_process_socket(servers: 
 
 def test_a_group_whose_leader_is_gone_is_found_by_its_session_and_group() -> None:
     """Without a cgroup, what is left of a task once its shell exited: its group's members (and theirs)."""
-    leader = subprocess.Popen(["bash", "-c", "sleep 60 & echo $!"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    leader = subprocess.Popen(
+        ["bash", "-c", "sleep 60 & echo $!"], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     assert leader.stdout is not None
     ticks = read_start_ticks(leader.pid)
     left = int(leader.stdout.readline())

@@ -39,7 +39,9 @@ def accepts(port: int) -> bool:
 
 async def test_a_dev_server_address_shows_in_run_status_and_list(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        started = (await call_ok(client, "run", {"cmd": SERVER, "name": "web", "wait_for_port": True, "wait_seconds": 30})).structured
+        started = (
+            await call_ok(client, "run", {"cmd": SERVER, "name": "web", "wait_for_port": True, "wait_seconds": 30})
+        ).structured
         address = started["listening"][0]
         assert started["verdict"] == f"task started: id=web, running; listening on {address}"
         assert started["listening"] == [address] and accepts(port_of(address))
@@ -63,7 +65,9 @@ async def test_a_port_number_waits_for_that_port_not_the_first(daemon: Daemon) -
     try:
         cmd = f"{SERVER} & sleep 1; exec python3 -m http.server {port} --bind 127.0.0.1"
         async with daemon.client() as client:
-            reply = (await call_ok(client, "run", {"cmd": cmd, "name": "two", "wait_for_port": port, "wait_seconds": 30})).structured
+            reply = (
+                await call_ok(client, "run", {"cmd": cmd, "name": "two", "wait_for_port": port, "wait_seconds": 30})
+            ).structured
             assert reply["verdict"] == f"task started: id=two, running; listening on 127.0.0.1:{port}"
             assert f"127.0.0.1:{port}" in reply["listening"] and len(reply["listening"]) == 2, reply
             await call_ok(client, "kill", {"id": "two", "force": True})
@@ -73,19 +77,31 @@ async def test_a_port_number_waits_for_that_port_not_the_first(daemon: Daemon) -
 
 async def test_a_task_that_never_listens_ends_the_wait_at_its_end_or_at_wait_seconds(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        ended = (await call_ok(client, "run", {"cmd": "sleep 0.5; exit 3", "wait_for_port": True, "wait_seconds": 30})).structured
+        ended = (
+            await call_ok(client, "run", {"cmd": "sleep 0.5; exit 3", "wait_for_port": True, "wait_seconds": 30})
+        ).structured
         assert ended["verdict"].startswith("done, exit 3 after") and "listening" not in ended["verdict"]
-        quiet = (await call_ok(client, "run", {"cmd": "sleep 60", "name": "quiet", "wait_for_port": 8080, "wait_seconds": 1})).structured
+        quiet = (
+            await call_ok(client, "run", {"cmd": "sleep 60", "name": "quiet", "wait_for_port": 8080, "wait_seconds": 1})
+        ).structured
         assert quiet["verdict"] == "task started: id=quiet, running; not listening on port 8080 within 1.0s"
         assert "listening" not in quiet
-        polled = (await call_ok(client, "status", {"id": "quiet", "wait_for_port": True, "wait_seconds": 0.5})).structured
+        polled = (
+            await call_ok(client, "status", {"id": "quiet", "wait_for_port": True, "wait_seconds": 0.5})
+        ).structured
         assert polled["verdict"].endswith("; not listening on a TCP port within 500ms"), polled
         await call_ok(client, "kill", {"id": "quiet", "force": True})
 
 
 async def test_wait_for_and_wait_for_port_return_on_whichever_comes_first(daemon: Daemon) -> None:
     async with daemon.client() as client:
-        line = {"cmd": "echo READY; sleep 60", "name": "line", "wait_for": "READY", "wait_for_port": True, "wait_seconds": 30}
+        line = {
+            "cmd": "echo READY; sleep 60",
+            "name": "line",
+            "wait_for": "READY",
+            "wait_for_port": True,
+            "wait_seconds": 30,
+        }
         first = (await call_ok(client, "run", line)).structured
         assert first["verdict"] == "task started: id=line, running; matched 'READY' at stdout line 1"
         port = {"cmd": SERVER, "name": "port", "wait_for": "NEVER PRINTED", "wait_for_port": True, "wait_seconds": 30}
@@ -99,7 +115,9 @@ async def test_another_tasks_server_never_shows(daemon: Daemon) -> None:
     async with daemon.client() as client:
         await call_ok(client, "run", {"cmd": SERVER, "name": "server", "wait_for_port": True, "wait_seconds": 30})
         await call_ok(client, "run", {"cmd": "sleep 60", "name": "bystander", "wait_seconds": 0})
-        other = (await call_ok(client, "status", {"id": "bystander", "wait_for_port": True, "wait_seconds": 1})).structured
+        other = (
+            await call_ok(client, "status", {"id": "bystander", "wait_for_port": True, "wait_seconds": 1})
+        ).structured
         assert other["verdict"].endswith("; not listening on a TCP port within 1.0s") and "listening" not in other
         listed = (await call_ok(client, "list", {})).structured
         assert list(listed["listening"]) == ["server"] and ", on " not in listed["tasks"]["bystander"]
@@ -132,7 +150,9 @@ async def test_a_server_that_left_the_group_but_not_the_cgroup_counts(
     cmd = f"(setsid {SERVER} >/dev/null 2>&1 &); sleep 60"
     try:
         async with daemon.client() as client:
-            reply = (await call_ok(client, "run", {"cmd": cmd, "name": "away", "wait_for_port": True, "wait_seconds": 30})).structured
+            reply = (
+                await call_ok(client, "run", {"cmd": cmd, "name": "away", "wait_for_port": True, "wait_seconds": 30})
+            ).structured
             assert reply["verdict"].startswith("task started: id=away, running; listening on 127.0.0.1:"), reply
             assert accepts(port_of(reply["listening"][0]))
             await call_ok(client, "kill", {"id": "away", "force": True})
