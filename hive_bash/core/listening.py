@@ -6,17 +6,19 @@ and state. A TCP socket in state LISTEN and a unix stream or seqpacket socket th
 connections (`__SO_ACCEPTCON`) listen. Only the processes the caller names are looked at (a
 task's cgroup, else its process group and descendants), so another task's server never shows.
 
-What is not seen: a socket passed in by a parent outside the task (systemd socket activation),
-is seen all the same when a task process holds it; a process in a network namespace the daemon
-cannot read (`/proc/<pid>/net` of another owner) is skipped; UDP is not listening.
+What is seen and what is not: a socket passed in by a parent outside the task (systemd socket
+activation) is seen all the same once a task process holds it; a process in a network namespace
+the daemon cannot read (`/proc/<pid>/net` of another owner) is skipped; UDP is not listening.
 
 A unix socket's path is printed by the kernel as it is, newlines included, so a task can write
 a line into the unix table that looks like another socket's; an inode found on more than one
 line is not trusted and left out. TCP lines are all numbers, nothing a task can shape.
 
 A look costs a bounded amount whatever the task does: at most MAX_FDS_READ descriptors of a
-process, MAX_NAMESPACES network namespaces, MAX_TABLE_BYTES of each table, and it runs where
-the caller runs it (the input-wait sampler's worker thread, never the event loop).
+process, MAX_NAMESPACES network namespaces, MAX_TABLE_BYTES of each table, MAX_CGROUPS
+cgroups and MAX_DESCENDANTS processes of a task. It runs in `ListeningReader`'s one worker
+thread, never on the event loop, and only when a reply or a wait_for_port wait asks (never per
+task per second on its own).
 """
 
 from __future__ import annotations
