@@ -219,11 +219,13 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     run.add_argument("--memory-max", help="memory limit of the task's cgroup: bytes, or 512M, 2G")
     run.add_argument("--pids-max", type=int, help="limit on the task's processes at once (its cgroup)")
     run.add_argument("--wait-for", metavar="REGEX", help="the wait also ends when an output line matches")
+    run.add_argument("--wait-for-port", **WAIT_FOR_PORT)
 
     status = commands.add_parser("status", help="a task's status, exit and output tails")
     status.add_argument("id", metavar="ID")
     status.add_argument("--wait", type=non_negative_float, help="wait up to S seconds for the task to end")
     status.add_argument("--wait-for", metavar="REGEX", help="the wait also ends when a new output line matches")
+    status.add_argument("--wait-for-port", **WAIT_FOR_PORT)
 
     kill = commands.add_parser("kill", help="stop a task (SIGINT to its process group; --force: SIGKILL)")
     kill.add_argument("id", metavar="ID")
@@ -333,16 +335,52 @@ def server_wait(deadline: float | None) -> float | None:
 
 
 async def wait_for_end(
-    client: BashClient, reply: ToolReply, deadline: float | None, wait_for: str | None = None
+    client: BashClient,
+    reply: ToolReply,
+    deadline: float | None,
+    wait_for: str | None = None,
+    wait_for_port: bool | int | None = None,
 ) -> ToolReply:
     """Keep calling status (MAX_SERVER_WAIT_SECS at a time) until the task ends, a line matches wait_for,
-    or the deadline passes."""
+    it listens on the port wait_for_port asks for, or the deadline passes."""
     while deadline is not None and reply.structured and _active(reply) and time.monotonic() < deadline:
-        if "matched_line" in reply.structured:
+        if "matched_line" in reply.structured or listens_on(reply.structured, wait_for_port):
             break
-        arguments = {"id": reply.structured["id"], "wait_seconds": server_wait(deadline), "wait_for": wait_for}
+        arguments = {
+            "id": reply.structured["id"],
+            "wait_seconds": server_wait(deadline),
+            "wait_for": wait_for,
+            "wait_for_port": wait_for_port,
+        }
         reply = await call(client, "status", arguments)
     return reply
+
+
+def listens_on(structured: dict[str, Any], port: bool | int | None) -> bool:
+    """Whether the reply's `listening` has a TCP address (`127.0.0.1:80`, `[::1]:80`) on `port` (True: any)."""
+    if port is None:
+        return False
+    tcp = [word for word in structured.get("listening") or [] if word[:1].isdigit() or word.startswith("[")]
+    return any(port is True or word.rpartition(":")[2] == str(port) for word in tcp)
+
+
+def port_argument(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number from 1 to 65535")
+    return port
+
+
+WAIT_FOR_PORT: dict[str, Any] = {
+    "nargs": "?",
+    "const": True,
+    "type": port_argument,
+    "metavar": "PORT",
+    "help": "the wait also ends when the task listens on PORT (no PORT: on any TCP port)",
+}
 
 
 def _active(reply: ToolReply) -> bool:
@@ -369,9 +407,10 @@ async def cmd_run(client: BashClient, args: argparse.Namespace, out: Output) -> 
         "memory_max": args.memory_max,
         "pids_max": args.pids_max,
         "wait_for": args.wait_for,
+        "wait_for_port": args.wait_for_port,
     }
     reply = await call(client, "run", arguments)
-    reply = await wait_for_end(client, reply, deadline, args.wait_for)
+    reply = await wait_for_end(client, reply, deadline, args.wait_for, args.wait_for_port)
     out.emit(reply)
     return task_exit_code(reply.structured or {})
 
@@ -379,9 +418,14 @@ async def cmd_run(client: BashClient, args: argparse.Namespace, out: Output) -> 
 async def cmd_status(client: BashClient, args: argparse.Namespace, out: Output) -> int:
     """Print a task's status (waiting up to --wait for its end); exit with the task's exit status."""
     deadline = _deadline(args.wait)
-    arguments = {"id": args.id, "wait_seconds": server_wait(deadline), "wait_for": args.wait_for}
+    arguments = {
+        "id": args.id,
+        "wait_seconds": server_wait(deadline),
+        "wait_for": args.wait_for,
+        "wait_for_port": args.wait_for_port,
+    }
     reply = await call(client, "status", arguments)
-    reply = await wait_for_end(client, reply, deadline, args.wait_for)
+    reply = await wait_for_end(client, reply, deadline, args.wait_for, args.wait_for_port)
     out.emit(reply)
     return task_exit_code(reply.structured or {})
 

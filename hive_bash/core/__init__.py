@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         describe,
         first_match,
     )
+    from hive_bash.core.listening import Listening
     from hive_bash.core.manager import TaskManager
     from hive_bash.core.matching import compile_pattern
     from hive_bash.core.output import Excerpt, Page, excerpt_of, file_size, last_output_time, read_page, read_stream
@@ -57,6 +58,7 @@ _FACE: dict[str, tuple[str, str]] = {
     "compile_for": ("line_match", "compile_for"),
     "describe": ("line_match", "describe"),
     "first_match": ("line_match", "first_match"),
+    "Listening": ("listening", "Listening"),
     "TaskManager": ("manager", "TaskManager"),
     "compile_pattern": ("matching", "compile_pattern"),
     "Excerpt": ("output", "Excerpt"),
@@ -128,6 +130,7 @@ __all__ = [
     "NOTICE_EVERY_SECS",
     "TaskView",
     "task_view",
+    "Listening",
     "ending_words",
     "seconds",
     "shorten",

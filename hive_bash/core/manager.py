@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from hive_bash.core import output
 from hive_bash.core.lifecycle import Lifecycle
+from hive_bash.core.listening import Listening, ListeningReader, TaskProcesses
 from hive_bash.core.sessions import SessionState
 from hive_bash.core.store import TaskFiles
 from hive_bash.core.task import KillAction, Task
@@ -36,6 +38,7 @@ class TaskManager:
         self._tasks = self._life.tasks
         self._watching: asyncio.Task[None] | None = None
         self._watching_cgroups: asyncio.Task[None] | None = None
+        self._listening = ListeningReader()  # read only when a reply or a wait_for_port asks
 
     async def start(self) -> None:
         """Load the records a previous daemon left (what was pending or running is now interrupted), then serve."""
@@ -55,6 +58,7 @@ class TaskManager:
                 watching.cancel()
         await self._life.shutdown()
         self._life.input_sampler.close()
+        self._listening.close()
         self._life.write_settled()
         await self._life.todos.stop(SHUTDOWN_TODO_FLUSH_SECS)
 
@@ -118,6 +122,11 @@ class TaskManager:
             self._life.wait_over(task, result_seen)
         return task.ended.is_set()
 
+    async def listening(self, tasks: Sequence[Task]) -> list[Listening]:
+        """What each running task's processes listen on now (hive_bash.core.listening), read in one
+        worker thread: its cgroup's processes, else its process group's and their descendants'."""
+        return await self._listening.read([_processes(task) for task in tasks])
+
     def shown(self, task: Task) -> None:
         """A reply showed the task to the agent (what it printed so far): its notify_on notice is seen."""
         self._life.todos.task_shown(task.record)
@@ -138,3 +147,12 @@ class TaskManager:
         if task.ended.is_set():
             raise TaskFinished(task_id, task.status.value)
         return task, self._life.kill(task, force)
+
+
+def _processes(task: Task) -> TaskProcesses | None:
+    """Where a running task's processes are found; None once it ended (nothing of it listens)."""
+    proc = task.process
+    if proc is None or task.ended.is_set() or task.status is not Status.RUNNING:
+        return None
+    cgroup = str(proc.cgroup.path) if proc.cgroup is not None else None
+    return TaskProcesses(proc.pid, proc.start_ticks, proc.pgid, cgroup)

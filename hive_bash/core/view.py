@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from hive_bash.core import semantics
+from hive_bash.core.listening import NOTHING, Listening
 from hive_bash.core.task import Task
 from hive_bash.model import Status
 
@@ -43,6 +44,8 @@ class TaskView:
     waiting_for_input: bool  # blocked reading its pipe or terminal (hive_bash.core.input_wait)
     queued_input_bytes: int  # written to it and not yet read
     session_env_before: Mapping[str, str]  # its session's variables when it started
+    # the addresses its processes listen on (hive_bash.core.listening), read only when a reply asks
+    listening: tuple[str, ...] = ()
 
     @property
     def semantic(self) -> tuple[semantics.SemanticStatus | None, str | None]:
@@ -50,8 +53,9 @@ class TaskView:
         return semantics.semantic(self)
 
 
-def task_view(task: Task) -> TaskView:
-    """The task as it is now: the one place a reply's facts are read from a live task."""
+def task_view(task: Task, listening: Listening = NOTHING) -> TaskView:
+    """The task as it is now: the one place a reply's facts are read from a live task;
+    `listening`: what TaskManager.listening read for it (off the loop), when the reply shows it."""
     record = task.record
     return TaskView(
         id=record.id,
@@ -76,4 +80,5 @@ def task_view(task: Task) -> TaskView:
         waiting_for_input=task.input_wait is not None and task.input_wait.waiting,
         queued_input_bytes=task.input.queued if task.input is not None else 0,
         session_env_before=MappingProxyType(dict(task.session_env_before or {})),
+        listening=tuple(listening.words()) if not task.ended.is_set() else (),
     )

@@ -136,6 +136,20 @@ def line_pattern(argument: str, value: str | None) -> str | None:
     return value
 
 
+PORT_MAX = 65535
+
+
+def port_wanted(value: bool | int | None) -> int | None:
+    """wait_for_port: true is any TCP port (0), a number that port; None: no port wait."""
+    if value is None:
+        return None
+    if value is True:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= PORT_MAX:
+        raise InvalidArgument("wait_for_port", f"must be true (any TCP port) or a port number from 1 to {PORT_MAX}")
+    return value
+
+
 def notify_pattern(value: str | None, settings: Settings) -> str | None:
     pattern = line_pattern("notify_on", value)
     if pattern is not None and settings.agent_socket is None:

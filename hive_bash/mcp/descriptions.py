@@ -39,6 +39,7 @@ RUN_WAIT = f"Wait inline for the end (default {RUN_DEFAULT}, max {WAIT_CAP}, 0: 
 NAME = f"Your task id: [a-z0-9-], 1-{NAME_MAX_CHARS} chars"
 PTY = f"Under a pseudo-terminal ({PTY_ROWS}x{PTY_COLUMNS}, TERM=dumb)"
 WAIT_FOR = "Regex: the wait also returns when an output line matches; the task keeps running"
+WAIT_FOR_PORT = "Also return once it listens: true any TCP port, a number that port"
 WAIT_FOR_NEW = "Regex: the wait also returns when a new output line matches"
 NOTIFY_ON = f"Regex: while it runs, a matching output line updates its todo (at most every {secs(NOTICE_EVERY_SECS)}s)"
 STATUS_WAIT = f"Wait up to this long (max {WAIT_CAP}) for the end"

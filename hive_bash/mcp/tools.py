@@ -11,6 +11,7 @@ Domain errors (hive_bash.errors) become MCP tool errors here and nowhere else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -42,6 +43,7 @@ from hive_bash.core import (
     task_view,
 )
 from hive_bash.mcp.disconnects import client_gone
+from hive_bash.mcp.port_wait import PortWait, port_wait
 from hive_bash.errors import HiveBashError, InvalidArgument
 from hive_bash.sdk.server import McpServer, ToolError, ToolContext, ToolRefusal, add_tool, create_server, hide_argument
 from hive_bash.model import StdinMode, Status, Stream
@@ -120,6 +122,7 @@ class BashTools:
         pids_max: Annotated[int | None, Field(description="Limit on processes at once (cgroup)")] = None,
         wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR)] = None,
         notify_on: Annotated[str | None, Field(description=descriptions.NOTIFY_ON)] = None,
+        wait_for_port: Annotated[bool | int | None, Field(description=descriptions.WAIT_FOR_PORT)] = None,
         ctx: ToolContext | None = None,
     ) -> Annotated[CallToolResult, schema.TaskStatus]:
         options = arguments.task_options(
@@ -139,8 +142,10 @@ class BashTools:
         )
         wait = arguments.wait_seconds(wait_seconds, limits.DEFAULT_RUN_WAIT_SECS)
         pattern = arguments.line_pattern("wait_for", wait_for)
+        port = arguments.port_wanted(wait_for_port)
         task = self.manager.submit(options)
-        return await self._status_reply(ctx, task, wait, command_warning(options.cmd), from_run=True, wait_for=pattern)
+        warning = command_warning(options.cmd)
+        return await self._status_reply(ctx, task, wait, warning, from_run=True, wait_for=pattern, port=port)
 
     @tool_errors
     async def status(
@@ -149,13 +154,15 @@ class BashTools:
         wait_seconds: Annotated[float | None, Field(description=descriptions.STATUS_WAIT)] = None,
         offset: Annotated[int | None, Field(description="Stdout bytes already read: only newer ones are shown")] = None,
         wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR_NEW)] = None,
+        wait_for_port: Annotated[bool | int | None, Field(description=descriptions.WAIT_FOR_PORT)] = None,
         ctx: ToolContext | None = None,
     ) -> Annotated[CallToolResult, schema.TaskStatus]:
         pattern = arguments.line_pattern("wait_for", wait_for)
+        port = arguments.port_wanted(wait_for_port)
         task = self.manager.get(arguments.task_id("id", id))
         start = arguments.byte_offset("offset", offset)
         wait = arguments.wait_seconds(wait_seconds, 0.0)
-        return await self._status_reply(ctx, task, wait, offset=start, wait_for=pattern)
+        return await self._status_reply(ctx, task, wait, offset=start, wait_for=pattern, port=port)
 
     async def _status_reply(
         self,
@@ -166,25 +173,38 @@ class BashTools:
         from_run: bool = False,
         offset: int = 0,
         wait_for: str | None = None,
+        port: int | None = None,
     ) -> CallToolResult:
         paths = self.manager.output_path(task, "stdout"), self.manager.output_path(task, "stderr")
         waited: FirstMatch | None = None
-        if wait_for is None or wait <= 0 or task_view(task).ended:
+        ported: PortWait | None = None
+        if (wait_for is None and port is None) or wait <= 0 or task_view(task).ended:
             await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx))
         else:
-            # New lines only: a run's task is new; a status follows on from what the files hold now.
-            starts = [
-                StreamStart(stream, str(path), 0 if from_run else file_size(path))
-                for stream, path in zip(("stdout", "stderr"), paths, strict=True)
-            ]
-            async with first_match(wait_for, starts, self.waits) as waited:
-                window = 0.0 if waited.busy else wait  # no matcher free: answered at once, saying so
-                await self.manager.wait_for_result(task, window, abandon=client_gone(ctx), until=waited.found)
+            async with contextlib.AsyncExitStack() as stack:
+                window, until = wait, None
+                if wait_for is not None:
+                    # New lines only: a run's task is new; a status follows on from what the files hold now.
+                    starts = [
+                        StreamStart(stream, str(path), 0 if from_run else file_size(path))
+                        for stream, path in zip(("stdout", "stderr"), paths, strict=True)
+                    ]
+                    waited = await stack.enter_async_context(first_match(wait_for, starts, self.waits))
+                    window = 0.0 if waited.busy else wait  # no matcher free: answered at once, saying so
+                    until = waited.found
+                if port is not None:  # whichever comes first: the port wait ends when the line wait does
+                    ported = await stack.enter_async_context(port_wait(self.manager, task, port, also=until))
+                    until = ported.over
+                await self.manager.wait_for_result(task, window, abandon=client_gone(ctx), until=until)
         self.manager.shown(task)
         todos = self.settings.agent_socket is not None
-        view = task_view(task)
+        listening = ported.listening if ported is not None and ported.found else None
+        if listening is None:
+            listening = (await self.manager.listening([task]))[0]
+        view = task_view(task, listening)
         session = self.manager.session_state(view.session) if view.session is not None else None
-        return task_reply.status_reply(view, paths, warning, from_run, offset, todos, session, waited, wait)
+        port_found = (ported.wanted, ported.found) if ported is not None else None
+        return task_reply.status_reply(view, paths, warning, from_run, offset, todos, session, waited, wait, port_found)
 
     @tool_errors
     async def kill(
@@ -206,7 +226,10 @@ class BashTools:
         name = None if session is None else arguments.task_id("session", session)
         tasks = self.manager.newest_first(status, name)
         known = self.manager.task_count
-        shown = [task_view(task) for task in tasks[:count]]
+        listed = tasks[:count]
+        shown = [
+            task_view(task, found) for task, found in zip(listed, await self.manager.listening(listed), strict=True)
+        ]
         return listing.list_reply(shown, len(tasks), known, status, self.manager.sessions(name))
 
     @tool_errors

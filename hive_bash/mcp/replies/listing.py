@@ -55,7 +55,8 @@ def listing(
     else:
         head = f"{total} {which.removesuffix('s') if total == 1 else which}, newest first"
     tasks = {task.id: list_row(task) for task in rows}
-    values: dict[str, Any] = {"verdict": head, "tasks": tasks, "total": total}
+    listening = {task.id: list(task.listening) for task in rows if task.listening and not task.status.is_terminal}
+    values: dict[str, Any] = {"verdict": head, "tasks": tasks, "listening": listening, "total": total}
     shells = session_rows(sessions, LIST_BUDGET - len(json.dumps(compact(values.items()))))
     return in_schema_order(
         TaskList, {**values, "sessions": shells, "more_sessions": (len(sessions) - len(shells)) or None}
@@ -70,6 +71,9 @@ def list_row(record: TaskView) -> str:
         words += f" {'for' if record.status is Status.RUNNING else 'after'} {duration(took)}"
     if record.waiting_for_input and not record.status.is_terminal:
         words += ", waits for input"
+    if record.listening and not record.status.is_terminal:  # all of them under the reply's `listening`
+        more = f" +{len(record.listening) - 1}" if len(record.listening) > 1 else ""
+        words += f", on {record.listening[0]}{more}"
     if record.session is not None:
         words += f" [{record.session}]"
     usage = usage_words(record.cpu_secs, record.max_rss_bytes)

@@ -53,6 +53,7 @@ def duration(value: float) -> str:
 # ---- the same reading as text ---------------------------------------------
 
 _BLOCK_KEYS = ("stdout", "stderr", "data")
+_ONE_LINE_LISTS = frozenset({"listening"})  # short lists said on one line: `listening: 127.0.0.1:80, /tmp/s`
 # Facts every verdict already states: the text block does not repeat them.
 _STATED_IN_VERDICT = frozenset(
     {
@@ -83,7 +84,12 @@ def as_text(reply: Mapping[str, Any]) -> str:
     for key, value in reply.items():
         if key == "verdict" or key in _BLOCK_KEYS or key in _STATED_IN_VERDICT or key.endswith("_path"):
             continue
-        if isinstance(value, Mapping):
+        if key in _ONE_LINE_LISTS and isinstance(value, Mapping):  # `list`'s: one line a task
+            lines.append(f"{key}:")
+            lines.extend(f"  {name}  {', '.join(map(str, row))}" for name, row in value.items())
+        elif key in _ONE_LINE_LISTS and isinstance(value, list):
+            lines.append(f"{key}: {', '.join(map(str, value))}")
+        elif isinstance(value, Mapping):
             lines.extend(f"{name}  {row}" for name, row in value.items())
         elif isinstance(value, list):
             lines.append(f"{key}:")

@@ -39,6 +39,9 @@ class TaskStatus(BaseModel):
     exit_code: int | None = Field(None, description="Once it exited: its exit code")
     signal: str | None = Field(None, description="The signal that ended it, e.g. SIGKILL")
     waiting_for_input: bool | None = Field(None, description="True while it is blocked reading its input (write)")
+    listening: list[str] | None = Field(
+        None, description="While it runs: addresses its processes listen on (`127.0.0.1:5173`, `[::1]:80`, a unix path)"
+    )
     semantic_status: str | None = Field(None, description="Only when an exit status is not a failure (grep: no match)")
     semantic_message: str | None = None
     end_reason: str | None = Field(None, description="Why the daemon ended it (deadline, idle, kill, restart, limit)")
@@ -75,6 +78,7 @@ class SessionSummary(BaseModel):
 class TaskList(BaseModel):
     verdict: str
     tasks: dict[str, str] | None = Field(None, description="id -> `status, exit N after 3s: cmd`, newest first")
+    listening: dict[str, list[str]] | None = Field(None, description="id -> addresses a running task listens on")
     total: int = Field(description="Known tasks matching the filter, before the limit")
     sessions: list[SessionSummary] | None = Field(
         None, description="Shell sessions (run's session), when there are any"

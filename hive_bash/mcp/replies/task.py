@@ -64,6 +64,7 @@ class Shown:
     session_exports: tuple[str, ...] = ()  # once ended: the variables it exported or changed
     line_wait: FirstMatch | None = None  # run/status with wait_for: what the wait found
     wait_secs: float = 0.0  # and how long it was
+    port_wait: tuple[str, str | None] | None = None  # wait_for_port: (what it waited for, the address found)
 
 
 def status_reply(
@@ -76,9 +77,11 @@ def status_reply(
     session: SessionState | None = None,
     waited: FirstMatch | None = None,
     wait_secs: float = 0.0,
+    port_wait: tuple[str, str | None] | None = None,
 ) -> CallToolResult:
     """`run` and `status`: the task from its view and its (stdout, stderr) files; stdout from `offset`;
-    `session`: the state of the session it ran in; `waited`: what a wait_for wait of `wait_secs` found."""
+    `session`: the state of the session it ran in; `waited`: what a wait_for wait of `wait_secs` found;
+    `port_wait`: (`port 8080` or `a TCP port`, the address found or None) of a wait_for_port wait."""
     out_path, err_path = paths
     out_bytes, err_bytes = read_stream(out_path, offset), read_stream(err_path)
     out_budget, err_budget = excerpt_budgets(out_bytes.json_cost_bound(), err_bytes.json_cost_bound())
@@ -105,6 +108,7 @@ def status_reply(
         session_exports=exported,
         line_wait=waited,
         wait_secs=wait_secs,
+        port_wait=port_wait,
     )
     return reply(task_reply(task, shown))
 
@@ -154,6 +158,7 @@ def task_reply(task: TaskView, shown: Shown) -> dict[str, Any]:
             "exit_code": task.exit_code,
             "signal": task.signal,
             "waiting_for_input": shown.waiting_for_input and not ended,
+            "listening": list(task.listening) if not ended else None,
             "semantic_status": semantic_status if meaningful else None,
             "semantic_message": semantic_message if meaningful else None,
             "end_reason": task.end_reason if ended else None,
@@ -178,6 +183,23 @@ def task_reply(task: TaskView, shown: Shown) -> dict[str, Any]:
 def verdict(task: TaskView, shown: Shown, ok_meaning: str | None) -> str:
     """`ok_meaning`: what a nonzero exit that is no failure means (grep: `no match`)."""
     words = _verdict(task, shown, ok_meaning)
+    if shown.port_wait is not None and not task.status.is_terminal:
+        return port_verdict(words, task, shown, shown.port_wait)
+    return line_verdict(words, task, shown)
+
+
+def port_verdict(words: str, task: TaskView, shown: Shown, port_wait: tuple[str, str | None]) -> str:
+    """A wait_for_port wait (with a wait_for one, whichever came first) that the task's end did not end."""
+    wanted, found = port_wait
+    if found is not None:
+        return f"{words}; listening on {found}"
+    waited = shown.line_wait
+    if waited is not None and (waited.match is not None or waited.gave_up is not None or not waited.started):
+        return line_verdict(words, task, shown)  # the line wait ended it (or could not start)
+    return f"{words}; not listening on {wanted} within {duration(shown.wait_secs)}"
+
+
+def line_verdict(words: str, task: TaskView, shown: Shown) -> str:
     waited = shown.line_wait
     if waited is None or task.status.is_terminal:
         return words

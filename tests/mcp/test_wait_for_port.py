@@ -1,0 +1,210 @@
+"""A dev server's address as data (issue 36, items 1 and 2): the real daemon runs real servers as
+tasks (`python3 -m http.server 0`: the kernel picks the port), and `run`/`status` with
+`wait_for_port` return once the task listens; `status` and `list` say where it listens, and only
+for the task's own processes. The cgroup case runs on a private cgroup2 mount (needs root)."""
+
+from __future__ import annotations
+
+import os
+import json
+import re
+import socket
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from claude_cli import TOOLS, claude_binary, claude_turns
+from hive_bash.client import cli
+from hivetest import Daemon, call_error, call_ok, private_cgroup2, reserve_port, wait_until
+
+pytestmark = pytest.mark.anyio
+
+SERVER = "python3 -m http.server 0 --bind 127.0.0.1"
+ADDRESS = re.compile(r"127\.0\.0\.1:(\d+)")
+
+
+def port_of(address: str) -> int:
+    match = ADDRESS.fullmatch(address)
+    assert match, address
+    return int(match.group(1))
+
+
+def accepts(port: int) -> bool:
+    with socket.create_connection(("127.0.0.1", port), timeout=5):
+        return True
+
+
+async def test_a_dev_server_address_shows_in_run_status_and_list(daemon: Daemon) -> None:
+    async with daemon.client() as client:
+        started = (
+            await call_ok(client, "run", {"cmd": SERVER, "name": "web", "wait_for_port": True, "wait_seconds": 30})
+        ).structured
+        address = started["listening"][0]
+        assert started["verdict"] == f"task started: id=web, running; listening on {address}"
+        assert started["listening"] == [address] and accepts(port_of(address))
+        status = await call_ok(client, "status", {"id": "web"})
+        assert status.structured["listening"] == [address]
+        assert f"\nlistening: {address}\n" in status.text
+        listed = await call_ok(client, "list", {})
+        assert listed.structured["listening"] == {"web": [address]}
+        assert f"\nlistening:\n  web  {address}" in listed.text
+        assert f", on {address}" in listed.structured["tasks"]["web"]
+        # asked again of a server already listening: at once, the same address
+        again = (await call_ok(client, "status", {"id": "web", "wait_for_port": True, "wait_seconds": 30})).structured
+        assert again["verdict"].endswith(f"; listening on {address}")
+        await call_ok(client, "kill", {"id": "web", "force": True})
+        ended = (await call_ok(client, "status", {"id": "web", "wait_seconds": 30})).structured
+        assert "listening" not in ended and "listening" not in (await call_ok(client, "list", {})).structured
+
+
+async def test_a_port_number_waits_for_that_port_not_the_first(daemon: Daemon) -> None:
+    held = reserve_port()
+    port = held.getsockname()[1]
+    try:
+        cmd = f"{SERVER} & sleep 1; exec python3 -m http.server {port} --bind 127.0.0.1"
+        async with daemon.client() as client:
+            reply = (
+                await call_ok(client, "run", {"cmd": cmd, "name": "two", "wait_for_port": port, "wait_seconds": 30})
+            ).structured
+            assert reply["verdict"] == f"task started: id=two, running; listening on 127.0.0.1:{port}"
+            assert f"127.0.0.1:{port}" in reply["listening"] and len(reply["listening"]) == 2, reply
+            await call_ok(client, "kill", {"id": "two", "force": True})
+    finally:
+        held.close()
+
+
+async def test_a_task_that_never_listens_ends_the_wait_at_its_end_or_at_wait_seconds(daemon: Daemon) -> None:
+    async with daemon.client() as client:
+        ended = (
+            await call_ok(client, "run", {"cmd": "sleep 0.5; exit 3", "wait_for_port": True, "wait_seconds": 30})
+        ).structured
+        assert ended["verdict"].startswith("done, exit 3 after") and "listening" not in ended["verdict"]
+        quiet = (
+            await call_ok(client, "run", {"cmd": "sleep 60", "name": "quiet", "wait_for_port": 8080, "wait_seconds": 1})
+        ).structured
+        assert quiet["verdict"] == "task started: id=quiet, running; not listening on port 8080 within 1.0s"
+        assert "listening" not in quiet
+        polled = (
+            await call_ok(client, "status", {"id": "quiet", "wait_for_port": True, "wait_seconds": 0.5})
+        ).structured
+        assert polled["verdict"].endswith("; not listening on a TCP port within 500ms"), polled
+        await call_ok(client, "kill", {"id": "quiet", "force": True})
+
+
+async def test_wait_for_and_wait_for_port_return_on_whichever_comes_first(daemon: Daemon) -> None:
+    async with daemon.client() as client:
+        line = {
+            "cmd": "echo READY; sleep 60",
+            "name": "line",
+            "wait_for": "READY",
+            "wait_for_port": True,
+            "wait_seconds": 30,
+        }
+        first = (await call_ok(client, "run", line)).structured
+        assert first["verdict"] == "task started: id=line, running; matched 'READY' at stdout line 1"
+        port = {"cmd": SERVER, "name": "port", "wait_for": "NEVER PRINTED", "wait_for_port": True, "wait_seconds": 30}
+        second = (await call_ok(client, "run", port)).structured
+        assert second["verdict"] == f"task started: id=port, running; listening on {second['listening'][0]}"
+        for name in ("line", "port"):
+            await call_ok(client, "kill", {"id": name, "force": True})
+
+
+async def test_another_tasks_server_never_shows(daemon: Daemon) -> None:
+    async with daemon.client() as client:
+        await call_ok(client, "run", {"cmd": SERVER, "name": "server", "wait_for_port": True, "wait_seconds": 30})
+        await call_ok(client, "run", {"cmd": "sleep 60", "name": "bystander", "wait_seconds": 0})
+        other = (
+            await call_ok(client, "status", {"id": "bystander", "wait_for_port": True, "wait_seconds": 1})
+        ).structured
+        assert other["verdict"].endswith("; not listening on a TCP port within 1.0s") and "listening" not in other
+        listed = (await call_ok(client, "list", {})).structured
+        assert list(listed["listening"]) == ["server"] and ", on " not in listed["tasks"]["bystander"]
+        for name in ("server", "bystander"):
+            await call_ok(client, "kill", {"id": name, "force": True})
+
+
+@pytest.mark.parametrize("value", [False, 0, 70000, -1, "abc", 80.5])
+async def test_a_bad_wait_for_port_is_refused_naming_the_argument(daemon: Daemon, value: object) -> None:
+    async with daemon.client() as client:
+        before = (await call_ok(client, "list", {})).structured["total"]
+        for tool, arguments in (("run", {"cmd": "true"}), ("status", {"id": "none"})):
+            error = await call_error(client, tool, {**arguments, "wait_for_port": value})
+            assert error.startswith("invalid argument 'wait_for_port': must be "), error
+        assert (await call_ok(client, "list", {})).structured["total"] == before  # nothing was started
+
+
+@pytest.fixture(scope="module")
+def cgroup2_mount() -> Iterator[Path]:
+    with private_cgroup2("hive-listening-cgroup2-") as mountpoint:
+        yield mountpoint
+
+
+async def test_a_server_that_left_the_group_but_not_the_cgroup_counts(
+    make_daemon: Callable[..., Daemon], cgroup2_mount: Path
+) -> None:
+    root = cgroup2_mount / f"hive-listening-{uuid.uuid4().hex[:12]}"
+    daemon = make_daemon(env={"HIVE_BASH_CGROUP_ROOT": str(root)})
+    # its own session, and no descendant of the task's shell: the subshell that started it exits
+    cmd = f"(setsid {SERVER} >/dev/null 2>&1 &); sleep 60"
+    try:
+        async with daemon.client() as client:
+            reply = (
+                await call_ok(client, "run", {"cmd": cmd, "name": "away", "wait_for_port": True, "wait_seconds": 30})
+            ).structured
+            assert reply["verdict"].startswith("task started: id=away, running; listening on 127.0.0.1:"), reply
+            assert accepts(port_of(reply["listening"][0]))
+            await call_ok(client, "kill", {"id": "away", "force": True})
+    finally:
+        daemon.stop()
+        clear(root)
+
+
+def clear(root: Path) -> None:
+    """End and remove what the test left under `root` (its daemon has stopped), deepest first."""
+    if not root.exists():
+        return
+    (root / "cgroup.kill").write_text("1")
+    wait_until(lambda: "populated 0" in (root / "cgroup.events").read_text(), 10, what=f"{root} empty")
+    for directory, subdirs, _ in os.walk(root, topdown=False):
+        for name in subdirs:
+            os.rmdir(os.path.join(directory, name))
+    root.rmdir()
+
+
+def test_the_cli_waits_for_a_port_on_run_and_status(daemon: Daemon, capsys: pytest.CaptureFixture[str]) -> None:
+    def hive_bash(*args: str) -> tuple[int, str]:
+        capsys.readouterr()
+        code = cli.main(["--url", daemon.url, *args], env={})
+        return code, capsys.readouterr().out
+
+    code, out = hive_bash("run", f"sleep 0.5; exec {SERVER}", "--wait", "60", "--name", "cli-web", "--wait-for-port")
+    assert code == 0 and out.startswith("task started: id=cli-web, running; listening on 127.0.0.1:"), out
+    address = out.split("\n", 1)[0].rpartition(" ")[2]
+    assert f"\nlistening: {address}\n" in out and accepts(port_of(address))
+    code, out = hive_bash("--json", "status", "cli-web", "--wait", "60", "--wait-for-port", str(port_of(address)))
+    found = json.loads(out)
+    assert code == 0 and found["verdict"].endswith(f"; listening on {address}") and found["listening"] == [address]
+    hive_bash("kill", "cli-web", "--force")
+    with pytest.raises(SystemExit):
+        hive_bash("status", "cli-web", "--wait-for-port", "70000")
+
+
+def test_the_model_gets_the_address_in_one_call_through_claude_code(make_daemon: Any, tmp_path: Path) -> None:
+    from anthropic_standin import ToolCall, tool_result_text, tool_use_id
+
+    binary = claude_binary()
+    daemon = make_daemon(args=["--generate-token"])
+    script = [
+        ToolCall(TOOLS + "run", {"cmd": SERVER, "wait_for_port": True, "wait_seconds": 30, "name": "web"}),
+        ToolCall(TOOLS + "kill", {"id": "web", "force": True}),
+    ]
+    exchange = claude_turns(binary, daemon, tmp_path, script)
+    reply = json.loads(tool_result_text(exchange.tool_results(TOOLS)[tool_use_id(0)]))
+    assert reply["verdict"] == f"task started: id=web, running; listening on {reply['listening'][0]}"
+    assert port_of(reply["listening"][0]) > 0
+    offered = {tool["name"]: tool for tool in exchange.tools_offered(TOOLS)}
+    assert "wait_for_port" in offered[TOOLS + "run"]["input_schema"]["properties"]
+    assert "wait_for_port" in offered[TOOLS + "status"]["input_schema"]["properties"]
