@@ -67,10 +67,22 @@ let
   # Whether hyperhive's agent module (or nixos/standalone.nix) declares an option
   # under services.hyperhive.agent: then the bash.* option of that name follows it.
   declaredByHyperhive = name: options.services.hyperhive.agent ? ${name};
-  fromHyperhive = name: fallback: if declaredByHyperhive name then cfg.${name} else fallback;
-  # defaultText of such an option: `config.services.hyperhive.agent.NAME or FALLBACK`
-  # reads as what it does (the option where declared, else the fallback).
-  fromHyperhiveText = name: fallback: literalExpression "config.${opt}.${name} or ${fallback}";
+  # Such a bash.* option: hyperhive's option NAME where declared, else `fallback`. Its
+  # defaultText, `config.services.hyperhive.agent.NAME or FALLBACK` (`fallbackText`),
+  # reads as what it does.
+  followingHyperhive =
+    name:
+    {
+      type,
+      fallback,
+      fallbackText,
+      description,
+    }:
+    mkOption {
+      inherit type description;
+      default = if declaredByHyperhive name then cfg.${name} else fallback;
+      defaultText = literalExpression "config.${opt}.${name} or ${fallbackText}";
+    };
 
   agentUser = cfg.bash.user;
   agentGroup = cfg.bash.group;
@@ -202,10 +214,10 @@ in
         '';
       };
 
-      user = mkOption {
+      user = followingHyperhive "user" {
         type = types.str;
-        default = fromHyperhive "user" "agent";
-        defaultText = fromHyperhiveText "user" ''"agent"'';
+        fallback = "agent";
+        fallbackText = ''"agent"'';
         description = ''
           User hive-bash-daemon, and so every shell task, runs as: the agent's user,
           hyperhive's {option}`${opt}.user` where hyperhive declares it. Otherwise
@@ -213,10 +225,10 @@ in
         '';
       };
 
-      group = mkOption {
+      group = followingHyperhive "group" {
         type = types.str;
-        default = fromHyperhive "group" cfg.bash.user;
-        defaultText = fromHyperhiveText "group" "config.${opt}.bash.user";
+        fallback = cfg.bash.user;
+        fallbackText = "config.${opt}.bash.user";
         description = "Group of {option}`${opt}.bash.user`: hyperhive's {option}`${opt}.group` where hyperhive declares it, else the user's name.";
       };
 
@@ -233,11 +245,11 @@ in
         '';
       };
 
-      stateDir = mkOption {
+      stateDir = followingHyperhive "stateDir" {
         # A string, not types.path: a path literal would be copied into the store.
         type = types.str;
-        default = fromHyperhive "stateDir" "/var/lib/hyperhive-agent";
-        defaultText = fromHyperhiveText "stateDir" ''"/var/lib/hyperhive-agent"'';
+        fallback = "/var/lib/hyperhive-agent";
+        fallbackText = ''"/var/lib/hyperhive-agent"'';
         description = ''
           The agent's state directory: hive-bash-daemon's working directory (where tasks
           run unless `run` names a cwd), with task records and output in
@@ -246,10 +258,10 @@ in
         '';
       };
 
-      agentSocket = mkOption {
+      agentSocket = followingHyperhive "agentSocket" {
         type = types.nullOr types.str;
-        default = fromHyperhive "agentSocket" "/run/hive/mcp.sock";
-        defaultText = fromHyperhiveText "agentSocket" ''"/run/hive/mcp.sock"'';
+        fallback = "/run/hive/mcp.sock";
+        fallbackText = ''"/run/hive/mcp.sock"'';
         description = ''
           Unix socket of the agent harness (`HIVE_AGENT_SOCKET`; the hyperhive design's
           in-container socket is `/run/hive/mcp.sock`), where hive-bash-daemon posts task
@@ -258,10 +270,10 @@ in
         '';
       };
 
-      toolGroups = mkOption {
+      toolGroups = followingHyperhive "toolGroups" {
         type = types.listOf types.str;
-        default = fromHyperhive "toolGroups" defaultToolGroups;
-        defaultText = fromHyperhiveText "toolGroups" ''[ "messaging" "meta" "inbox" "execution" ]'';
+        fallback = defaultToolGroups;
+        fallbackText = ''[ "messaging" "meta" "inbox" "execution" ]'';
         description = ''
           Tool groups (permissions) the agent holds, written to the server file:
           `hive-bash-mcp-config` uses them unless the harness passes the current ones

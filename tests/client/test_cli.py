@@ -27,7 +27,7 @@ import pexpect
 import pytest
 
 from hive_bash.client import cli
-from hivetest import Daemon, cli_env, console_script, dead_url
+from hivetest import HEALTH_PROBE_SECS, Daemon, cli_env, console_script, dead_url
 
 RUN_TIMEOUT_SECS = 60
 
@@ -329,7 +329,7 @@ class TokenDaemon(Daemon):
         if self.proc is not None and self.proc.poll() is not None:
             raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log()}")
         try:
-            with urllib.request.urlopen(self.health_url, timeout=1):
+            with urllib.request.urlopen(self.health_url, timeout=HEALTH_PROBE_SECS):
                 return True
         except urllib.error.HTTPError as exc:
             return exc.code == 401

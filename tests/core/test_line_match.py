@@ -129,10 +129,10 @@ async def test_matchers_refuse_or_queue_past_the_limit_and_never_leak_a_slot() -
 
         group.start_soon(take, "first")
         group.start_soon(take, "second")
-        await anyio.sleep(0.05)
+        await anyio.wait_all_tasks_blocked()
         assert took == [] and not matchers.try_take()  # a waiter is ahead of any newcomer
         matchers.give_back()
-        await anyio.sleep(0.05)
+        await anyio.wait_all_tasks_blocked()
         assert took == ["first"] and matchers.running == 2
         group.cancel_scope.cancel()  # "second" gives up waiting
     matchers.give_back()

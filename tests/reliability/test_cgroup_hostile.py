@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from hive_bash.sdk.client import BashClient
 from hivetest import Daemon, call_ok, pid_alive, private_cgroup2, wait_until
 
 pytestmark = pytest.mark.anyio
@@ -161,6 +162,13 @@ def escaped_pid(text: str) -> int:
     return int(text.split("escaped=", 1)[1].split()[0])
 
 
+async def escape_and_end(client: BashClient, procs: Path) -> int:
+    """A task whose setsid'd child moves itself into `procs`, and that then ends: the child's pid."""
+    reply = await call_ok(client, "run", {"cmd": escape_into(procs)})
+    assert reply.structured["status"] == "done", reply.text
+    return escaped_pid(reply.structured["stdout"])
+
+
 PLACES = {"daemon-leaf": "daemon/cgroup.procs", "tree-root": "cgroup.procs"}
 
 
@@ -168,9 +176,7 @@ PLACES = {"daemon-leaf": "daemon/cgroup.procs", "tree-root": "cgroup.procs"}
 async def test_a_process_that_moved_out_of_its_cgroup_ends_with_its_task(tree: tuple[Daemon, Path], place: str) -> None:
     daemon, root = tree
     async with daemon.client() as client:
-        reply = await call_ok(client, "run", {"cmd": escape_into(root / PLACES[place])})
-    assert reply.structured["status"] == "done", reply.text
-    pid = escaped_pid(reply.structured["stdout"])
+        pid = await escape_and_end(client, root / PLACES[place])
     wait_until(lambda: not pid_alive(pid), GONE_SECS, what=f"the process {pid} that moved into the {place} gone")
     assert daemon.proc is not None and daemon.proc.poll() is None and daemon.health()
 
@@ -241,8 +247,7 @@ async def test_the_daemons_own_children_are_spared(tree: tuple[Daemon, Path]) ->
                     await anyio.sleep(0.02)
             in_leaf = f"0::/{root.name}/daemon"
             assert all(in_leaf in Path(f"/proc/{helper}/cgroup").read_text().splitlines() for helper in helpers)
-            escaped = await call_ok(client, "run", {"cmd": escape_into(root / "daemon" / "cgroup.procs")})
-            pid = escaped_pid(escaped.structured["stdout"])
+            pid = await escape_and_end(client, root / PLACES["daemon-leaf"])
             wait_until(lambda: not pid_alive(pid), GONE_SECS, what="the escapee gone")
             assert all(pid_alive(helper) for helper in helpers)
             go.touch()

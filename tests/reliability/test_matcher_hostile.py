@@ -25,7 +25,7 @@ import anyio
 import pytest
 
 import hive_bash
-from hivetest import Daemon, call_ok, children_of, cli_env, wait_until
+from hivetest import START_TIMEOUT_SECS, Daemon, call_ok, children_of, cli_env, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -203,44 +203,34 @@ async def test_the_pattern_is_not_on_the_search_childs_command_line(daemon: Daem
     assert b"hb-unique-search-4711" not in cmdline, cmdline
 
 
-async def test_a_stopped_matcher_is_said_as_stopped(daemon: Daemon) -> None:
+SIGNALLED = {
+    "STOP": "stopped: the matcher process was stopped by a signal (from a process of this user, such as a task) "
+    "and was ended",
+    "KILL": "stopped: the matcher process was killed by SIGKILL "
+    "(a process of this user, such as a task, or the kernel)",
+}
+
+
+@pytest.mark.parametrize("signal_name", SIGNALLED)
+async def test_a_stopped_or_killed_matcher_is_said_as_such(daemon: Daemon, signal_name: str) -> None:
+    name = f"sig{signal_name.lower()}"
     async with daemon.client() as client:
         with anyio.fail_after(30):
             reply = await call_ok(
                 client,
                 "run",
                 {
-                    "cmd": f"{FIND_MATCHER}; kill -STOP $m; echo READY; sleep 120",
-                    "name": "stopper",
+                    "cmd": f"{FIND_MATCHER}; kill -{signal_name} $m; echo READY; sleep 120",
+                    "name": name,
                     "wait_for": "READY",
                     "wait_seconds": 20,
                 },
             )
-        await call_ok(client, "kill", {"id": "stopper", "force": True})
+        await call_ok(client, "kill", {"id": name, "force": True})
     assert reply.structured["verdict"] == (
-        "task started: id=stopper, running; wait_for 'READY' stopped: the matcher process was stopped by a "
-        "signal (from a process of this user, such as a task) and was ended"
+        f"task started: id={name}, running; wait_for 'READY' {SIGNALLED[signal_name]}"
     )
-    wait_until(lambda: not matcher_children(daemon), 15, what="the stopped matcher ended and reaped")
-
-
-async def test_a_killed_matcher_is_said_as_killed(daemon: Daemon) -> None:
-    async with daemon.client() as client:
-        reply = await call_ok(
-            client,
-            "run",
-            {
-                "cmd": f"{FIND_MATCHER}; kill -KILL $m; echo READY; sleep 120",
-                "name": "killer",
-                "wait_for": "READY",
-                "wait_seconds": 20,
-            },
-        )
-        await call_ok(client, "kill", {"id": "killer", "force": True})
-    assert reply.structured["verdict"] == (
-        "task started: id=killer, running; wait_for 'READY' stopped: the matcher process was killed by "
-        "SIGKILL (a process of this user, such as a task, or the kernel)"
-    )
+    wait_until(lambda: not matcher_children(daemon), 15, what="the matcher ended and reaped")
 
 
 # What a task runs to forge the matcher's report: a forged match, then garbage, into every
@@ -390,7 +380,7 @@ class NobodyDaemon(Daemon):
                 stderr=subprocess.STDOUT,
                 preexec_fn=as_nobody,
             )
-        wait_until(self._healthy, 30, 0.05, f"daemon /healthz\n{self.log()}")
+        wait_until(self._healthy, START_TIMEOUT_SECS, 0.05, f"daemon /healthz\n{self.log()}")
         return self
 
 
