@@ -691,7 +691,7 @@ class LineWatch:
                 stderr=asyncio.subprocess.DEVNULL,
                 env={},
                 cwd="/",
-                start_new_session=True,
+                process_group=0,  # its own group, the daemon's session (search.CHILD_CODE)
                 pass_fds=(theirs.fileno(),),
             )
         except OSError as exc:

@@ -427,6 +427,9 @@ def search_file(pattern: re.Pattern[str], request: SearchRequest) -> SearchResul
 # that attached in the window before (the interpreter's start-up) stays attached: the child
 # then reads its TracerPid and exits TRACED_EXIT without reading anything (a /proc/<pid>/mem
 # fd opened in that window stays open: kernel.yama.ptrace_scope >= 1 closes that window).
+# It runs at nice 19 and in the daemon's session (its own process group), so in the daemon's
+# scheduling autogroup: a child of its own session would be an autogroup of its own and get as
+# much CPU as the daemon, its loop and every thread of it together.
 TRACED_EXIT = 99
 TRACED = "the {what} process was traced by another process (of this user, such as a task) and refused to run"
 CHILD_CODE = (
@@ -435,6 +438,9 @@ CHILD_CODE = (
     "with open('/proc/self/status', 'rb') as status:\n"
     "    traced = [line for line in status if line.startswith(b'TracerPid:') and line.split()[1] != b'0']\n"
     f"traced and sys.exit({TRACED_EXIT})\n"
+    # Below the daemon it serves: a pattern that backtracks must not take the daemon's CPU.
+    "import os\n"
+    "os.setpriority(os.PRIO_PROCESS, 0, 19)\n"
     "import importlib, importlib.util\n"
     "package = sys.argv.pop(1)\n"
     "module_name = sys.argv.pop(1)\n"
@@ -501,7 +507,7 @@ async def search(request: SearchRequest, timeout: float = SEARCH_TIMEOUT_SECS) -
             stderr=asyncio.subprocess.PIPE,
             env={},
             cwd="/",
-            start_new_session=True,
+            process_group=0,  # its own group, the daemon's session (see CHILD_CODE)
         )
     )
     try:

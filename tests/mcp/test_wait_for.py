@@ -7,7 +7,6 @@ directly over real files for the line rules that need much output to show.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -201,12 +200,10 @@ async def test_a_pathological_pattern_stops_without_freezing_the_daemon(daemon: 
 
 def hold_back(pid: int) -> None:
     """Gives `pid` the least CPU the machine lets a test give it: the idle scheduling class (any
-    user may) and, as the matcher leads a session of its own and so an autogroup of its own that
-    the scheduler weighs against the daemon's, that autogroup's lowest weight (where autogroups
-    are on and its /proc file is ours to write: root's, the matcher being non-dumpable)."""
+    user may). The matcher runs at nice 19 in the daemon's session, so in its scheduling autogroup
+    (search.CHILD_CODE), below the daemon; on a second core it would still burn its 1s of CPU
+    while a loaded machine answers the calls below, so the test holds it back further."""
     os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
-    with contextlib.suppress(OSError):
-        Path(f"/proc/{pid}/autogroup").write_text("19")
 
 
 async def poll(predicate: Callable[[], Any], timeout: float, what: str) -> Any:

@@ -11,6 +11,7 @@ interpreter that uid can run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -61,6 +62,15 @@ def matcher_children(daemon: Daemon) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def matcher_stat(daemon: Daemon) -> tuple[int, int] | None:
+    """The session and nice value of the daemon's one matcher child, if it has one."""
+    for child in matcher_children(daemon):
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+            return int(fields[3]), int(fields[16])  # stat(5) fields 6 and 19
+    return None
 
 
 def search_children(daemon: Daemon) -> list[int]:
@@ -122,6 +132,24 @@ async def test_a_fifo_output_is_refused_at_once_and_starves_no_other_search(daem
             waited = (await call_ok(client, "status", {"id": "fifo", "wait_for": "x", "wait_seconds": 15})).structured
         assert waited["verdict"].endswith(f"; wait_for 'x' stopped: stdout is not a regular file (a FIFO): {out}")
         await call_ok(client, "kill", {"id": "fifo", "force": True})
+
+
+async def test_a_matcher_child_runs_below_the_daemon_in_the_daemons_session(daemon: Daemon) -> None:
+    """A pattern that backtracks must not take the daemon's CPU. A child leading a session of its own
+    (as before) is an autogroup of its own, which the scheduler weighs as much as the whole daemon:
+    under load one held the daemon's calls back until its 1s of CPU ran out. Now it is in the
+    daemon's session, so in its autogroup, at nice 19."""
+    assert daemon.proc is not None
+    async with daemon.client() as client:
+        await call_ok(client, "run", {"cmd": "sleep 60", "name": "quiet", "wait_seconds": 0})
+        async with anyio.create_task_group() as waits:
+            waits.start_soon(call_ok, client, "status", {"id": "quiet", "wait_for": "NEVER", "wait_seconds": 60})
+            with anyio.fail_after(30):  # the call above is in flight: yield to it while looking
+                # Set as the child's first statements: looked at until it has run them.
+                while (found := matcher_stat(daemon)) is None or found[1] != 19:
+                    await anyio.sleep(0.02)
+            assert found == (os.getsid(daemon.proc.pid), 19)
+            await call_ok(client, "kill", {"id": "quiet", "force": True})
 
 
 async def test_a_stopped_search_child_is_ended_and_holds_no_slot(daemon: Daemon) -> None:
