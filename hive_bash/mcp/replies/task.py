@@ -189,6 +189,8 @@ def verdict(task: TaskView, shown: Shown, ok_meaning: str | None) -> str:
         again = f"status(id='{task.id}', wait_for={waited.pattern!r}, wait_seconds={WAIT_CAP}) tries again"
         why = waited.busy or f"its matcher had not started within {duration(shown.wait_secs)}"
         return f"{words}; wait_for {waited.pattern!r} did not start: {why}; {again}"
+    if shown.waiting_for_input:  # the wait ended there: no line can come before the input does
+        return f"{words}; wait_for {waited.pattern!r} stopped: it waits for input"
     new = "" if shown.from_run else "new "
     return f"{words}; no {new}line matched {waited.pattern!r} within {duration(shown.wait_secs)}"
 
