@@ -336,9 +336,10 @@ async def wait_for_end(
     client: BashClient, reply: ToolReply, deadline: float | None, wait_for: str | None = None
 ) -> ToolReply:
     """Keep calling status (MAX_SERVER_WAIT_SECS at a time) until the task ends, a line matches wait_for,
+    the task waits for its input (a status wait returns at once then: only a write moves it on),
     or the deadline passes."""
     while deadline is not None and reply.structured and _active(reply) and time.monotonic() < deadline:
-        if "matched_line" in reply.structured:
+        if "matched_line" in reply.structured or reply.structured.get("waiting_for_input"):
             break
         arguments = {"id": reply.structured["id"], "wait_seconds": server_wait(deadline), "wait_for": wait_for}
         reply = await call(client, "status", arguments)
