@@ -119,11 +119,12 @@ def _progress_token(ctx: Any) -> object | None:
         return None
     meta = getattr(context, "meta", None)
     if isinstance(meta, Mapping):
-        token = meta.get("progress_token", meta.get("progressToken"))
+        token: object | None = meta.get("progress_token", meta.get("progressToken"))
         if token is not None:
             return token
     elif meta is not None:
-        return getattr(meta, "progressToken", None)
+        parsed: object | None = getattr(meta, "progressToken", None)
+        return parsed
     params = getattr(context, "params", None)
     raw = params.get("_meta") if isinstance(params, Mapping) else None
     return raw.get("progressToken") if isinstance(raw, Mapping) else None
