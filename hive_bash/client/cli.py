@@ -342,9 +342,11 @@ async def wait_for_end(
     wait_for_port: bool | int | None = None,
 ) -> ToolReply:
     """Keep calling status (MAX_SERVER_WAIT_SECS at a time) until the task ends, a line matches wait_for,
-    it listens on the port wait_for_port asks for, or the deadline passes."""
+    it listens on the port wait_for_port asks for, the task waits for its input (a status wait
+    returns at once then: only a write moves it on), or the deadline passes."""
     while deadline is not None and reply.structured and _active(reply) and time.monotonic() < deadline:
-        if "matched_line" in reply.structured or listens_on(reply.structured, wait_for_port):
+        structured = reply.structured
+        if "matched_line" in structured or listens_on(structured, wait_for_port) or structured.get("waiting_for_input"):
             break
         arguments = {
             "id": reply.structured["id"],

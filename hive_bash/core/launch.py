@@ -129,6 +129,7 @@ def watch_input(task: Task, files: TaskFiles, changed: InputChanged, sampler: In
         return task.input_writes, output.file_size(out), output.file_size(err)
 
     def on_change(waiting: bool) -> None:
+        task.input_waiting(waiting)
         changed(record, output.last_printed_line(out, err) if waiting else None, waiting)
 
     task.watch_input(InputWait(end, activity, on_change), sampler)

@@ -108,7 +108,8 @@ class TaskManager:
         self, task: Task, seconds: float, abandon: asyncio.Event | None = None, until: asyncio.Event | None = None
     ) -> bool:
         """Wait up to `seconds` for the task to end (or until `abandon`: the caller left, or `until`: a
-        wait_for line matched); True if it has ended.
+        wait_for line matched, or the task waits for its input: nothing can come before it does);
+        True if it has ended.
 
         A caller that gets the terminal result hands it to the agent, so the todo state
         machine hears of the wait and whether its reply carries the result.
@@ -116,7 +117,7 @@ class TaskManager:
         result_seen = False
         self._life.todos.wait_begins(task.record)
         try:
-            await task.wait_for_end(seconds, abandon, until)
+            await task.wait_for_end(seconds, abandon, until, task.wants_input)
             result_seen = task.ended.is_set() and not (abandon is not None and abandon.is_set())
         finally:
             self._life.wait_over(task, result_seen)

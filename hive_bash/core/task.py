@@ -59,6 +59,9 @@ class Task:
         self.oom_kills_at_start: int | None = None  # the cgroup's OOM-kill count when it started
         self.input_wait: InputWait | None = None  # whether it is blocked reading its input (pipe or pty)
         self.input_writes = 0  # `write` calls so far: a wait for input starts over at each
+        # Set while it waits for input (`waiting_for_input`) and nothing was written since: an inline
+        # wait on it ends, since no output can come before the input does.
+        self.wants_input = asyncio.Event()
         self.session_env_before: dict[str, str] | None = None  # its session's variables when it started
         self.limits = limits or cgroups.Limits()  # its own cgroup's limits (none without a cgroup tree)
         if record.status.is_terminal:
@@ -79,6 +82,7 @@ class Task:
             raise TaskFinished(self.id, self.status.value)
         self.input.write(data, eof)
         self.input_writes += 1
+        self.wants_input.clear()  # answered: its next wait for input is sampled anew
 
     def send_kill(self, force: bool) -> KillAction:
         """Signal the running task's group the way `kill` does; it will end as killed however it exits."""
@@ -124,6 +128,13 @@ class Task:
     def watch_input(self, wait: InputWait, sampler: InputSampler) -> None:
         self.input_wait = wait
         wait.start(sampler)
+
+    def input_waiting(self, waiting: bool) -> None:
+        """The input-wait sampler's answer flipped (hive_bash.core.input_wait)."""
+        if waiting:
+            self.wants_input.set()
+        else:
+            self.wants_input.clear()
 
     def output_failed(self, reason: str) -> None:
         """Its output could not be written: it ends failed. Chosen at once: the failure may come while

@@ -21,7 +21,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from hive_bash import __version__
-from hive_bash.mcp import arguments, descriptions, limits
+from hive_bash.mcp import arguments, descriptions, limits, progress
 from hive_bash.mcp.replies import control, listing, page, schema
 from hive_bash.mcp.replies import task as task_reply
 from hive_bash.core import (
@@ -178,8 +178,12 @@ class BashTools:
         paths = self.manager.output_path(task, "stdout"), self.manager.output_path(task, "stderr")
         waited: FirstMatch | None = None
         ported: PortWait | None = None
+        # The wait ends at the task's end, a wait_for match, a port it listens on, or the task
+        # waiting for its input (TaskManager.wait_for_result); the caller hears how it goes if it
+        # asked (progress).
         if (wait_for is None and port is None) or wait <= 0 or task_view(task).ended:
-            await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx))
+            async with progress.reporting(ctx, paths[0], wait):
+                await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx))
         else:
             async with contextlib.AsyncExitStack() as stack:
                 window, until = wait, None
@@ -195,6 +199,7 @@ class BashTools:
                 if port is not None:  # whichever comes first: the port wait ends when the line wait does
                     ported = await stack.enter_async_context(port_wait(self.manager, task, port, also=until))
                     until = ported.over
+                await stack.enter_async_context(progress.reporting(ctx, paths[0], wait))
                 await self.manager.wait_for_result(task, window, abandon=client_gone(ctx), until=until)
         self.manager.shown(task)
         todos = self.settings.agent_socket is not None
@@ -263,12 +268,14 @@ class BashTools:
         wait = arguments.wait_seconds(wait_seconds, 0.0)
         if pattern is not None:
             request = search_request(path, pattern, start, context_lines, max_matches, read)
-            await wait_for_growth(task, path, start, wait, also)
+            async with progress.reporting(ctx, path, wait):
+                await wait_for_growth(task, path, start, wait, also)
             gone = client_gone(ctx)
             found = await self.searches.search(request, abandon=gone)
             other = await page.other_search(unread, request, self.searches, gone)
             return page.search_reply(task_view(task), read, found, request, other)
-        await wait_for_growth(task, path, start, wait, also)
+        async with progress.reporting(ctx, path, wait):
+            await wait_for_growth(task, path, start, wait, also)
         before = task_view(task)  # whether it had ended before the page is read
         budgeted = max_bytes is None
         return page.log_reply(before, read, path, start, page_size, budgeted, unread if stream is None else None)

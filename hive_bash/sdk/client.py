@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from hive_bash.sdk.server import SDK_2
 
-__all__ = ["BashClient", "ToolReply", "open_client"]
+__all__ = ["BashClient", "ProgressCallback", "ToolReply", "open_client"]
+
+# (progress, total, message) of one notifications/progress on a call's token
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -36,8 +39,17 @@ class BashClient:
     def __init__(self, session: Any) -> None:
         self._session = session
 
-    async def call(self, tool: str, arguments: Mapping[str, Any] | None = None, timeout: float = 120) -> ToolReply:
-        result = await self._session.call_tool(tool, dict(arguments or {}), read_timeout_seconds=_timeout(timeout))
+    async def call(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        timeout: float = 120,
+        progress: ProgressCallback | None = None,
+    ) -> ToolReply:
+        """`progress`: the call carries a progressToken, and each notification on it is passed here."""
+        result = await self._session.call_tool(
+            tool, dict(arguments or {}), read_timeout_seconds=_timeout(timeout), progress_callback=progress
+        )
         return _reply(result)
 
     async def tool_names(self) -> list[str]:
@@ -57,8 +69,12 @@ def _timeout(seconds: float) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def open_client(url: str, headers: Mapping[str, str] | None = None) -> AsyncIterator[BashClient]:
-    """Connect to a streamable HTTP MCP endpoint with the installed SDK's real client."""
+async def open_client(
+    url: str, headers: Mapping[str, str] | None = None, legacy: bool = False
+) -> AsyncIterator[BashClient]:
+    """Connect to a streamable HTTP MCP endpoint with the installed SDK's real client. 2.x speaks
+    the modern protocol (2026-07-28) where the server does; `legacy`: the initialize handshake
+    (1.x speaks only that one)."""
     if SDK_2:
         import httpx2
         from mcp import Client
@@ -67,7 +83,7 @@ async def open_client(url: str, headers: Mapping[str, str] | None = None) -> Asy
         timeout = httpx2.Timeout(60, read=300)
         async with (
             httpx2.AsyncClient(headers=dict(headers or {}), timeout=timeout) as http,
-            Client(streamable_http_client(url, http_client=http)) as client,
+            Client(streamable_http_client(url, http_client=http), mode="legacy" if legacy else "auto") as client,
         ):
             yield BashClient(client)
     else:

@@ -9,7 +9,7 @@ third line means touching this file only.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import mcp.types as mcp_types
@@ -49,6 +49,8 @@ __all__ = [
     "add_tool",
     "mcp_http_app",
     "tool_result",
+    "ProgressReport",
+    "progress_reporter",
 ]
 
 # (tool name, its input schema, the call's arguments); raises ToolError to refuse the call.
@@ -88,6 +90,44 @@ class McpServer(_ServerClass):
                 # Returned rather than raised: both lines drop an exception's structured content.
                 return error_result(str(exc.__cause__), exc.__cause__.structured)
             raise ToolError(str(exc).removeprefix(prefix)) from exc.__cause__
+
+
+# (progress, total, message): one notifications/progress on the call's own token.
+ProgressReport = Callable[[float, float, str], Awaitable[None]]
+
+
+def progress_reporter(ctx: Any) -> ProgressReport | None:
+    """How to report progress on this tool call, or None when the client sent no progressToken.
+
+    Both lines send through `ctx.report_progress` (a no-op without a token); asking first lets
+    a caller start nothing at all for a call that will never hear of its progress."""
+    if ctx is None or _progress_token(ctx) is None:
+        return None
+
+    async def report(progress: float, total: float, message: str) -> None:
+        await ctx.report_progress(progress, total, message)
+
+    return report
+
+
+def _progress_token(ctx: Any) -> object | None:
+    """The request's `_meta.progressToken`: 1.x parses it into `meta.progressToken`; 2.x keeps
+    `meta` as a mapping (under either spelling) and the raw params besides, on both protocols."""
+    try:
+        context = ctx.request_context
+    except (AttributeError, ValueError):  # outside a request
+        return None
+    meta = getattr(context, "meta", None)
+    if isinstance(meta, Mapping):
+        token: object | None = meta.get("progress_token", meta.get("progressToken"))
+        if token is not None:
+            return token
+    elif meta is not None:
+        parsed: object | None = getattr(meta, "progressToken", None)
+        return parsed
+    params = getattr(context, "params", None)
+    raw = params.get("_meta") if isinstance(params, Mapping) else None
+    return raw.get("progressToken") if isinstance(raw, Mapping) else None
 
 
 # The daemon enforces Host/Origin itself (hive_bash.daemon.edge.security) for every route,

@@ -384,6 +384,14 @@ def test_write_sends_input_to_a_piped_task(hb: HB, daemon: Daemon) -> None:
     assert code == 0 and status["status"] == "done" and status["stdout"] == "hello from stdin\n"
 
 
+def test_run_wait_returns_when_the_task_waits_for_its_input(hb: HB, daemon: Daemon) -> None:
+    """Issue 36, item 3: a status wait returns at once on such a task, so the CLI stops asking;
+    a wait that went on would run into the task's --timeout and print timed_out."""
+    code, started = hb_json(hb, daemon, "run", "read -r x", "--stdin", "pipe", "--wait", "30", "--timeout", "15")
+    assert started["status"] == "running" and started["waiting_for_input"] is True, started
+    assert hb(daemon, "write", started["id"], "-", "--eof", stdin="bye\n").returncode == 0
+
+
 # --------------------------------------------------------------------------- logs --grep
 
 

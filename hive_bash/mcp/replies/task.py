@@ -196,6 +196,8 @@ def port_verdict(words: str, task: TaskView, shown: Shown, port_wait: tuple[str,
     waited = shown.line_wait
     if waited is not None and (waited.match is not None or waited.gave_up is not None or not waited.started):
         return line_verdict(words, task, shown)  # the line wait ended it (or could not start)
+    if shown.waiting_for_input:  # the wait ended there: no server comes up before the input does
+        return f"{words}; wait_for_port stopped: it waits for input"
     return f"{words}; not listening on {wanted} within {duration(shown.wait_secs)}"
 
 
@@ -211,6 +213,8 @@ def line_verdict(words: str, task: TaskView, shown: Shown) -> str:
         again = f"status(id='{task.id}', wait_for={waited.pattern!r}, wait_seconds={WAIT_CAP}) tries again"
         why = waited.busy or f"its matcher had not started within {duration(shown.wait_secs)}"
         return f"{words}; wait_for {waited.pattern!r} did not start: {why}; {again}"
+    if shown.waiting_for_input:  # the wait ended there: no line can come before the input does
+        return f"{words}; wait_for {waited.pattern!r} stopped: it waits for input"
     new = "" if shown.from_run else "new "
     return f"{words}; no {new}line matched {waited.pattern!r} within {duration(shown.wait_secs)}"
 
