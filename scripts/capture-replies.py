@@ -116,6 +116,7 @@ class Normalizer:
         value = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?", "<time>", value)
         value = re.sub(r"\b\d+(\.\d+)?(ms| ?s\b| secs?\b)", "<dur>", value)
         value = re.sub(r"\b(pid|pgid)[=: ]+\d+", r"\1 <pid>", value)
+        value = re.sub(r"/dev/pts/\d+", "/dev/pts/<n>", value)  # whichever terminal was free
         value = re.sub(r"\b(\w+_(?:secs|ms|at)): [\d.]+", r"\1: <n>", value)
         # A command cut to fit beside a duration: where it is cut follows the duration's length.
         value = re.sub(r"(<dur>(?: \[[^\]\n]*\])?: )[^\n]*?\u2026", r"\1<cut>", value)
