@@ -164,22 +164,21 @@ class _LineMatcher:
     def _text_lines(self, data: bytes) -> Iterator[tuple[int, int]]:
         text = data.decode("utf-8", "surrogateescape")
         byte_of = _ByteOffsets(text)
-        pos, end = 0, len(text)
-        while pos < end:
-            if self.by_line:
-                line_end = _line_end(text, pos)
-                if self.pattern.search(text[pos:line_end]) is not None:
-                    yield byte_of(pos), byte_of(line_end)
-                pos = line_end + 1
-                continue
-            match = self.pattern.search(text, pos)
-            if match is None or (match.start() == end and text.endswith("\n")):
-                return
-            start = text.rfind("\n", pos, match.start()) + 1 or pos
-            line_end = _line_end(text, match.start())
-            if match.end() <= line_end or self.pattern.search(text[start:line_end]) is not None:
-                yield byte_of(start), byte_of(line_end)
-            pos = line_end + 1
+        pattern = self.pattern
+
+        def search(pos: int) -> matching.Span | None:
+            match = pattern.search(text, pos)
+            return None if match is None else match.span()
+
+        def alone(start: int, end: int) -> int | None:
+            match = pattern.search(text[start:end])
+            return None if match is None else start + match.start()
+
+        pos = 0
+        while (found := matching.next_matching_line(text, pos, self.by_line, search, alone)) is not None:
+            start, end, _ = found
+            yield byte_of(start), byte_of(end)
+            pos = end + 1
 
     def shown(self, line: bytes) -> str:
         """A matching line as a reply shows it: cut to SHOWN_LINE_CHARS around the hit."""
@@ -204,11 +203,6 @@ class _ByteOffsets:
         self._byte += len(self.text[self._char : index].encode("utf-8", "surrogateescape"))
         self._char = index
         return self._byte
-
-
-def _line_end(text: str, start: int) -> int:
-    end = text.find("\n", start)
-    return len(text) if end < 0 else end
 
 
 # ---- the child: following the files --------------------------------------

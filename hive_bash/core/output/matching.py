@@ -147,6 +147,51 @@ class _Literals:
         return best
 
 
+def line_end(text: str, start: int) -> int:
+    """Index of the line end at or after `start` (the text's end for a last line without one)."""
+    end = text.find("\n", start)
+    return len(text) if end < 0 else end
+
+
+Span = tuple[int, int]
+
+
+def next_matching_line(
+    text: str,
+    pos: int,
+    by_line: bool,
+    search: Callable[[int], Span | None],
+    alone: Callable[[int, int], int | None],
+) -> tuple[int, int, int] | None:
+    """(line start, line end, hit index) of the next matching line at or after `pos` (a line start).
+
+    `search(pos)` is the next hit's span in the text, `alone(start, end)` where the pattern matches
+    that line on its own (sliced: \\A and lookbehinds see no neighbours). A pattern that reads its
+    neighbours (`by_line`) is tried on each line alone; any other is searched for, and a hit that
+    ran across a line end counts only if its line matches on its own. The search child (`logs`)
+    and the line matcher child (`wait_for`, `notify_on`) both find lines this way."""
+    while pos < len(text):
+        if by_line:
+            end = line_end(text, pos)
+            hit = alone(pos, end)
+            if hit is not None:
+                return pos, end, hit
+            pos = end + 1
+            continue
+        span = search(pos)
+        if span is None or (span[0] == len(text) and text.endswith("\n")):
+            return None  # (an empty match after the last line end is no line)
+        start = text.rfind("\n", pos, span[0]) + 1 or pos
+        end = line_end(text, span[0])
+        if span[1] <= end:
+            return start, end, span[0]
+        hit = alone(start, end)
+        if hit is not None:
+            return start, end, hit
+        pos = end + 1
+    return None
+
+
 def count_newlines(handle: BinaryIO, end: int, start: int = 0) -> int:
     """Newlines in the file's bytes from `start` to `end`: from 0, the line number at `end` is one more."""
     handle.seek(start)

@@ -51,6 +51,8 @@ from hive_bash.core.output.matching import (
     count_newlines,
     cut_line,
     finder,
+    line_end,
+    next_matching_line,
     open_output,
 )
 from hive_bash.errors import OutputUnreadable, SearchBusy, SearchFailed
@@ -196,27 +198,13 @@ class _Searcher:
     def _next_hit(self, chunk: _Chunk, pos: int) -> tuple[int, int, int] | None:
         """(line start, line end, hit index) of the next matching line at or after `pos` (a line start)."""
         text = chunk.text
-        while pos < len(text):
-            if self.by_line:
-                end = _line_end(text, pos)
-                hit = self._alone(text, pos, end)
-                if hit is not None:
-                    return pos, end, hit
-                pos = end + 1
-                continue
-            span = self._search(chunk, pos)
-            if span is None or (span[0] == len(text) and text.endswith("\n")):
-                return None  # (an empty match after the last line end is no line)
-            start = text.rfind("\n", pos, span[0]) + 1 or pos
-            end = _line_end(text, span[0])
-            if span[1] <= end:
-                return start, end, span[0]
-            # The hit ran across a line end: the line counts only if it matches on its own.
-            hit = self._alone(text, start, end)
-            if hit is not None:
-                return start, end, hit
-            pos = end + 1
-        return None
+        return next_matching_line(
+            text,
+            pos,
+            self.by_line,
+            lambda at: self._search(chunk, at),
+            lambda start, end: self._alone(text, start, end),
+        )
 
     def _search(self, chunk: _Chunk, pos: int) -> tuple[int, int] | None:
         """The next hit's span in the chunk's text: on ASCII found in its bytes (bytes.find for literals)."""
@@ -253,8 +241,8 @@ class _Searcher:
         for line in older:
             if self._spend(line.text):
                 self._emit(line)
-        for number, line_start, line_end in spans:
-            before = cut_line(chunk.text[line_start:line_end], None)
+        for number, line_start, line_stop in spans:
+            before = cut_line(chunk.text[line_start:line_stop], None)
             if self._spend(before):
                 self._emit(Line(number, chunk.byte_offset(line_start), before, False))
         self._emit(Line(line_no, chunk.byte_offset(start), text, True))
@@ -284,7 +272,7 @@ class _Searcher:
         """List the after-context lines owed to the last listed match, from `start` up to `stop` (never a match)."""
         number = self.last_listed + 1
         while self.after_left > 0 and start < stop:
-            end = _line_end(chunk.text, start)
+            end = line_end(chunk.text, start)
             text = cut_line(chunk.text[start:end], None)
             if not self._spend(text):
                 self.after_left = 0
@@ -309,8 +297,8 @@ class _Searcher:
             if line_start == 0:
                 break
             number, end = number - 1, line_start - 1
-        for number, line_start, line_end in reversed(spans):
-            line = Line(number, chunk.byte_offset(line_start), cut_line(text[line_start:line_end], None), False)
+        for number, line_start, line_stop in reversed(spans):
+            line = Line(number, chunk.byte_offset(line_start), cut_line(text[line_start:line_stop], None), False)
             self.previous.append(line)
 
 
@@ -374,11 +362,6 @@ def _pieces(handle: BinaryIO, start: int, size: int) -> Iterator[tuple[bytes, in
         carry = data[last:]
     if carry:
         yield carry, 0, len(carry), offset
-
-
-def _line_end(text: str, start: int) -> int:
-    end = text.find("\n", start)
-    return len(text) if end < 0 else end
 
 
 def _aligned_start(handle: BinaryIO, offset: int, size: int) -> int:
