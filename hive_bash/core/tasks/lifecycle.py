@@ -90,7 +90,7 @@ class Lifecycle:
             task = self.tasks[record.id] = Task(record)
             self.todos.track(record)
             if record.status.is_terminal:
-                self._retention.ended(record)
+                self._retention.task_ended(record)
             else:
                 _guarded(end_leftover_processes, record, "ending what it left running")
                 if record.pid is not None:
@@ -207,13 +207,13 @@ class Lifecycle:
         try:
             # Saved now if its final todo is wanted now; held back for an inline wait, it settles
             # with the wait's outcome, in one write after the reply.
-            self.todos.ended(record)
+            self.todos.task_ended(record)
             if self.todos.holds_back(record):
                 self._saver.settle(record)
         except Exception:
             logger.exception("task %s: could not hand its end to its todo", record.id)
             self._saver.save(record)
-        self._retention.ended(record)  # pruned by the watcher's tick, off the reply's path
+        self._retention.task_ended(record)  # pruned by the watcher's tick, off the reply's path
         logger.debug(
             "task %s ended: %s", record.id, wording.ending_words(record.status, record.exit_code, record.signal)
         )

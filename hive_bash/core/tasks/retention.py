@@ -25,7 +25,7 @@ class Retention:
         self._owed: dict[str, TaskRecord] = {}  # past the bounds, kept until their todo is delivered
         self._settled: list[TaskRecord] = []  # set aside, and their todo delivered since: dropped next
 
-    def ended(self, record: TaskRecord) -> None:
+    def task_ended(self, record: TaskRecord) -> None:
         self._finished.append(record)
 
     def todo_changed(self, record: TaskRecord) -> None:

@@ -114,7 +114,7 @@ class TodoStateMachine:
     def started(self, record: TaskRecord) -> None:
         self._want(self._todos[record.id], "running")
 
-    def ended(self, record: TaskRecord) -> None:
+    def task_ended(self, record: TaskRecord) -> None:
         """The task ended. With an inline wait on, the final todo is held back for the waiter to settle."""
         todo = self._todos[record.id]
         _cancel_notice(todo)

@@ -15,7 +15,7 @@ def test_beyond_the_count_the_oldest_go_first() -> None:
     retention = Retention(retain_count=2, retain_secs=1000)
     records = [finished(f"t{index}", 100 + index) for index in range(5)]
     for record in records:
-        retention.ended(record)
+        retention.task_ended(record)
     assert retention.expired(lambda record: True, now=110) == records[:3]
     assert retention.expired(lambda record: True, now=110) == []
     assert retention.expired(lambda record: True, now=10_000) == records[3:]  # the two kept, and only they
@@ -24,16 +24,16 @@ def test_beyond_the_count_the_oldest_go_first() -> None:
 def test_past_the_age_they_go_whatever_the_count() -> None:
     retention = Retention(retain_count=100, retain_secs=10)
     old, young = finished("old", 100), finished("young", 195)
-    retention.ended(old)
-    retention.ended(young)
+    retention.task_ended(old)
+    retention.task_ended(young)
     assert retention.expired(lambda record: True, now=200) == [old]
 
 
 def test_a_replaced_record_is_dropped_without_being_returned() -> None:
     retention = Retention(retain_count=1, retain_secs=1000)
     replaced, kept = finished("name", 100), finished("other", 101)
-    retention.ended(replaced)
-    retention.ended(kept)
+    retention.task_ended(replaced)
+    retention.task_ended(kept)
     assert retention.expired(lambda record: record is not replaced, now=110) == []
     assert retention.expired(lambda record: True, now=10_000) == [kept]  # the replaced one is gone
 
@@ -43,7 +43,7 @@ def test_a_record_owing_its_todo_is_set_aside_and_goes_once_delivered() -> None:
     owing, delivered, kept = finished("owing", 100), finished("delivered", 101), finished("kept", 102)
     owing.todo.wanted, owing.todo.wanted_delivered = "final", False
     for record in (owing, delivered, kept):
-        retention.ended(record)
+        retention.task_ended(record)
     assert retention.expired(lambda record: True, now=110) == [delivered]
     retention.todo_changed(owing)  # changed, still owed: kept aside
     assert retention.expired(lambda record: True, now=110) == []
@@ -57,8 +57,8 @@ def test_a_record_set_aside_whose_name_was_reused_is_forgotten() -> None:
     retention = Retention(retain_count=1, retain_secs=1000)
     owing, kept = finished("name", 100), finished("kept", 101)
     owing.todo.wanted, owing.todo.wanted_delivered = "final", False
-    retention.ended(owing)
-    retention.ended(kept)
+    retention.task_ended(owing)
+    retention.task_ended(kept)
     assert retention.expired(lambda record: True, now=110) == []
     retention.forgotten(owing)
     owing.todo.wanted_delivered = True

@@ -52,7 +52,7 @@ async def test_start_then_end_delivers_the_final_todo_and_records_it(tmp_path: P
     todos = machine(tmp_path, harness.socket_path)
     record = start_task(todos)
     end(record, 3)
-    todos.ended(record)
+    todos.task_ended(record)
     todos.start()
     await todos.stop(FLUSH_SECS)
     assert harness.snapshot()["build"].startswith("bash task build done, exit 3")
@@ -66,7 +66,7 @@ async def test_a_result_seen_inline_never_becomes_a_todo(tmp_path: Path, harness
     record = start_task(todos)
     todos.wait_begins(record)
     end(record)
-    todos.ended(record)  # held back for the waiter
+    todos.task_ended(record)  # held back for the waiter
     assert todos.backlog == 1  # only the running upsert
     todos.wait_over(record, result_seen=True)
     assert todos.backlog == 0
@@ -80,7 +80,7 @@ async def test_seeing_a_delivered_result_clears_the_harness_todo(tmp_path: Path,
     todos = machine(tmp_path, harness.socket_path)
     record = start_task(todos)
     end(record)
-    todos.ended(record)
+    todos.task_ended(record)
     todos.start()
     assert await todos.flush(FLUSH_SECS)
     assert harness.snapshot()["build"].startswith("bash task build done")
@@ -99,7 +99,7 @@ async def test_a_wait_that_ends_without_the_result_releases_the_held_final_todo(
     todos.track(record)
     todos.wait_begins(record)
     end(record)
-    todos.ended(record)
+    todos.task_ended(record)
     assert saves.records == []  # the waiter saves once, when it settles the todo
     assert record.todo.wanted == "final" and not record.todo.wanted_delivered  # owed, should a save come first
     todos.wait_over(record, result_seen=False)  # e.g. the client went away
@@ -126,7 +126,7 @@ async def test_without_a_harness_every_state_counts_as_delivered(tmp_path: Path)
     record = start_task(todos)
     assert record.todo.wanted == "running" and record.todo.wanted_delivered
     end(record)
-    todos.ended(record)
+    todos.task_ended(record)
     assert record.todo.wanted == "final" and record.todo.wanted_delivered and todos.backlog == 0
 
 
@@ -136,7 +136,7 @@ async def test_a_wait_on_a_task_whose_name_was_reused_leaves_the_new_task_alone(
     todos.track(old)
     todos.wait_begins(old)
     end(old)
-    todos.ended(old)
+    todos.task_ended(old)
     todos.forget(old)
     new = running_record()
     todos.track(new)
