@@ -28,7 +28,10 @@ class Status(str, enum.Enum):  # noqa: UP042
     TIMED_OUT = "timed_out"
     INTERRUPTED = "interrupted"
     KILLED = "killed"
-    FAILED = "failed"  # ended by the daemon for a resource limit (output cap, disk full)
+    # ended by the daemon, not by the command: it could not start (spawn failure), a limit ended it
+    # (output cap, cgroup memory or pids), its output could not be written (disk full), or its end
+    # could not be read
+    FAILED = "failed"
 
     @property
     def is_terminal(self) -> bool:

@@ -69,10 +69,10 @@ REQUIRED = os.environ.get("HIVE_BASH_NIXBUILD_REQUIRED", "") not in ("", "0")
 BUILD_UID = 65534  # nobody/nogroup inside the sandbox, as in Nix's /etc/passwd
 # Tasks born in their cgroups (native_spawn), run as root, who alone can mount cgroup2.
 CGROUP_TESTS = (
-    "tests/core/test_cgroups.py",
-    "tests/core/test_native_spawn.py",
-    "tests/core/test_process.py",
-    "tests/core/test_spawners.py",
+    "tests/core/processes/test_cgroups.py",
+    "tests/core/processes/test_native_spawn.py",
+    "tests/core/processes/test_process.py",
+    "tests/core/processes/test_spawners.py",
 )
 # The one skip allowed there: this machine's controllers are bound to cgroup v1.
 CGROUP_SKIP_ALLOWED = "controller (bound to cgroup v1)"

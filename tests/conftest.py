@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from harness import TodoHarness  # noqa: E402
 from hivetest import Daemon  # noqa: E402
 
-from hive_bash.core.process import give_tasks_default_signals  # noqa: E402
+from hive_bash.core.processes.process import give_tasks_default_signals  # noqa: E402
 
 # The suite's own children (bash, the CLI under a PTY, daemons) start with default signal
 # dispositions, as from a terminal, whatever started pytest (nohup, a background job).

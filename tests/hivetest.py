@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from hive_bash.core import input_wait
+from hive_bash.core.processes import input_wait
 from hive_bash.sdk.client import BashClient, ToolReply, open_client
 
 # Waiting-for-input detection reads /proc/<pid>/syscall, whose numbers are tabled per architecture.
@@ -233,7 +233,7 @@ class Daemon:
 
     def ended_record(self, task_id: str) -> dict[str, Any]:
         """The task's record once it shows the end. A reply reporting the end goes out first;
-        the record follows within hive_bash.core.record_saver.SETTLE_SAVE_SECS."""
+        the record follows within hive_bash.core.storage.saver.SETTLE_SAVE_SECS."""
         return wait_until(
             lambda: (record := self.record(task_id))["ended_at"] is not None and record,
             10,

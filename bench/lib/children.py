@@ -2,7 +2,7 @@
 
 Both run one call (a search, a task printing with a pattern) while a loop samples the
 daemon's RSS and the peak memory (VmHWM) of the child doing the work, found by the module
-it runs (`python -I -m hive_bash.core.search`, `... hive_bash.core.line_match`).
+it runs (`python -I -m hive_bash.core.output.search`, `... hive_bash.core.output.line_match`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 from lib import measure
 
 SAMPLE_SECS = 0.02
-SEARCH_CHILD = "hive_bash.core.search"
-MATCHER_CHILD = "hive_bash.core.line_match"
+SEARCH_CHILD = "hive_bash.core.output.search"
+MATCHER_CHILD = "hive_bash.core.output.line_match"
 
 
 def _parent_of(proc: Path) -> int:

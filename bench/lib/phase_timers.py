@@ -40,38 +40,44 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
     ("arguments: unknown names, types", TOOL, "mcp.arguments", ("check_call",), False),
     ("arguments: run's options", TOOL, "mcp.arguments", ("task_options",), False),
     ("arguments: destructive-command warning", TOOL, "mcp.tools", ("command_warning",), False),
-    (SUBMIT, TOOL, "core.manager", ("TaskManager.submit",), False),
-    ("submit: environment", SUBMIT, "core.sessions", ("SessionStore.prepare",), False),
-    ("submit: OOM counter", SUBMIT, "core.oom", ("CgroupMemory.oom_kills",), False),
-    ("submit: create .out/.err", SUBMIT, "core.process", ("_open_output",), False),
-    ("submit: cgroup mkdir", SUBMIT, "core.cgroups", ("CgroupTree.create",), False),
-    # Whichever spawner the daemon chose at start (core.spawners.choose).
-    (SPAWN, SUBMIT, "core.spawners", ("PlainPopen.start", "PlacingBash.start", "CloneIntoCgroup.start"), False),
-    # Born in the cgroup (core.native_spawn, glibc 2.39+): the parts of the row above.
-    ("spawn: PATH lookup (native)", SPAWN, "core.native_spawn", ("_find_executable",), False),
-    ("spawn: posix_spawn, clone3 into the cgroup (native)", SPAWN, "core.native_spawn", ("_posix_spawn",), False),
-    ("submit: pidfd, start time", SUBMIT, "core.process", ("TaskProcess.__init__",), False),
-    ("submit: record saved (running)", SUBMIT, "core.todo_state", ("TodoStateMachine.started",), False),
-    (WAIT, TOOL, "core.manager", ("TaskManager.wait_for_result",), True),
-    ("exit: kill group, reap, rusage", WAIT, "core.process", ("TaskProcess._on_leader_exit",), False),
+    (SUBMIT, TOOL, "core.tasks.manager", ("TaskManager.submit",), False),
+    ("submit: environment", SUBMIT, "core.sessions.session", ("SessionStore.prepare",), False),
+    ("submit: OOM counter", SUBMIT, "core.processes.oom", ("CgroupMemory.oom_kills",), False),
+    ("submit: create .out/.err", SUBMIT, "core.processes.process", ("_open_output",), False),
+    ("submit: cgroup mkdir", SUBMIT, "core.processes.cgroups", ("CgroupTree.create",), False),
+    # Whichever spawner the daemon chose at start (core.processes.spawners.choose).
     (
-        "exit: usage, session, end, next",
-        WAIT,
-        "core.lifecycle",
-        # Lifecycle._end takes the session's state (SessionStore.collect) within it.
-        ("_cgroup_report", "decide_ending", "Lifecycle._end", "Lifecycle._start_pending"),
+        SPAWN,
+        SUBMIT,
+        "core.processes.spawners",
+        ("PlainPopen.start", "PlacingBash.start", "CloneIntoCgroup.start"),
         False,
     ),
+    # Born in the cgroup (core.processes.native_spawn, glibc 2.39+): the parts of the row above.
+    ("spawn: PATH lookup (native)", SPAWN, "core.processes.native_spawn", ("_find_executable",), False),
+    (
+        "spawn: posix_spawn, clone3 into the cgroup (native)",
+        SPAWN,
+        "core.processes.native_spawn",
+        ("_posix_spawn",),
+        False,
+    ),
+    ("submit: pidfd, start time", SUBMIT, "core.processes.process", ("TaskProcess.__init__",), False),
+    ("submit: record saved (running)", SUBMIT, "core.todos.state", ("TodoStateMachine.started",), False),
+    (WAIT, TOOL, "core.tasks.manager", ("TaskManager.wait_for_result",), True),
+    ("exit: kill group, reap, rusage", WAIT, "core.processes.process", ("TaskProcess._on_leader_exit",), False),
+    # The lifecycle's end bookkeeping: the ending decided, the session taken, its todo told, the next started.
+    ("exit: usage, session, end, next", WAIT, "core.tasks.lifecycle", ("Lifecycle._process_exited",), False),
     (
         "wait over: todo settled (record after the reply)",
         WAIT,
-        "core.todo_state",
+        "core.todos.state",
         ("TodoStateMachine.wait_over",),
         False,
     ),
     ("reply: read output, shape", TOOL, "mcp.replies.task", ("status_reply",), False),
-    ("retention: prune (watcher tick)", None, "core.lifecycle", ("Lifecycle.prune",), False),
-    ("record saves (write + rename), all", None, "core.records", ("RecordStore.save",), False),
+    ("retention: prune (watcher tick)", None, "core.tasks.lifecycle", ("Lifecycle.prune",), False),
+    ("record saves (write + rename), all", None, "core.storage.records", ("RecordStore.save",), False),
 ]
 
 

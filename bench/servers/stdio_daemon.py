@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from hive_bash.core.store import prepare_tasks_dir
+from hive_bash.core.storage.task_files import prepare_tasks_dir
 from hive_bash.daemon.main import configure_logging
 from hive_bash.errors import ConfigError
 from hive_bash.settings import Settings
-from hive_bash.core.manager import TaskManager
+from hive_bash.core.tasks.manager import TaskManager
 from hive_bash.mcp.tools import build_server
 
 

@@ -18,7 +18,7 @@ Exit status (see docs/client-cli.md):
 * ``run`` / ``status`` of an ended task, and ``logs -f`` once the task ended: the task's exit status; 128+N when
   signal N ended it; 124 for ``timed_out`` (like timeout(1)); 125 when it ended
   with neither (``interrupted`` by a daemon restart, cancelled before it started,
-  ``failed`` for a resource limit). A task still pending or running: 0.
+  ``failed`` for a resource limit or a start that failed). A task still pending or running: 0.
 * other commands: 0 on success.
 * 2: a tool error (bad argument, unknown id; the daemon's message on stderr) or a
   usage error.

@@ -19,7 +19,7 @@ SemanticStatus = Literal["ok", "error", "signal", "timeout"]
 
 
 class EndFacts(Protocol):
-    """How a task ended, as a record or a view of one (hive_bash.core.view) says it."""
+    """How a task ended, as a record or a view of one (hive_bash.core.tasks.view) says it."""
 
     @property
     def cmd(self) -> str: ...

@@ -1,12 +1,11 @@
 """Words for people and models: durations, sizes, a command shortened, how a task ended.
 
-The replies (hive_bash.mcp.replies), the todo texts (hive_bash.core.todo_texts), and the task
+The replies (hive_bash.mcp.replies), the todo texts (hive_bash.core.todos.texts), and the task
 engine's end reasons and log lines say these things the same way.
 """
 
 from __future__ import annotations
 
-from hive_bash.core.records import TaskRecord
 from hive_bash.model import Status
 
 CMD_PREVIEW_CHARS = 120
@@ -44,7 +43,3 @@ def ending_words(status: Status, exit_code: int | None, signal: str | None) -> s
     if signal is not None:
         return f"{status.value}, {signal}"
     return status.value
-
-
-def status_words(record: TaskRecord) -> str:
-    return ending_words(record.status, record.exit_code, record.signal)

@@ -110,7 +110,8 @@ def task_id(argument: str, value: str) -> str:
 
 
 def session_name(value: str, env: Mapping[str, str] | None) -> str:
-    """A session name (the task-name rule); its run must leave BASH_ENV to the session (hive_bash.core.sessions)."""
+    """A session name (the task-name rule); its run must leave BASH_ENV to the session
+    (hive_bash.core.sessions.session)."""
     name = task_id("session", value)
     if env and WRAPPER_ENV in env:
         raise InvalidArgument("env", f"must not set {WRAPPER_ENV} in a session run (the session uses it)")

@@ -54,9 +54,9 @@ def test_each_patched_name_exists_and_is_sync_or_async_as_declared(
 
 def test_a_name_that_is_gone_fails_to_resolve() -> None:
     with pytest.raises(AttributeError):
-        patched_function("core.manager", "TaskManager._no_such_step")
+        patched_function("core.tasks.manager", "TaskManager._no_such_step")
     with pytest.raises(AttributeError):
-        patched_function("core.manager", "NoSuchClass.submit")
+        patched_function("core.tasks.manager", "NoSuchClass.submit")
     with pytest.raises(ModuleNotFoundError):
         patched_function("core.no_such_module", "anything")
 

@@ -60,16 +60,16 @@ def core_files_that(predicate: str) -> list[str]:
 
 def test_a_tasks_ending_is_decided_in_one_place_and_written_once() -> None:
     # decide_ending is called by the lifecycle only; Task.end is the one write of an end into a record.
-    assert core_files_that("decide_ending(") == ["ending.py", "lifecycle.py"]
-    assert core_files_that("record.status, record.end_reason") == ["task.py"]
+    assert core_files_that("decide_ending(") == ["tasks/ending.py", "tasks/lifecycle.py"]
+    assert core_files_that("record.status, record.end_reason") == ["tasks/task.py"]
     assert core_files_that(".end_reason =") == []
 
 
 def test_records_reach_the_disk_through_the_lifecycle_only() -> None:
-    users = {name for name in core_files_that("RecordSaver") if name != "record_saver.py"}
-    assert users == {"lifecycle.py"}
-    assert core_files_that("_store.save(") == ["record_saver.py"]
-    assert core_files_that(".cause =") == ["task.py"]  # a Task's cause is set by its own methods
+    users = {name for name in core_files_that("RecordSaver") if name not in ("storage/saver.py", "storage/__init__.py")}
+    assert users == {"tasks/lifecycle.py"}
+    assert core_files_that("_store.save(") == ["storage/saver.py"]
+    assert core_files_that(".cause =") == ["tasks/task.py"]  # a Task's cause is set by its own methods
 
 
 # The layers above reach the engine through its face (hive_bash/core/__init__.py) only.
@@ -108,12 +108,77 @@ def test_the_face_exports_names_of_the_engine_not_its_modules() -> None:
 def test_the_face_check_names_what_passes_it(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text(
-        "import hive_bash.core.task\n"
-        "from hive_bash.core.output import Page\n"
+        "import hive_bash.core.tasks.task\n"
+        "from hive_bash.core.output.reading import Page\n"
         "from hive_bash.core import output, TaskView\n"
     )
     assert past_the_face([bad], tmp_path) == [
-        ("bad.py", "hive_bash.core.task"),
+        ("bad.py", "hive_bash.core.tasks.task"),
+        ("bad.py", "hive_bash.core.output.reading"),
         ("bad.py", "hive_bash.core.output"),
-        ("bad.py", "hive_bash.core.output"),
+    ]
+
+
+# Inside the engine: its subpackages, lowest first. Each imports only subpackages before it in
+# this list, and only through their faces (their __init__.py): `from hive_bash.core.storage
+# import RecordStore`, never hive_bash.core.storage.records from outside storage/. The two
+# modules at the engine's root (wording, semantics) import no subpackage; every subpackage may
+# import them.
+SUBPACKAGES = ("storage", "output", "processes", "sessions", "todos", "tasks")
+ROOT_MODULES = ("wording", "semantics")
+
+
+def engine_imports(path: Path) -> Iterator[str]:
+    """The engine's modules and subpackages a file imports, as dotted names below hive_bash.core."""
+    for name in imported_names(path):
+        if name.startswith("hive_bash.core."):
+            yield name.removeprefix("hive_bash.core.")
+
+
+def misplaced_engine_imports(core: Path) -> list[tuple[str, str]]:
+    """(file, import) for each import inside the engine that goes up, sideways, or past a face."""
+    found = []
+    for path in sorted(core.rglob("*.py")):
+        parts = path.relative_to(core).parts
+        own = parts[0] if len(parts) == 2 else None  # None: the engine's root (its face or a root module)
+        if path == core / "__init__.py":
+            continue  # the engine's face names every subpackage's face
+        allowed = set(ROOT_MODULES)
+        if own is not None:
+            allowed |= set(SUBPACKAGES[: SUBPACKAGES.index(own)])
+        for name in engine_imports(path):
+            top, _, rest = name.partition(".")
+            if top == own:
+                continue  # a subpackage's modules import each other by their full names
+            if top not in allowed or (top in SUBPACKAGES and "." in rest):
+                found.append(("/".join(parts), name))
+    return found
+
+
+def test_the_engines_subpackages_import_downward_through_faces() -> None:
+    core = PACKAGE / "core"
+    assert sorted(p.name for p in core.iterdir() if (p / "__init__.py").exists()) == sorted(SUBPACKAGES)
+    assert sorted(p.stem for p in core.glob("*.py") if p.stem != "__init__") == sorted(ROOT_MODULES)
+    assert misplaced_engine_imports(core) == []
+
+
+def test_the_subpackage_check_names_what_goes_up_or_past_a_face(tmp_path: Path) -> None:
+    core = tmp_path / "core"
+    (core / "storage").mkdir(parents=True)
+    (core / "tasks").mkdir()
+    (core / "wording.py").write_text("from hive_bash.core.storage import TaskRecord\n")
+    (core / "storage" / "records.py").write_text(
+        "from hive_bash.core.storage.task_files import TaskFiles\nfrom hive_bash.core.tasks import Task\n"
+    )
+    (core / "tasks" / "task.py").write_text(
+        "from hive_bash.core.storage import RecordStore\n"
+        "from hive_bash.core.storage.records import TaskRecord\n"
+        "from hive_bash.core import wording\n"
+    )
+    assert misplaced_engine_imports(core) == [
+        ("storage/records.py", "tasks"),
+        ("storage/records.py", "tasks.Task"),
+        ("tasks/task.py", "storage.records.TaskRecord"),
+        ("wording.py", "storage"),
+        ("wording.py", "storage.TaskRecord"),
     ]

@@ -43,10 +43,10 @@ def test_the_check_names_what_is_missing() -> None:
     tests: dict[Path, object] = {}
     assert docs.check_reference("docs/configuration.md", None, tests) is None
     assert docs.check_reference("docs/no-such-page.md", None, tests) == "docs/no-such-page.md does not exist"
-    assert docs.check_reference("tests/core/test_manager.py", "test_cmd_rules", tests) is None
-    assert docs.check_reference("tests/core/test_manager.py", "test_cmd_*", tests) is None
-    assert docs.check_reference("tests/core/test_manager.py", "test_no_such_*", tests) == (
-        "tests/core/test_manager.py has no test test_no_such_*"
+    assert docs.check_reference("tests/core/tasks/test_manager.py", "test_cmd_rules", tests) is None
+    assert docs.check_reference("tests/core/tasks/test_manager.py", "test_cmd_*", tests) is None
+    assert docs.check_reference("tests/core/tasks/test_manager.py", "test_no_such_*", tests) == (
+        "tests/core/tasks/test_manager.py has no test test_no_such_*"
     )
     modules: dict[Path, object] = {}
     assert docs.check_module_name("hive_bash.sdk.client.open_client", modules) is None

@@ -1,6 +1,6 @@
 """wait_for on run and status: the inline wait returns when an output line matches (issue 28, item 1).
 
-Through the real daemon and MCP client; the matcher (hive_bash.core.line_match) is also driven
+Through the real daemon and MCP client; the matcher (hive_bash.core.output.line_match) is also driven
 directly over real files for the line rules that need much output to show.
 """
 
@@ -19,7 +19,8 @@ import pytest
 
 from claude_cli import TOOLS, claude_binary, claude_turns
 from hive_bash.client import cli
-from hive_bash.core import line_match, matching
+from hive_bash.core.output import line_match
+from hive_bash.core.output import matching
 from hivetest import Daemon, call_error, call_ok, children_of, needs_known_syscalls, wait_until
 
 pytestmark = pytest.mark.anyio
@@ -33,7 +34,7 @@ def matcher_children(daemon: Daemon) -> list[int]:
     found = []
     for pid, _ in children_of(daemon.proc.pid):
         try:
-            if b"hive_bash.core.line_match" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"hive_bash.core.output.line_match" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 found.append(pid)
         except OSError:
             continue
@@ -334,7 +335,7 @@ def test_the_cli_waits_for_a_line_on_run_and_status(daemon: Daemon, capsys: pyte
 
 @needs_known_syscalls
 def test_hive_bash_ls_shows_a_task_waiting_for_input(daemon: Daemon, capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 28, item 4: the input-wait reading (hive_bash.core.input_wait) in the CLI's listing."""
+    """Issue 28, item 4: the input-wait reading (hive_bash.core.processes.input_wait) in the CLI's listing."""
 
     def listing() -> str:
         capsys.readouterr()

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from hivetest import call_error, call_ok
-from hive_bash.core import task_input
+from hive_bash.core.processes import task_input
 from hive_bash.sdk.client import BashClient
 
 pytestmark = pytest.mark.anyio

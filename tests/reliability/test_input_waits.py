@@ -1,4 +1,4 @@
-"""Issue 38, items 6 and 11: the input-wait reading (hive_bash.core.input_wait) against real tasks.
+"""Issue 38, items 6 and 11: the input-wait reading (hive_bash.core.processes.input_wait) against real tasks.
 
 Item 6: a task with thousands of sleeping threads made every 0.5 s sample read
 /proc/<pid>/task/<tid>/children for each thread, on the event loop (15,000 threads: daemon CPU
@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from hive_bash.core import input_wait
-from hive_bash.core.input_wait import InputEnd
+from hive_bash.core.processes import input_wait
+from hive_bash.core.processes.input_wait import InputEnd
 from hive_bash.sdk.client import BashClient
 from hivetest import Daemon, call_ok, needs_known_syscalls, wait_until
 

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.anyio
 
 NOBODY = 65534
 WAIT_MATCHERS = 8  # wait_for's matcher children at once, as docs/tools.md says
-MATCHER = b"hive_bash.core.line_match"
+MATCHER = b"hive_bash.core.output.line_match"
 # In a task: the daemon's matcher children into $m (the regex does not match the task's own command line).
 
 
@@ -48,7 +48,7 @@ def find_child(variable: str, module: str) -> str:
     return f'until {variable}=$({scan}); [ -n "${variable}" ]; do sleep 0.02; done'
 
 
-FIND_MATCHER = find_child("m", "hive_bash.core.line_match")
+FIND_MATCHER = find_child("m", "hive_bash.core.output.line_match")
 
 
 def matcher_children(daemon: Daemon) -> list[int]:
@@ -78,7 +78,7 @@ def search_children(daemon: Daemon) -> list[int]:
     found = []
     for pid, state in children_of(daemon.proc.pid):
         try:
-            if state not in ("Z", "X") and b"hive_bash.core.search" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if state not in ("Z", "X") and b"hive_bash.core.output.search" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 found.append(pid)
         except OSError:
             continue
@@ -156,7 +156,7 @@ async def test_a_stopped_search_child_is_ended_and_holds_no_slot(daemon: Daemon)
     """A task SIGSTOPs a running search child: the search ends at once, saying so (was: its slot held 60s)."""
     async with daemon.client() as client:
         lines = (await call_ok(client, "run", {"cmd": "printf 'a%.0s' $(seq 40); echo", "wait_seconds": 10})).structured
-        stop = f"{find_child('s', 'hive_bash.core.search')}; kill -STOP $s; sleep 120"
+        stop = f"{find_child('s', 'hive_bash.core.output.search')}; kill -STOP $s; sleep 120"
         await call_ok(client, "run", {"cmd": stop, "name": "search-stopper", "wait_seconds": 0})
         with anyio.fail_after(20):
             reply = await client.call("logs", {"id": lines["id"], "pattern": "(a*)*b"})  # backtracks for minutes

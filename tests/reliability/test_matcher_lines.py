@@ -2,7 +2,7 @@
 matcher and the search read is matched, and a wait that begins in the middle of a big file
 numbers its lines from where an earlier wait counted them, not from byte 0.
 
-Through the real daemon for the first; the second drives hive_bash.core.line_match's real
+Through the real daemon for the first; the second drives hive_bash.core.output.line_match's real
 matcher child over a real file and reads how many bytes it read only to count lines."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hive_bash.core import line_match
-from hive_bash.core.line_match import StreamStart
+from hive_bash.core.output import line_match
+from hive_bash.core.output.line_match import StreamStart
 from hivetest import Daemon, call_ok
 
 pytestmark = pytest.mark.anyio

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from hivetest import call_error, call_ok, group_members, pid_alive, wait_until
-from hive_bash.core.records import RecordStore, TaskRecord
-from hive_bash.core.store import TaskFiles
+from hive_bash.core.storage.records import RecordStore, TaskRecord
+from hive_bash.core.storage.task_files import TaskFiles
 
 pytestmark = pytest.mark.anyio
 

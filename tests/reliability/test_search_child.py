@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from hivetest import call_ok, children_of, cli_env, Daemon, pid_alive, wait_until
-from hive_bash.core import search
+from hive_bash.core.output import search
 from hive_bash.sdk.client import BashClient
 
 pytestmark = pytest.mark.anyio
@@ -26,7 +26,7 @@ CLI_START_SECS = 60  # a client process imports the MCP SDK first: seconds on a 
 
 
 def search_children(daemon: Daemon) -> list[int]:
-    """The daemon's live search children (a child's command line names hive_bash.core.search)."""
+    """The daemon's live search children (a child's command line names hive_bash.core.output.search)."""
     assert daemon.proc is not None
     found = []
     for pid, state in children_of(daemon.proc.pid):
@@ -34,7 +34,7 @@ def search_children(daemon: Daemon) -> list[int]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if state not in ("Z", "X") and b"hive_bash.core.search" in cmdline:
+        if state not in ("Z", "X") and b"hive_bash.core.output.search" in cmdline:
             found.append(pid)
     return found
 
@@ -59,9 +59,10 @@ async def test_a_task_cannot_plant_code_for_the_search_child(make_daemon, tmp_pa
     marker = tmp_path / "planted-code-ran"
     daemon = make_daemon(workdir=tmp_path / "daemon-cwd")
     plant = (
-        f"mkdir -p hive_bash/core && echo \"open('{marker}', 'w').close()\" > hive_bash/__init__.py && "
+        f"mkdir -p hive_bash/core/output && echo \"open('{marker}', 'w').close()\" > hive_bash/__init__.py && "
         "cp hive_bash/__init__.py hive_bash/core/__init__.py && "
-        "cp hive_bash/__init__.py hive_bash/core/search.py && echo hit"
+        "cp hive_bash/__init__.py hive_bash/core/output/__init__.py && "
+        "cp hive_bash/__init__.py hive_bash/core/output/search.py && echo hit"
     )
     async with daemon.client() as client:
         planted = await call_ok(client, "run", {"cmd": plant, "wait_seconds": 10})

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hivetest import call_ok
-from hive_bash.core import sessions
+from hive_bash.core.sessions import session
 from hive_bash.sdk.client import BashClient
 
 pytestmark = pytest.mark.anyio
@@ -29,7 +29,7 @@ async def test_a_variable_over_the_kernels_per_string_limit_is_dropped_and_named
         exported = await run(client, "printf -v BIG '%200000s' ''; export BIG SMALL=kept")
         after = await run(client, 'echo "${#BIG} $SMALL"')  # it used to fail: Argument list too long
     note = exported.get("session_note") or ""
-    assert "BIG (200004 bytes)" in note and str(sessions.MAX_ARG_STRLEN) in note, exported
+    assert "BIG (200004 bytes)" in note and str(session.MAX_ARG_STRLEN) in note, exported
     assert "SMALL" not in note
     assert after["stdout"] == "0 kept\n"
 
@@ -72,7 +72,7 @@ async def test_a_broken_capture_keeps_the_previous_state_and_the_reply_says_so(m
     daemon = make_daemon()
     async with daemon.client() as client:
         await run(client, "export KEEP=1", cwd=str(tmp_path))
-        broken = await run(client, f"readonly {sessions.CAPTURE_SENTINEL}; cd /; export LOST=1")
+        broken = await run(client, f"readonly {session.CAPTURE_SENTINEL}; cd /; export LOST=1")
         after = await run(client, 'echo "$KEEP-$LOST"; pwd')
     note = broken.get("session_note") or ""
     assert note.startswith("session s unchanged: ") and "broke the capture" in note, broken

@@ -1,7 +1,7 @@
 """The run/status reply: verdict, how it ended, next step, output excerpts, absolute paths.
 
 `status_reply` reads what the reply shows (the two output files, once each) and `task_reply`
-(pure) writes it from the task's view (hive_bash.core.view: its record and what only the running
+(pure) writes it from the task's view (hive_bash.core.tasks.view: its record and what only the running
 daemon knows, frozen) and that.
 """
 
@@ -59,7 +59,7 @@ class Shown:
     last_output_age_secs: float | None = None  # while it runs
     kill_sent: str | None = None  # the signal kill sent to a task that still runs
     kill_age_secs: float | None = None
-    waiting_for_input: bool = False  # blocked reading its pipe or terminal (hive_bash.core.input_wait)
+    waiting_for_input: bool = False  # blocked reading its pipe or terminal (hive_bash.core.processes.input_wait)
     session_cwd: str | None = None  # once ended: the session's directory its shell left
     session_exports: tuple[str, ...] = ()  # once ended: the variables it exported or changed
     line_wait: FirstMatch | None = None  # run/status with wait_for: what the wait found
@@ -302,7 +302,7 @@ def excerpt_text(task_id: str, stream: str, excerpt: Excerpt) -> str:
 
 
 def folded_note(excerpt: Excerpt) -> str | None:
-    """Said when the excerpt shows less than the file has byte for byte (hive_bash.core.output.fold)."""
+    """Said when the excerpt shows less than the file has byte for byte (hive_bash.core.output.reading.fold)."""
     parts = [counted(excerpt.overwrites_folded, "carriage-return overwrite")] if excerpt.overwrites_folded else []
     parts += [counted(excerpt.repeats_folded, "repeated line")] if excerpt.repeats_folded else []
     return f"{' and '.join(parts)} folded here; the file has every byte" if parts else None

@@ -1,0 +1,168 @@
+"""How a task's first process is started: one of three ways, chosen once when the daemon starts.
+
+- ``CloneIntoCgroup``: where the daemon owns a cgroup tree and the C library and the kernel
+  offer clone3's CLONE_INTO_CGROUP (hive_bash.core.processes.native_spawn), the task's bash is born in
+  its cgroup: no move, and none of a move's costs.
+- ``PlacingBash``: where they do not, the task's first process is a bash in POSIX mode that
+  writes its own pid into its cgroup's ``cgroup.procs`` and then execs the task's bash (same
+  pid, session and group): nothing of the task runs outside its cgroup either.
+- ``PlainPopen``: without a cgroup tree, subprocess.Popen.
+
+Each starts argv as the leader of a session and process group of its own, fds 0-2 as given
+and every other fd closed, every signal at its default disposition, and returns the process
+with CLOCK_BOOTTIME read just before and after the fork (process.start_ticks_between). A
+spawner only starts: supervising, ending and reaping the process is hive_bash.core.processes.process's.
+``choose`` picks one from what the machine offers and logs it once; the launcher hands it to
+every start.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import subprocess
+import termios
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Protocol
+
+from hive_bash.core.processes import cgroups, native_spawn
+
+logger = logging.getLogger(__name__)
+
+# The placing bash: it reads no startup file in POSIX mode, so a session's BASH_ENV runs in the
+# task's bash alone; "$0" is the cgroup's cgroup.procs, "$@" the task's argv.
+PLACE_ARGV = ("bash", "--posix", "--noprofile", "--norc", "-c", 'echo $$ > "$0" && exec "$@"')
+
+
+class CgroupDir(Protocol):
+    """What a spawner needs of a task's cgroup (a cgroups.TaskCgroup)."""
+
+    @property
+    def fd(self) -> int: ...  # the directory's fd, for CLONE_INTO_CGROUP
+
+    @property
+    def procs_path(self) -> Path: ...  # its cgroup.procs, for the placing bash
+
+
+@dataclass(frozen=True)
+class Child:
+    """What to start: `argv` in `cwd` with `env`, on fds 0-2, in `cgroup` where the daemon owns a tree.
+
+    `stdin` is an fd, subprocess.PIPE or subprocess.DEVNULL, as for Popen. With `terminal`, `stdin`
+    is a PTY's slave (`stdout` and `stderr` too) and becomes the task's controlling terminal.
+    """
+
+    argv: list[str]
+    cwd: str
+    env: Mapping[str, str]
+    stdin: int
+    stdout: int
+    stderr: int
+    terminal: bool = False
+    cgroup: CgroupDir | None = None
+
+
+class StartedProcess(Protocol):
+    """A started child as the rest of the engine uses it: a subprocess.Popen or a native_spawn.NativeProcess."""
+
+    pid: int
+    returncode: int | None
+    stdin: IO[bytes] | None  # the write end of its stdin pipe, when it got one
+
+    def wait(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Started:
+    process: StartedProcess
+    forked_between: tuple[int, int]  # CLOCK_BOOTTIME just before and just after the fork
+
+
+class Spawner(Protocol):
+    def start(self, child: Child) -> Started:
+        """Start the child; raises OSError (EMFILE, EAGAIN, ENOENT...) as Popen would."""
+        ...
+
+
+def boottime_ns() -> int:
+    return time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+
+
+class PlainPopen:
+    """No cgroup tree: the task's own session and process group are all that hold it."""
+
+    def start(self, child: Child) -> Started:
+        assert child.cgroup is None, "a task cgroup, but no spawner that puts tasks in one"
+        return _popen(child.argv, child)
+
+
+class PlacingBash:
+    """A cgroup per task, entered by a move the task's first process makes."""
+
+    def start(self, child: Child) -> Started:
+        # The move costs the mover a grace period of the kernel's cgroup lock (8-13 ms when tasks
+        # start seconds apart, docs/performance.md): paid by the task's first process, never by the loop.
+        return _popen([*PLACE_ARGV, str(_cgroup_of(child).procs_path), *child.argv], child)
+
+
+class CloneIntoCgroup:
+    """A cgroup per task, the task born in it (clone3's CLONE_INTO_CGROUP): no move."""
+
+    def start(self, child: Child) -> Started:
+        cgroup = _cgroup_of(child)
+        terminal_path = os.ttyname(child.stdin) if child.terminal else None
+        before = boottime_ns()
+        spawned = native_spawn.spawn(
+            child.argv, child.env, child.cwd, cgroup.fd, child.stdin, child.stdout, child.stderr, terminal_path
+        )
+        return Started(spawned, (before, boottime_ns()))
+
+
+def choose(tree: cgroups.CgroupTree | None) -> Spawner:
+    """The spawner for this machine: by the cgroup tree the daemon owns, if any, and what starts a
+    task in it (asked once: native_spawn probes the kernel). Logged once."""
+    if tree is None:
+        logger.info("tasks start by Popen, each in a session and process group of its own")
+        return PlainPopen()
+    not_born_in_place = native_spawn.unavailable_reason()
+    if not_born_in_place is None:
+        logger.info("tasks start by clone3 into their cgroups (CLONE_INTO_CGROUP): no move")
+        return CloneIntoCgroup()
+    how = f"tasks start by a placing bash: each task moves itself in: {not_born_in_place}"
+    if not cgroups.favours_moves(tree.root):
+        how += "; without the cgroup2 mount option favordynmods each move waits ~10 ms"
+    logger.info("%s", how)
+    return PlacingBash()
+
+
+def _cgroup_of(child: Child) -> CgroupDir:
+    assert child.cgroup is not None, "a spawner that puts tasks in their cgroups, but no task cgroup"
+    return child.cgroup
+
+
+def _popen(argv: list[str], child: Child) -> Started:
+    before = boottime_ns()
+    # start_new_session: the task is its own session and process group, so one
+    # killpg reaches everything it starts (unless a child leaves with setsid: the cgroup holds it).
+    # Without preexec_fn, CPython forks with vfork (the daemon's memory is not copied, the loop
+    # waits only until bash has exec'd); a terminal needs one (TIOCSCTTY), and then it forks.
+    popen = subprocess.Popen(
+        argv,
+        stdin=child.stdin,
+        stdout=child.stdout,
+        stderr=child.stderr,
+        cwd=child.cwd,
+        env=child.env,
+        start_new_session=True,
+        close_fds=True,
+        preexec_fn=_take_controlling_terminal if child.terminal else None,
+    )
+    return Started(popen, (before, boottime_ns()))
+
+
+def _take_controlling_terminal() -> None:  # runs in the child, after setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)

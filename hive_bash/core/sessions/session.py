@@ -1,0 +1,456 @@
+"""Shell sessions: a working directory and exported variables carried from one `run` to the next.
+
+A session is a name (the task-name rule) and a state: the working directory and the
+exported variables the last of its tasks to end left behind, kept as ``<name>.session``
+beside the task records and written atomically.
+
+How the state is carried without the command noticing:
+
+* Start: the task starts in the session's directory with the session's variables, and
+  ``BASH_ENV`` points at ``<id>.rc``. bash reads that file before the command's first
+  line (for ``-c CMD`` and for the long-command script file alike), so argv, ``$0``,
+  ``$#``, ``LINENO``, the command's text and how bash parses it are exactly as without a
+  session. The file sets an EXIT trap, unsets ``BASH_ENV`` (children never see it) and
+  leaves ``$?`` and ``$_`` as bash had them.
+* End: the trap runs when the shell ends normally, by ``exit N``, by an error under
+  ``set -e`` or by a catchable signal (bash re-raises the signal after the trap, so the
+  status is unchanged). With xtrace, errexit and nounset off and its stderr on
+  /dev/null it writes, with builtins only, ``pwd`` and every exported variable,
+  NUL-separated, to ``<id>.state``. Nothing reaches the task's streams. It keeps its
+  working data in the positional parameters, not in variables a command could have
+  made readonly, and reports an exported ``SHELLOPTS`` as it was before the trap
+  changed options (its own ``set -C`` never reaches the next run).
+* After the task ended, the daemon reads ``<id>.state`` and makes it the session's state.
+  Tasks of one session running at once: the one that ends last wins. A capture that is
+  incomplete (something the command did broke it) leaves the state as it was, and the
+  reply says so; a variable no new process could be started with (over the kernel's
+  per-string limit, or past the total an exec takes) is dropped, and the reply names it.
+
+Limits (documented in docs/tools.md): a SIGKILL, ``exec otherprog`` (the shell is replaced)
+and a command that sets its own EXIT trap (it replaces ours) leave the state as it was,
+and the reply says so; ``trap -p`` shows the trap; under ``set -v`` bash echoes the trap's
+first line when it runs it; a DEBUG trap the command set runs once more, with its output
+on /dev/null. Only exported variables are carried, not shell variables, functions,
+aliases or options.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import shlex
+import string
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hive_bash.core.processes import task_environment
+from hive_bash.core.storage import TaskFiles, TaskRecord
+from hive_bash.model import ENV_NAME_PATTERN, NAME_PATTERN
+from hive_bash.private_files import create_private, read_own_file, set_aside, write_atomically
+
+logger = logging.getLogger(__name__)
+
+CAPTURE_MAGIC = "hive-bash-state-1"
+CAPTURE_END = b"end"
+# A bigger environment could not be passed to the next task anyway (the kernel's
+# limit for argv plus environment is a few MiB at most).
+MAX_STATE_BYTES = 1024 * 1024
+MAX_SESSION_FILE_BYTES = 8 * MAX_STATE_BYTES  # the same state as JSON, escapes and all
+# The trap exports this just before it lists the variables: a capture without it is broken.
+CAPTURE_SENTINEL = "__hive_bash_capture"
+# How a session task's bash finds its wrapper: a session run's own `env` must leave it alone.
+WRAPPER_ENV = "BASH_ENV"
+# Managed by bash itself (SHLVL would grow by one per run), or the hooks the daemon
+# strips from every task (BASH_ENV is also how the state is carried).
+NEVER_CARRIED = frozenset({"_", "SHLVL", WRAPPER_ENV, "ENV", "ZDOTDIR", CAPTURE_SENTINEL})
+# execve refuses (E2BIG) one NAME=VALUE string longer than MAX_ARG_STRLEN (32 pages, its
+# NUL included), and all strings and their pointers past a quarter of the stack limit,
+# at most 3/4 of 8 MiB however large that limit is.
+MAX_ARG_STRLEN = 32 * 4096
+KERNEL_EXEC_CAP_BYTES = 6 * 1024 * 1024
+POINTER_BYTES = 8
+EXEC_HEADROOM_BYTES = 128 * 1024  # left for the task's argv, its own `env` and what bash adds for its children
+NEVER_CARRIED_PREFIXES = ("HIVE_BASH_", "ZSH_")
+
+
+class SessionFileError(Exception):
+    """A session file could not be read or written (the message says which and why)."""
+
+
+@dataclass
+class SessionState:
+    """What a session carries: relative to the daemon's environment, so a daemon
+    restarted with another PATH passes on the new one unless a task changed it."""
+
+    name: str
+    cwd: str | None = None
+    set: dict[str, str] = field(default_factory=dict)
+    unset: list[str] = field(default_factory=list)
+    updated_at: float | None = None
+    task_id: str | None = None  # the task whose end wrote this state
+
+
+@dataclass
+class Start:
+    """What `prepare` gives a task to start with: its environment and, in a session, the
+    session's variables as they were (the reply names what its shell changed)."""
+
+    env: dict[str, str]
+    session_env_before: dict[str, str] | None = None
+
+
+@dataclass
+class Launch:
+    """Where and with what a session's task starts; `note` is one line for the reply."""
+
+    cwd: str
+    env: dict[str, str]
+    note: str | None = None
+
+
+def carried(name: str, hidden: frozenset[str]) -> bool:
+    return (
+        ENV_NAME_PATTERN.fullmatch(name) is not None
+        and name not in NEVER_CARRIED
+        and name not in hidden
+        and not name.startswith(NEVER_CARRIED_PREFIXES)
+    )
+
+
+# ---- the wrapper bash reads first, and what its trap writes ----------------
+
+
+def _capture_code(state_path: Path) -> str:
+    """The EXIT trap: final `pwd` and every exported scalar variable, NUL-separated, builtins only."""
+    # "${!a@}" lists the variables whose names start with `a` (compgen is missing from
+    # bash builds without readline); ${!1@a} are the attributes of the one named by $1:
+    # x = exported, a/A/n = arrays and namerefs, which the environment cannot hold anyway.
+    # The names are walked as positional parameters: a loop variable could have been made
+    # readonly by the command (the loop then lists nothing and the state would look empty).
+    prefixes = " ".join(f'"${{!{letter}@}}"' for letter in string.ascii_letters + "_")
+    # Under `set -v` bash echoes each line of the trap as it reads it, and a DEBUG trap the
+    # command set would run before each of our commands: the first line turns both off with
+    # its output (xtrace, and the one DEBUG run before it) on /dev/null, so only that line
+    # is echoed. It first keeps $SHELLOPTS as the command left it in $1 (an exported
+    # SHELLOPTS carries options: ours are not the command's). noclobber (-C) makes `>`
+    # create the file exclusively (the daemon removed any old one), so a name planted
+    # there meanwhile is never written through; umask: 0600.
+    return (
+        '{ builtin trap - DEBUG; builtin set -- "$SHELLOPTS"; '
+        "builtin set +vx -C; builtin umask 077; } >/dev/null 2>&1\n"
+        "{ builtin set +eu; "
+        f"builtin export {CAPTURE_SENTINEL}=1; "
+        f"builtin printf '%s\\0' {CAPTURE_MAGIC}; "
+        "builtin pwd || builtin printf '%s\\n' \"$PWD\"; builtin printf '\\0'; "
+        f'builtin set -- {prefixes} "$1"; '
+        "while (( $# > 1 )); do "
+        "[[ ${!1@a} == *x* && ${!1@a} != *[aAn]* ]] && "
+        "if [[ $1 == SHELLOPTS ]]; then builtin printf 'SHELLOPTS=%s\\0' \"${!#}\"; "
+        'else builtin printf \'%s=%s\\0\' "$1" "${!1}"; fi; '
+        "builtin shift; done; "
+        f"builtin printf '%s\\0' {CAPTURE_END.decode()}; }} 2>/dev/null > {shlex.quote(str(state_path))}"
+    )
+
+
+def wrapper_rc(rc_path: Path, state_path: Path) -> str:
+    """The BASH_ENV file. It sources itself once more with `$_` as its argument: after a
+    `.` command bash sets `$_` to that command's last argument, so the command's first
+    line sees `$_` as bash set it. `$#` tells the two passes apart (the task shell has no
+    positional parameters; the inner pass has one)."""
+    trap = f"builtin trap -- {shlex.quote(_capture_code(state_path))} EXIT"
+    return (
+        f'if [[ $# == 0 ]]; then builtin . {shlex.quote(str(rc_path))} "$_"; else {trap}; builtin unset BASH_ENV; fi\n'
+    )
+
+
+def parse_capture(data: bytes) -> tuple[str, dict[str, str]] | None:
+    """(cwd, exported variables) from what the trap wrote, or None if it is incomplete."""
+    fields = data.split(b"\0")
+    # magic, cwd, NAME=VALUE..., end, "" (after the last NUL)
+    if len(fields) < 4 or fields[0] != CAPTURE_MAGIC.encode() or fields[-2:] != [CAPTURE_END, b""]:
+        return None
+    cwd = os.fsdecode(fields[1].removesuffix(b"\n"))  # `pwd` ends its line; a name may end in \n too
+    env: dict[str, str] = {}
+    for entry in fields[2:-2]:
+        name, separator, value = entry.partition(b"=")
+        if not separator:
+            return None
+        env[os.fsdecode(name)] = os.fsdecode(value)
+    if env.pop(CAPTURE_SENTINEL, None) != "1":
+        return None  # the listing did not work: these are not the shell's variables
+    return cwd, env
+
+
+def exec_env_budget() -> int:
+    """Bytes of environment (strings, NULs and pointers) a task's exec can surely take."""
+    try:
+        arg_max = os.sysconf("SC_ARG_MAX")  # a quarter of the stack limit
+    except (ValueError, OSError):
+        arg_max = 2 * 1024 * 1024
+    return max(min(arg_max, KERNEL_EXEC_CAP_BYTES) - EXEC_HEADROOM_BYTES, 0)
+
+
+def _entry_bytes(name: str, value: str) -> int:
+    return len(os.fsencode(name)) + len(os.fsencode(value)) + 2  # "=" and the NUL
+
+
+def unfit(env: Mapping[str, str], candidates: Iterable[str], budget: int) -> tuple[list[str], list[str]]:
+    """Which of `candidates` (names in `env`) must go for an exec to take `env`: (too long, too many).
+
+    Too long: over the kernel's per-string limit. Too many: then the largest of the
+    others, until the whole environment fits `budget`."""
+    names = sorted(set(candidates) & set(env))
+    too_long = [name for name in names if _entry_bytes(name, env[name]) > MAX_ARG_STRLEN]
+    total = sum(_entry_bytes(name, value) + POINTER_BYTES for name, value in env.items() if name not in too_long)
+    too_many: list[str] = []
+    for name in sorted((name for name in names if name not in too_long), key=lambda n: -_entry_bytes(n, env[n])):
+        if total <= budget:
+            break
+        total -= _entry_bytes(name, env[name]) + POINTER_BYTES
+        too_many.append(name)
+    return too_long, sorted(too_many)
+
+
+def unfit_note(name: str, env: Mapping[str, str], too_long: list[str], too_many: list[str], budget: int) -> str | None:
+    """One line naming the variables a session does not carry, and why; None if there are none."""
+    parts = []
+    if too_long:
+        sizes = ", ".join(f"{item} ({_entry_bytes(item, env[item]) - 1} bytes)" for item in too_long)
+        parts.append(f"{sizes} over the kernel's limit of {MAX_ARG_STRLEN} bytes for one NAME=VALUE")
+    if too_many:
+        parts.append(f"{', '.join(too_many)}: the environment would pass the {budget} bytes a new process is given")
+    if not parts:
+        return None
+    return f"session {name}: not carried, no program could start with them: " + "; ".join(parts)
+
+
+def diff_env(
+    base: Mapping[str, str], final: Mapping[str, str], hidden: frozenset[str]
+) -> tuple[dict[str, str], list[str]]:
+    """What the session must change in the daemon's environment to give `final`: (set, unset)."""
+    to_set = {name: value for name, value in final.items() if carried(name, hidden) and base.get(name) != value}
+    to_unset = sorted(name for name in base if carried(name, hidden) and name not in final)
+    return to_set, to_unset
+
+
+def apply_env(base: Mapping[str, str], state: SessionState, hidden: frozenset[str]) -> dict[str, str]:
+    """The daemon's environment with a session's changes (filtered again: HIVE_BASH_HIDE_ENV may have grown)."""
+    env = dict(base)
+    for name in state.unset:
+        env.pop(name, None)
+    env.update({name: value for name, value in state.set.items() if carried(name, hidden)})
+    return env
+
+
+# ---- files -----------------------------------------------------------------
+
+
+def _read_own(path: Path, limit: int) -> bytes | None:
+    """A regular file of ours, never read through a symlink; None if it is not there.
+
+    Raises SessionFileError when it is something else or larger than `limit`."""
+    try:
+        return read_own_file(path, limit)  # the size is checked before a byte is read
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # ELOOP (a symlink planted in the tasks dir), NotOurs, TooLarge
+        raise SessionFileError(f"{path}: {exc.strerror or exc}") from exc
+
+
+def _unlink(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
+def _state_from_json(name: str, data: bytes) -> SessionState:
+    raw = json.loads(data)
+    state = SessionState(
+        name=raw["name"],
+        cwd=raw["cwd"],
+        set=dict(raw["set"]),
+        unset=list(raw["unset"]),
+        updated_at=raw["updated_at"],
+        task_id=raw["task_id"],
+    )
+    values = [*state.set, *state.set.values(), *state.unset]
+    if state.name != name or not all(isinstance(value, str) for value in values):
+        raise ValueError("its name or variables are malformed")
+    if state.cwd is not None and not isinstance(state.cwd, str):
+        raise ValueError("its cwd is not a string")
+    return state
+
+
+def _state_to_json(state: SessionState) -> bytes:
+    # ensure_ascii: bytes that are not UTF-8 (kept as surrogates) survive the round trip.
+    return json.dumps(
+        {
+            "name": state.name,
+            "cwd": state.cwd,
+            "set": state.set,
+            "unset": state.unset,
+            "updated_at": state.updated_at,
+            "task_id": state.task_id,
+        }
+    ).encode()
+
+
+class SessionStore:
+    """The sessions in a tasks dir: start a task in one, take its state back when it ends.
+
+    Names follow the task-name rule (checked by the caller), so every path here stays
+    inside the tasks dir; files are read without following symlinks.
+    """
+
+    def __init__(self, files: TaskFiles, base_env: Mapping[str, str], hidden: frozenset[str]) -> None:
+        self.files = files
+        self.base_env = base_env
+        self.hidden = hidden
+        self._states: dict[str, SessionState] = {}
+
+    # ---- queries ------------------------------------------------------------
+
+    def get(self, name: str) -> SessionState | None:
+        return self._states.get(name)
+
+    def listing(self, task_sessions: Iterable[str | None], name: str | None = None) -> list[tuple[SessionState, int]]:
+        """Each session (or only `name`) by name with its count in `task_sessions` (the session of
+        every known task); a session whose tasks have not ended yet has no state: cwd None."""
+        counts = collections.Counter(item for item in task_sessions if item is not None)
+        names = sorted({*counts, *self._states})
+        return [(self._states.get(item) or SessionState(item), counts[item]) for item in names if name in (None, item)]
+
+    # ---- loading and pruning ------------------------------------------------
+
+    def load(self) -> None:
+        """Read every ``*.session`` file; an unreadable one is logged and skipped."""
+        for name, path in self.files.sessions():
+            if not NAME_PATTERN.fullmatch(name):
+                continue  # not a file this daemon wrote: no session can be named so
+            try:
+                data = _read_own(path, MAX_SESSION_FILE_BYTES)
+                if data is not None:
+                    self._states[name] = _state_from_json(name, data)
+            except (SessionFileError, ValueError, KeyError, TypeError, MemoryError) as exc:
+                set_aside(path, f"unreadable session file ({exc})")
+
+    def prune(self, in_use: Iterable[str]) -> list[str]:
+        """Delete the sessions no retained task belongs to any more; returns their names."""
+        keep = set(in_use)
+        gone = [name for name in self._states if name not in keep]
+        for name in gone:
+            del self._states[name]
+            _unlink(self.files.session(name))
+        return gone
+
+    # ---- a task's start and end ----------------------------------------------
+
+    def launch(self, name: str, cwd: str | None, default_cwd: str) -> Launch:
+        """The directory and environment a task of session `name` starts with.
+
+        An explicit `cwd` wins; a session directory that was removed falls back to
+        `default_cwd`, and the note says so."""
+        state = self._states.get(name) or SessionState(name)
+        env = apply_env(self.base_env, state, self.hidden)
+        notes = [self._fit_exec(name, env, state.set)]  # the daemon's own environment may have grown since
+        if cwd is None and state.cwd is not None:
+            if os.path.isdir(state.cwd):
+                cwd = state.cwd
+            else:
+                notes.append(f"session {name}: its directory {state.cwd} no longer exists; started in {default_cwd}")
+        start = cwd or default_cwd
+        env["PWD"] = start  # so bash keeps the logical path (a symlinked directory stays as named)
+        return Launch(cwd=start, env=env, note="; ".join(filter(None, notes)) or None)
+
+    def _fit_exec(self, name: str, env: dict[str, str], changed: Iterable[str]) -> str | None:
+        """Take out of `env` the session's variables (`changed`) an exec could not take; the note names them."""
+        budget = exec_env_budget()
+        too_long, too_many = unfit(env, changed, budget)
+        note = unfit_note(name, env, too_long, too_many, budget)
+        for item in (*too_long, *too_many):
+            if item in self.base_env:
+                env[item] = self.base_env[item]  # the daemon's own value: that one starts
+            else:
+                del env[item]
+        return note
+
+    # ---- what the task manager calls: before a task starts, after it ended ----
+
+    def prepare(self, record: TaskRecord, cwd: str | None, extra_env: Mapping[str, str]) -> Start:
+        """The environment a task starts with (the daemon's, its `env` over it, its id).
+
+        A session's task also starts in its session's directory with its variables
+        (`record.cwd` and `record.session_note` say where and what could not be used),
+        and BASH_ENV points at its wrapper, written here: its shell leaves its state
+        for `collect`. Raises OSError when the wrapper cannot be written."""
+        if record.session is None:
+            return Start(task_environment(self.base_env, extra_env, record.id, record.pty))
+        launch = self.launch(record.session, cwd, os.getcwd())
+        before = self._states.get(record.session)
+        record.cwd, record.session_note = launch.cwd, launch.note
+        env = task_environment(launch.env, extra_env, record.id, record.pty)
+        self._wrap(record.id, env)
+        return Start(env, dict(before.set) if before is not None else {})
+
+    def collect(self, record: TaskRecord) -> None:
+        """A session's task ended: what its shell left becomes the session's state (the later
+        end wins); the record's note says why it did not."""
+        if record.session is not None:
+            note = self.take_state(record.session, record.id, time.time(), record.signal)
+            record.session_note = "; ".join(filter(None, (record.session_note, note))) or None
+
+    def _wrap(self, task_id: str, env: dict[str, str]) -> None:
+        """Write the task's BASH_ENV file and point `env` at it (last, so nothing overrides it)."""
+        rc_path = self.files.rc(task_id)
+        _unlink(self.files.capture(task_id))  # the trap creates it exclusively
+        fd = create_private(rc_path)
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as rc:
+            rc.write(wrapper_rc(rc_path, self.files.capture(task_id)))
+        env[WRAPPER_ENV] = str(rc_path)
+
+    def take_state(self, name: str, task_id: str, ended_at: float, signal: str | None = None) -> str | None:
+        """Make what task `task_id` left in ``<id>.state`` the session's state.
+
+        Returns None, or one line saying why the session stayed as it was. Called in the
+        order tasks end, so of two tasks running at once the later end wins."""
+        try:
+            data = _read_own(self.files.capture(task_id), MAX_STATE_BYTES)
+        except SessionFileError as exc:
+            logger.warning("task %s: its session state is not usable: %s", task_id, exc)
+            return f"session {name} unchanged: the state its shell left is not usable ({exc})"
+        finally:
+            self.discard(task_id)
+        captured = parse_capture(data) if data is not None else None
+        if captured is None and data:
+            logger.warning("task %s: its session state capture is incomplete", task_id)
+            return (
+                f"session {name} unchanged: the state its shell left is incomplete "
+                "(something the command did broke the capture: a readonly or function named like its builtins?)"
+            )
+        if captured is None:
+            why = (
+                "it was killed with SIGKILL"
+                if signal == "SIGKILL"
+                else "it ended by SIGKILL, `exec` or its own EXIT trap"
+            )
+            return f"session {name} unchanged: the shell did not save its state ({why})"
+        cwd, final = captured
+        to_set, to_unset = diff_env(self.base_env, final, self.hidden)
+        env = apply_env(self.base_env, SessionState(name, set=to_set, unset=to_unset), self.hidden)
+        note = self._fit_exec(name, env, to_set)
+        to_set = {item: value for item, value in to_set.items() if env.get(item) == value}
+        state = SessionState(name, cwd or None, to_set, to_unset, ended_at, task_id)
+        self._states[name] = state
+        try:
+            write_atomically(self.files.session(name), _state_to_json(state))
+        except OSError as exc:
+            # Disk full or gone: the state holds in memory and is written at the next end.
+            logger.error("could not save session %s: %s", name, exc)
+        return note
+
+    def discard(self, task_id: str) -> None:
+        """Remove a task's wrapper and capture files (after its end, or with its record)."""
+        _unlink(self.files.rc(task_id))
+        _unlink(self.files.capture(task_id))

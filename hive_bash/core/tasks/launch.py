@@ -1,0 +1,220 @@
+"""Starting a task: everything it needs before it runs, the spawn, and undoing a start that cannot go on.
+
+A start goes: room on disk for its end (a full disk refuses it before anything
+runs), its environment and, in a shell session, its wrapper (hive_bash.core.sessions.session),
+its cgroup with its limits, the spawn (hive_bash.core.processes.process); the lifecycle
+(hive_bash.core.tasks.lifecycle) then saves its record with its pid, before anything else
+happens. A start refused after the spawn ends the process it made (`abandon`);
+nothing records it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from hive_bash.core.output import file_size, last_printed_line
+from hive_bash.core.processes import (
+    CgroupTree,
+    InputEnd,
+    InputSampler,
+    InputWait,
+    Limits,
+    Spawner,
+    SpawnRequest,
+    TaskProcess,
+    TerminalWriteFailed,
+    choose_spawner,
+    locate_cgroups,
+    locate_oom_counter,
+    oom_counter_at,
+    spawn,
+)
+from hive_bash.core.sessions import SessionStore
+from hive_bash.core.storage import RecordStore, TaskFiles, TaskRecord
+from hive_bash.core.tasks.task import Task
+from hive_bash.errors import InvalidArgument, RecordNotSaved, SpawnFailed
+from hive_bash.model import TaskOptions
+from hive_bash.settings import Settings, memory_bytes
+
+logger = logging.getLogger(__name__)
+
+# A task began (or stopped) waiting for input: (record, the last line it printed or None, waiting).
+InputChanged = Callable[[TaskRecord, "str | None", bool], None]
+
+
+class Launcher:
+    """Starts tasks: the cgroup tree they run in, the limits it enforces, their files, sessions and records."""
+
+    def __init__(self, settings: Settings, store: RecordStore, sessions: SessionStore) -> None:
+        self._store = store
+        self._sessions = sessions
+        # The tree first: it moves the daemon into a leaf, and the OOM counter of its root counts the tasks'.
+        self.cgroups = locate_cgroups(settings.cgroup_root)
+        self.spawner = choose_spawner(self.cgroups)  # how every task starts: asked and logged once
+        self.oom_counter = locate_oom_counter(settings.cgroup_dir or _counting_root(self.cgroups))
+        self._default_limits = _default_limits(settings, self.cgroups)
+
+    def limits(self, options: TaskOptions) -> Limits:
+        """The task's own limits: its arguments over the daemon's defaults; refused where nothing enforces them."""
+        for argument, value, controller in (
+            ("memory_max", options.memory_max, "memory"),
+            ("pids_max", options.pids_max, "pids"),
+        ):
+            if value is None:
+                continue
+            if self.cgroups is None:
+                raise InvalidArgument(argument, "needs a cgroup per task; this daemon has no delegated cgroup v2 tree")
+            if controller not in self.cgroups.controllers:
+                raise InvalidArgument(
+                    argument, f"needs the {controller} controller; this daemon's cgroup tree has none"
+                )
+        defaults = self._default_limits
+        return Limits(
+            options.memory_max if options.memory_max is not None else defaults.memory_max,
+            options.pids_max if options.pids_max is not None else defaults.pids_max,
+        )
+
+    def start(self, task: Task, output_failed: TerminalWriteFailed) -> TaskProcess:
+        """Spawn the task; raises SpawnFailed, with nothing left running. Its record is saved by the caller."""
+        record = task.record
+        try:
+            # Room for its end on disk, before anything runs: a full disk refuses the start.
+            self._store.reserve(record)
+        except RecordNotSaved as exc:
+            raise record_not_saved(self._store, record, exc) from exc
+        try:
+            start = self._sessions.prepare(record, task.cwd, task.env)
+        except OSError as exc:  # its session's wrapper could not be written
+            raise _could_not_start(self._store, record, exc) from exc
+        # Taken before the spawn: the command may be running before spawn() returns, and a
+        # start time taken after it would make a loaded daemon report `sleep 1` as 0.98 s.
+        task.prepared(start.session_env_before, self.oom_counter.oom_kills() if self.oom_counter is not None else None)
+        started_at = time.time()
+        # A refused spawn has deleted every file of the task (reserve and session wrapper included).
+        proc = _spawn(task, self._store, start.env, output_failed, self.spawner, self.cgroups)
+        task.started(proc, started_at)
+        return proc
+
+    def keep_reserve(self, record: TaskRecord) -> None:
+        """Room for its end again, if saving its record with its pid took the reserve."""
+        if not self._store.has_reserve(record.id):
+            try:
+                self._store.reserve(record)
+            except RecordNotSaved as exc:
+                logger.warning(
+                    "task %s: no room kept for its end (%s): it is saved when the disk has room", record.id, exc
+                )
+
+
+def new_record(task_id: str, options: TaskOptions) -> TaskRecord:
+    return TaskRecord(
+        id=task_id,
+        cmd=options.cmd,
+        created_at=time.time(),
+        timeout_secs=options.timeout_secs,
+        idle_timeout_secs=options.idle_timeout_secs,
+        cwd=options.cwd or os.getcwd(),
+        pty=options.pty,
+        stdin=options.stdin,
+        session=options.session,
+    )
+
+
+def watch_input(task: Task, files: TaskFiles, changed: InputChanged, sampler: InputSampler) -> None:
+    """A task with input (pipe or pty) is sampled for a blocked read of it (hive_bash.core.processes.input_wait),
+    in `sampler`'s thread."""
+    proc, record = task.process, task.record
+    if task.input is None or proc is None or proc.input_fd is None:
+        return
+    fd = proc.input_fd
+    try:
+        end = InputEnd.of_pty(fd, proc.pid) if proc.is_pty else InputEnd.of_pipe(fd, proc.pid, proc.pgid)
+    except OSError as exc:  # nothing to sample: the task runs on, never said to wait
+        logger.warning("task %s: cannot watch its input: %s", record.id, exc)
+        return
+    out, err = files.out(record.id), files.err(record.id)
+
+    def activity() -> tuple[int, int, int]:
+        return task.input_writes, file_size(out), file_size(err)
+
+    def on_change(waiting: bool) -> None:
+        task.input_waiting(waiting)
+        changed(record, last_printed_line(out, err) if waiting else None, waiting)
+
+    task.watch_input(InputWait(end, activity, on_change), sampler)
+
+
+def _counting_root(tree: CgroupTree | None) -> Path | None:
+    """The tree's root, whose memory.events counts the OOM kills of every task cgroup below it."""
+    return tree.root if tree is not None and oom_counter_at(tree.root) is not None else None
+
+
+def _default_limits(settings: Settings, tree: CgroupTree | None) -> Limits:
+    """HIVE_BASH_TASK_MEMORY_MAX / _PIDS_MAX, as far as the tree can enforce them (the rest is logged, once)."""
+    memory = memory_bytes(settings.task_memory_max) if settings.task_memory_max is not None else None
+    pids = settings.task_pids_max
+    controllers = tree.controllers if tree is not None else frozenset()
+    for name, value, controller in (("task_memory_max", memory, "memory"), ("task_pids_max", pids, "pids")):
+        if value is not None and controller not in controllers:
+            logger.warning("%s is not enforced: no cgroup tree with the %s controller", name, controller)
+    return Limits(memory if "memory" in controllers else None, pids if "pids" in controllers else None)
+
+
+def _spawn(
+    task: Task,
+    store: RecordStore,
+    env: dict[str, str],
+    on_output_failed: TerminalWriteFailed,
+    spawner: Spawner,
+    tree: CgroupTree | None = None,
+) -> TaskProcess:
+    record, files = task.record, store.files
+    try:
+        cgroup = tree.create(record.id, task.limits) if tree is not None else None
+    except OSError as exc:
+        logger.warning("task %s could not get a cgroup: %s", record.id, exc)
+        store.delete(record.id)  # its reserve and its session's wrapper: nothing will run
+        raise SpawnFailed(f"its cgroup could not be created: {exc.strerror or exc} (errno {exc.errno})") from exc
+    request = SpawnRequest(
+        cmd=record.cmd,
+        cwd=record.cwd,
+        env=env,
+        stdout_path=files.out(record.id),
+        stderr_path=files.err(record.id),
+        script_path=files.script(record.id),
+        stdin=record.stdin,
+        pty=record.pty,
+        on_output_failed=on_output_failed,
+        cgroup=cgroup,
+    )
+    try:
+        return spawn(request, spawner)
+    except OSError as exc:
+        failed = _could_not_start(store, record, exc)
+        if cgroup is not None:
+            cgroup.kill()
+            cgroup.remove()
+        raise failed from exc
+
+
+def record_not_saved(store: RecordStore, record: TaskRecord, exc: RecordNotSaved) -> SpawnFailed:
+    store.delete(record.id)  # nothing runs unrecorded: the start is refused, its files go
+    return SpawnFailed(f"its record could not be saved in {store.files.dir}: {exc.strerror}")
+
+
+def _could_not_start(store: RecordStore, record: TaskRecord, exc: OSError) -> SpawnFailed:
+    logger.warning("task %s could not start: %s", record.id, exc)
+    store.delete(record.id)  # output files the failed spawn may have created
+    return SpawnFailed(f"{exc.strerror or exc} (errno {exc.errno})")
+
+
+def abandon(task: Task) -> None:
+    """End the process of a task refused after its spawn: the loop reaps it, its fds are closed, nothing records it."""
+    assert task.process is not None
+    task.process.wait_status.add_done_callback(lambda _status: task.release())
+    task.process.signal(signal.SIGKILL)
