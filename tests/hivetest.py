@@ -39,6 +39,13 @@ needs_known_syscalls = pytest.mark.skipif(
 
 # A daemon's start is a wait for the machine (an interpreter importing mcp, starlette and
 # pydantic): on a loaded 2-core machine a restart once took over 20 s. Generous, never a promise.
+# The daemon makes itself non-dumpable (hive_bash.daemon.main): its /proc/<pid>/fd, environ and
+# task/ are then root's to read, not its uid's. Tests that count its fds or threads run as root
+# (the suite's usual case), and skip in an unprivileged sandbox such as Nix's build.
+needs_root_to_read_the_daemon = pytest.mark.skipif(
+    os.geteuid() != 0, reason="the daemon is non-dumpable: its /proc/<pid>/fd and task/ are root's to read"
+)
+
 START_TIMEOUT_SECS = 120.0
 HEALTH_PROBE_SECS = 5.0  # one /healthz probe of a starting daemon; a slower answer is probed again
 

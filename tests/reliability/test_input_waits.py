@@ -27,7 +27,7 @@ import pytest
 from hive_bash.core.processes import input_wait
 from hive_bash.core.processes.input_wait import InputEnd
 from hive_bash.sdk.client import BashClient
-from hivetest import Daemon, call_ok, needs_known_syscalls, wait_until
+from hivetest import Daemon, call_ok, needs_known_syscalls, wait_until, needs_root_to_read_the_daemon
 
 pytestmark = [pytest.mark.anyio, needs_known_syscalls]
 
@@ -95,6 +95,7 @@ def thread_reads(pid: int) -> dict[str, int]:
     return reads
 
 
+@needs_root_to_read_the_daemon
 async def test_the_daemons_event_loop_does_not_read_a_tasks_threads(make_daemon) -> None:
     daemon = make_daemon()
     assert daemon.proc is not None

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import TodoHarness
-from hivetest import call_error, call_ok, group_members, wait_until
+from hivetest import call_error, call_ok, group_members, wait_until, needs_root_to_read_the_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -113,6 +113,7 @@ async def test_pty_output_on_a_full_disk_ends_the_task_failed_with_the_reason(
         subprocess.run(["umount", "-l", str(tasks_dir)], check=False)
 
 
+@needs_root_to_read_the_daemon
 async def test_out_of_file_descriptors_is_a_clear_error_and_nothing_leaks(make_daemon) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     daemon = make_daemon(args=[], env={}, preexec_limits={resource.RLIMIT_NOFILE: (96, 96)})

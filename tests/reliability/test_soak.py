@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hivetest import call_ok, children_of, wait_until
+from hivetest import call_ok, children_of, wait_until, needs_root_to_read_the_daemon
 from harness import TodoHarness
 
 pytestmark = pytest.mark.anyio
@@ -86,6 +86,7 @@ async def soak(make_daemon, harness: TodoHarness, count: int, concurrency: int) 
     assert len(set(ids)) == count
 
 
+@needs_root_to_read_the_daemon
 async def test_soak_short(make_daemon, harness: TodoHarness) -> None:
     await soak(make_daemon, harness, count=200, concurrency=16)
 

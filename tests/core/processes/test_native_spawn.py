@@ -139,7 +139,7 @@ def test_on_the_daemons_own_path_the_c_library_searches_as_popen_does(cgroup_fd:
 
 def test_a_kernel_that_refuses_clone3_is_known_before_any_task_depends_on_it() -> None:
     """glibc does not fall back to clone when a cgroup was asked for: the probe must see the refusal."""
-    probe = "from hive_bash.core import native_spawn; print(native_spawn.unavailable_reason())"
+    probe = "from hive_bash.core.processes import native_spawn; print(native_spawn.unavailable_reason())"
     for error in (errno.ENOSYS, errno.EPERM, errno.EINVAL):  # EINVAL: a kernel before 5.7
         refused = subprocess.run(
             [sys.executable, "-c", probe], preexec_fn=refusing(SYS_CLONE3, error), capture_output=True, text=True

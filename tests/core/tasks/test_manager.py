@@ -7,7 +7,16 @@ import os
 from pathlib import Path
 
 import pytest
-from hivetest import Daemon, call_error, call_ok, children_of, group_members, pid_alive, wait_until
+from hivetest import (
+    Daemon,
+    call_error,
+    call_ok,
+    children_of,
+    group_members,
+    pid_alive,
+    wait_until,
+    needs_root_to_read_the_daemon,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -255,6 +264,7 @@ async def test_tails_of_multibyte_output_cut_on_character_boundaries(daemon: Dae
     assert reply.structured["stderr"] == "€"
 
 
+@needs_root_to_read_the_daemon
 async def test_no_zombies_and_no_fd_leaks_across_many_tasks(daemon: Daemon) -> None:
     def fd_count() -> int:
         return len(os.listdir(f"/proc/{daemon.proc.pid}/fd"))
