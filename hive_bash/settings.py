@@ -106,8 +106,8 @@ class Settings(BaseSettings):
         256,
         ge=8,
         description="HTTP connections open at once (lowered to a quarter of the open files limit if that is "
-        "smaller); past it, the one that has waited longest without a whole request is closed, or when every "
-        "one is serving a request, the oldest request of the MCP session holding the most.",
+        "smaller); past it, the one that has waited longest without ever completing a request is closed, else "
+        "the oldest idle keep-alive, or else the oldest request, of the MCP session holding the most.",
     )
     request_timeout_secs: float = Field(
         10.0,

@@ -118,11 +118,10 @@ def healthz(port: int) -> int:
         connection.close()
 
 
-async def test_unread_long_polls_leave_room_for_healthz_and_a_new_agent_connection(make_daemon) -> None:
-    daemon = make_daemon(env={"HIVE_BASH_MAX_CONNECTIONS": str(MAX_CONNECTIONS)})
-    headers = session(daemon.port)
+def start_held(port: int, headers: dict[str, str]) -> None:
+    """The task `held`, whose status the holders wait on."""
     started = post(
-        daemon.port,
+        port,
         {
             "jsonrpc": "2.0",
             "id": 2,
@@ -132,6 +131,12 @@ async def test_unread_long_polls_leave_room_for_healthz_and_a_new_agent_connecti
         headers,
     )
     assert started.status == 200
+
+
+async def test_unread_long_polls_leave_room_for_healthz_and_a_new_agent_connection(make_daemon) -> None:
+    daemon = make_daemon(env={"HIVE_BASH_MAX_CONNECTIONS": str(MAX_CONNECTIONS)})
+    headers = session(daemon.port)
+    start_held(daemon.port, headers)
     with holders(daemon, HOLDERS, "held", headers):
         for attempt in range(3):  # a liveness probe's few tries, each on a new connection
             assert healthz(daemon.port) == 200, f"/healthz attempt {attempt + 1}"
@@ -165,3 +170,29 @@ async def test_the_agents_own_call_in_flight_outlasts_a_client_holding_many(make
                 while not replies:
                     await anyio.sleep(0.05)
     assert replies[0].structured["stdout"] == "agent-done\n", replies[0].text
+
+
+def test_the_agents_idle_keep_alive_is_not_the_one_closed_to_make_room(make_daemon) -> None:
+    """An idle keep-alive used to be closed first to make room, while its client may be sending its
+    next request on it: the agent's next call failed "Server disconnected without sending a response"
+    (the test above failed so once, when the agent's event stream opened a connection beside the one it
+    was about to reuse). Its session holds one connection, the holder's many: the holder loses its own."""
+    daemon = make_daemon(env={"HIVE_BASH_MAX_CONNECTIONS": str(MAX_CONNECTIONS)})
+    headers = session(daemon.port)
+    start_held(daemon.port, headers)
+    agent = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
+    try:
+        agent.request("POST", "/mcp", body=json.dumps(INIT), headers=MCP_HEADERS)
+        response = agent.getresponse()
+        response.read()
+        own = {"mcp-session-id": response.getheader("mcp-session-id") or "", "mcp-protocol-version": PROTOCOL}
+        with holders(daemon, HOLDERS, "held", headers):
+            # The agent's next request, on the connection it kept alive while the holders came.
+            initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            agent.request("POST", "/mcp", body=initialized, headers={**MCP_HEADERS, **own})
+            response = agent.getresponse()
+            response.read()
+            assert response.status == 202
+            assert healthz(daemon.port) == 200
+    finally:
+        agent.close()

@@ -9,15 +9,16 @@ accept. Here:
 - a request must arrive whole (headers and body) within `request_timeout_secs` of
   the connection opening or of its previous response, or the connection is closed;
 - at most `max_connections` connections are open; a new one beyond that closes another,
-  so the agent and /healthz always get in: first the one that has waited longest
-  without a whole request, one that never completed a request (silent or half-sent,
-  as a flood's are), then an idle keep-alive. Only when every connection is serving a
-  request (a tool call, the agent's event stream) is one of those closed, a moment later
-  (once the requests that came with the newcomer are read, at most TRIM_PATIENCE_SECS):
-  the oldest request of the MCP session holding the most connections. Connections that each hold a
-  long-poll and never read the reply used to lock everyone out (the newcomer was closed,
-  and /healthz failed until they let go); now their holder loses them first, and the
-  agent, holding few, keeps its own;
+  so the agent and /healthz always get in. At once: the one that has waited longest without
+  ever completing a request (silent or half-sent, as a flood's are). Otherwise a moment later
+  (once the requests that came with the newcomer are read, at most TRIM_PATIENCE_SECS), from
+  the MCP session holding the most connections: its oldest idle keep-alive, else its oldest
+  request (a tool call, an event stream). Connections that each hold a long-poll and never read
+  the reply used to lock everyone out (the newcomer was closed, and /healthz failed until they
+  let go); now their holder loses them first, and the agent, holding few, keeps its own. An idle
+  keep-alive is not closed just for being idle: its client may be sending its next request on it
+  that very moment, and a request sent on a connection being closed is lost (the agent's next
+  call failed "Server disconnected without sending a response");
 - a connection the guard closes is aborted: a reply its client never reads cannot
   keep the descriptor open while the kernel waits to send it;
 - the kernel hands a connection over only once it has sent something (TCP_DEFER_ACCEPT),
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import array
 import asyncio
+import heapq
 import fcntl
 import logging
 import math
@@ -42,7 +44,8 @@ import resource
 import socket
 import termios
 import time
-from collections import Counter
+from collections import deque
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -175,60 +178,69 @@ class ConnectionGuard:
         self._wait(connection)
         if len(self.open) <= self.max_connections:
             return
-        victim = self._idle_victim(connection)
+        victim = self._flood_victim(connection)
         if victim is not None:
             logger.debug(
                 "closing %s, waiting longest, to admit a new connection (%d open)", victim.peer, len(self.open)
             )
             self.close(victim)
         elif self._trim_timer is None:
-            # Room can only come from a request: which to close is chosen once the requests that
-            # arrived together with this one are read (their sessions known), a moment later.
+            # Room can only come from a client's connection: which to close is chosen once the requests
+            # that arrived together with this one are read (their sessions known), a moment later.
             self._trim_since = connection.loop.time()
             self._trim_timer = connection.loop.call_later(TRIM_DELAY_SECS, self._trim, connection.loop)
 
-    def _idle_victim(self, newcomer: GuardedH11Protocol | None) -> GuardedH11Protocol | None:
-        """The connection that has waited longest without a whole request: one that never completed a
-        request (a flood's) first, else an idle keep-alive (a client's). One whose bytes wait in the
-        kernel is spared: its request is about to be read (under a flood the event loop lags behind)."""
-        keep_alive = None
+    def _flood_victim(self, newcomer: GuardedH11Protocol | None) -> GuardedH11Protocol | None:
+        """The connection that has waited longest without ever completing a request (a flood's). One
+        whose bytes wait in the kernel is spared: its request is about to be read (under a flood the
+        event loop lags behind)."""
         for connection in self.waiting:
-            if connection is newcomer or connection.has_unread_bytes():
-                continue
-            if not connection.served:
+            if connection is not newcomer and not connection.served and not connection.has_unread_bytes():
                 return connection
-            keep_alive = keep_alive or connection
-        return keep_alive
+        return None
 
     def _trim(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Close connections until the bound holds: idle ones first, then the oldest request of the
-        session serving the most (see _busiest_oldest), then the oldest still unread. While requests
-        wait unread in the kernel (a burst the event loop is still reading), it waits for them, at
-        most TRIM_PATIENCE_SECS: a flood that never stops cannot put the choice off for longer."""
+        """Close connections until the bound holds, in the order of _victims. While requests wait unread
+        in the kernel (a burst the event loop is still reading), it waits for them, at most
+        TRIM_PATIENCE_SECS: a flood that never stops cannot put the choice off for longer."""
         unread = any(connection.has_unread_bytes() for connection in self.waiting)
         if unread and loop.time() - self._trim_since < TRIM_PATIENCE_SECS:
             self._trim_timer = loop.call_later(TRIM_DELAY_SECS, self._trim, loop)
             return
         self._trim_timer = None
-        while len(self.open) > self.max_connections:
-            victim = self._idle_victim(None)
-            if victim is None:
-                victim = self._busiest_oldest()
-                if victim is not None:
+        for victim in self._victims():
+            if len(self.open) <= self.max_connections:
+                return
+            if victim in self.open:
+                if victim in self.serving:
                     self._log_busy_close()
-            if victim is None:
-                victim = next(iter(self.waiting), None) or next(iter(self.open))
-            self.close(victim)
+                self.close(victim)
 
-    def _busiest_oldest(self) -> GuardedH11Protocol | None:
-        """The oldest request of the MCP session serving the most requests at once (requests without
-        a session count as one). A client holding many connections loses them before the agent,
-        whose session holds a few (its event stream, a call or two), loses any."""
-        held = Counter(connection.session for connection in self.serving)
-        if not held:
-            return None
-        most = max(held.values())
-        return next(connection for connection in self.serving if held[connection.session] == most)
+    def _victims(self) -> Iterator[GuardedH11Protocol]:
+        """The open connections in the order to close them: a flood's (never completed a request) first;
+        then, session by session, whichever holds the most connections (serving a request or kept alive
+        after one; those without a session count as one) loses its oldest idle keep-alive, else its
+        oldest request; the ones whose next request waits unread in the kernel last. A client holding
+        many connections loses them before the agent, whose session holds a few (its event stream, a
+        call or two, a keep-alive it is about to reuse), loses any."""
+        unread = {connection: None for connection in self.waiting if connection.has_unread_bytes()}
+        yield from [connection for connection in self.waiting if not connection.served and connection not in unread]
+        kept = [connection for connection in self.waiting if connection.served and connection not in unread]
+        held: dict[bytes | None, deque[GuardedH11Protocol]] = {}
+        for connection in [*kept, *self.serving]:  # each session's, idle keep-alives first, oldest first
+            held.setdefault(connection.session, deque()).append(connection)
+        # The busiest session first, ties to the one named first: (-connections held, order, session).
+        order = {session: position for position, session in enumerate(held)}
+        busiest = [(-len(queue), order[session], session) for session, queue in held.items()]
+        heapq.heapify(busiest)
+        while busiest:
+            _, position, session = heapq.heappop(busiest)
+            queue = held[session]
+            yield queue.popleft()
+            if queue:
+                heapq.heappush(busiest, (-len(queue), position, session))
+        yield from unread
+        yield from list(self.open)
 
     def _log_busy_close(self) -> None:
         starts, before = self._busy_closes.starts_burst()
@@ -295,7 +307,8 @@ class GuardedH11Protocol(H11Protocol):
 
     @property
     def session(self) -> bytes | None:
-        """The MCP session of the request being served (its mcp-session-id header), if it names one."""
+        """The MCP session of the request being served, or of the last one served on a kept-alive
+        connection (its mcp-session-id header), if it names one."""
         cycle = self.cycle
         if cycle is None:
             return None
