@@ -56,14 +56,14 @@ def session(port: int) -> dict[str, str]:
     return headers
 
 
-def long_poll(port: int, headers: dict[str, str], task_id: str, request_id: int) -> bytes:
-    """A whole HTTP request for status(task_id, wait_seconds=30), as bytes on the wire."""
+def long_poll(port: int, headers: dict[str, str], task_id: str, request_id: int, wait_seconds: int = 30) -> bytes:
+    """A whole HTTP request for status(task_id, wait_seconds), as bytes on the wire."""
     body = json.dumps(
         {
             "jsonrpc": "2.0",
             "id": request_id,
             "method": "tools/call",
-            "params": {"name": "status", "arguments": {"id": task_id, "wait_seconds": 30}},
+            "params": {"name": "status", "arguments": {"id": task_id, "wait_seconds": wait_seconds}},
         }
     ).encode()
     lines = ["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{port}", f"Content-Length: {len(body)}"]
@@ -196,3 +196,29 @@ def test_the_agents_idle_keep_alive_is_not_the_one_closed_to_make_room(make_daem
             assert healthz(daemon.port) == 200
     finally:
         agent.close()
+
+
+def test_the_agents_call_whose_body_is_on_its_way_is_not_the_one_closed_to_make_room(make_daemon) -> None:
+    """A connection whose request's headers were read but not yet its body (an HTTP client writes the
+    two apart) was taken for a flood's half-sent request and closed first to make room: the agent's
+    call failed "Server disconnected without sending a response" (the first test above, now and then).
+    Its headers name its session, which holds one connection: the holder loses its own."""
+    daemon = make_daemon(env={"HIVE_BASH_MAX_CONNECTIONS": str(MAX_CONNECTIONS)})
+    headers = session(daemon.port)
+    start_held(daemon.port, headers)
+    own = session(daemon.port)
+    with holders(daemon, HOLDERS, "held", headers):
+        head, body = long_poll(daemon.port, own, "held", 7, wait_seconds=0).split(b"\r\n\r\n", 1)
+        agent = socket.create_connection(("127.0.0.1", daemon.port), timeout=30)
+        try:
+            agent.sendall(head + b"\r\n\r\n")
+            port = agent.getsockname()[1]
+            wait_until(
+                lambda: unread_by_the_daemon(daemon.port, {port}) == 0, 20, 0.05, "the daemon to read the headers"
+            )
+            assert healthz(daemon.port) == 200  # a newcomer past the bound: room is made
+            agent.sendall(body)
+            answer = agent.recv(65536)
+        finally:
+            agent.close()
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]

@@ -10,15 +10,17 @@ accept. Here:
   the connection opening or of its previous response, or the connection is closed;
 - at most `max_connections` connections are open; a new one beyond that closes another,
   so the agent and /healthz always get in. At once: the one that has waited longest without
-  ever completing a request (silent or half-sent, as a flood's are). Otherwise a moment later
-  (once the requests that came with the newcomer are read, at most TRIM_PATIENCE_SECS), from
-  the MCP session holding the most connections: its oldest idle keep-alive, else its oldest
+  ever completing a request or sending a request's headers (silent or half the headers, as a
+  flood's are). Otherwise a moment later (once the requests that came with the newcomer are
+  read, at most TRIM_PATIENCE_SECS), from the MCP session holding the most connections: its
+  oldest connection between requests (kept alive, or a body still on its way), else its oldest
   request (a tool call, an event stream). Connections that each hold a long-poll and never read
   the reply used to lock everyone out (the newcomer was closed, and /healthz failed until they
   let go); now their holder loses them first, and the agent, holding few, keeps its own. An idle
   keep-alive is not closed just for being idle: its client may be sending its next request on it
   that very moment, and a request sent on a connection being closed is lost (the agent's next
-  call failed "Server disconnected without sending a response");
+  call failed "Server disconnected without sending a response"), and so is one whose body
+  is still on its way;
 - a connection the guard closes is aborted: a reply its client never reads cannot
   keep the descriptor open while the kernel waits to send it;
 - the kernel hands a connection over only once it has sent something (TCP_DEFER_ACCEPT),
@@ -191,11 +193,11 @@ class ConnectionGuard:
             self._trim_timer = connection.loop.call_later(TRIM_DELAY_SECS, self._trim, connection.loop)
 
     def _flood_victim(self, newcomer: GuardedH11Protocol | None) -> GuardedH11Protocol | None:
-        """The connection that has waited longest without ever completing a request (a flood's). One
-        whose bytes wait in the kernel is spared: its request is about to be read (under a flood the
-        event loop lags behind)."""
+        """The connection that has waited longest without a request's headers, never having completed
+        one (a flood's: silent, or half the headers). One whose bytes wait in the kernel is spared: its
+        request is about to be read (under a flood the event loop lags behind)."""
         for connection in self.waiting:
-            if connection is not newcomer and not connection.served and not connection.has_unread_bytes():
+            if connection is not newcomer and connection.silent and not connection.has_unread_bytes():
                 return connection
         return None
 
@@ -217,17 +219,18 @@ class ConnectionGuard:
                 self.close(victim)
 
     def _victims(self) -> Iterator[GuardedH11Protocol]:
-        """The open connections in the order to close them: a flood's (never completed a request) first;
-        then, session by session, whichever holds the most connections (serving a request or kept alive
-        after one; those without a session count as one) loses its oldest idle keep-alive, else its
-        oldest request; the ones whose next request waits unread in the kernel last. A client holding
-        many connections loses them before the agent, whose session holds a few (its event stream, a
-        call or two, a keep-alive it is about to reuse), loses any."""
+        """The open connections in the order to close them: a flood's (see _flood_victim) first; then,
+        session by session, whichever holds the most connections (kept alive after a request, receiving
+        one's body, or serving one; those without a session count as one) loses its oldest connection
+        waiting, else its oldest request; the ones whose next bytes wait unread in the kernel last. A
+        client holding many connections loses them before the agent, whose session holds a few (its
+        event stream, a call or two, a keep-alive it is about to reuse, a call whose body is still on
+        its way), loses any."""
         unread = {connection: None for connection in self.waiting if connection.has_unread_bytes()}
-        yield from [connection for connection in self.waiting if not connection.served and connection not in unread]
-        kept = [connection for connection in self.waiting if connection.served and connection not in unread]
+        yield from [connection for connection in self.waiting if connection.silent and connection not in unread]
+        between = [c for c in self.waiting if not c.silent and c not in unread]
         held: dict[bytes | None, deque[GuardedH11Protocol]] = {}
-        for connection in [*kept, *self.serving]:  # each session's, idle keep-alives first, oldest first
+        for connection in [*between, *self.serving]:  # each session's, waiting ones first, oldest first
             held.setdefault(connection.session, deque()).append(connection)
         # The busiest session first, ties to the one named first: (-connections held, order, session).
         order = {session: position for position, session in enumerate(held)}
@@ -313,6 +316,12 @@ class GuardedH11Protocol(H11Protocol):
         if cycle is None:
             return None
         return next((value for name, value in cycle.scope["headers"] if name.lower() == SESSION_HEADER), None)
+
+    @property
+    def silent(self) -> bool:
+        """Has never completed a request, and no request's headers have arrived: nothing yet, or half
+        the headers, as a flood's connections are (a client sends its request's headers at once)."""
+        return not self.served and self.cycle is None
 
     @property
     def serving(self) -> bool:
