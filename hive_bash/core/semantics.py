@@ -216,7 +216,7 @@ def _runs(word: str, program: str | None) -> bool:
     return program is not None and (name == program or name.startswith(f"{program}."))
 
 
-def warning(cmd: str) -> str | None:
+def command_warning(cmd: str) -> str | None:
     """The first matching rule's message, joined with any others; None for a command we see no danger in."""
     found: list[str] = []
     # A rule's program can only run if its name is in the text: most commands name none, and

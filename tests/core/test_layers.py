@@ -7,6 +7,7 @@ is built on the core's types, never the other way round; and the layers above th
 from __future__ import annotations
 
 import ast
+import importlib
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -181,4 +182,62 @@ def test_the_subpackage_check_names_what_goes_up_or_past_a_face(tmp_path: Path) 
         ("tasks/task.py", "storage.records.TaskRecord"),
         ("wording.py", "storage"),
         ("wording.py", "storage.TaskRecord"),
+    ]
+
+
+# A lazy face (hive_bash/core/__init__.py, hive_bash/core/output/__init__.py) names each of its
+# names twice: imported under `if TYPE_CHECKING:` for the type checker, and in `_FACE` (name -> the
+# module it is imported from on first use); `__all__` is `_FACE`'s keys.
+LAZY_FACES = sorted(path for path in PACKAGE.rglob("__init__.py") if "\n_FACE" in path.read_text())
+
+
+def face_mismatches(path: Path, package: str) -> list[str]:
+    """What the type checker's imports of a lazy face and its `_FACE` map disagree on."""
+    tree = ast.parse(path.read_text())
+    face = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "_FACE"
+    )
+    typed: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for imported in node.body:
+                assert isinstance(imported, ast.ImportFrom) and imported.module is not None, ast.unparse(imported)
+                for alias in imported.names:
+                    typed[alias.asname or alias.name] = f"{imported.module}.{alias.name}"
+    found = [f"{name}: imported for the type checker only" for name in sorted(typed.keys() - face.keys())]
+    found += [f"{name}: in _FACE only" for name in sorted(face.keys() - typed.keys())]
+    found += [
+        f"{name}: {typed[name]} for the type checker, {package}.{face[name]}.{name} in _FACE"
+        for name in sorted(typed.keys() & face.keys())
+        if typed[name] != f"{package}.{face[name]}.{name}"
+    ]
+    return found
+
+
+def test_each_lazy_face_names_the_same_names_for_the_type_checker_and_at_run_time() -> None:
+    assert [str(path.relative_to(PACKAGE)) for path in LAZY_FACES] == ["core/__init__.py", "core/output/__init__.py"]
+    for path in LAZY_FACES:
+        package = ".".join(path.parent.relative_to(PACKAGE.parent).parts)
+        assert face_mismatches(path, package) == [], path
+        module = importlib.import_module(package)
+        assert sorted(module.__all__) == sorted(module._FACE), path
+        for name, home in module._FACE.items():
+            assert getattr(module, name) is getattr(importlib.import_module(f"{package}.{home}"), name), name
+
+
+def test_the_lazy_face_check_names_what_disagrees(tmp_path: Path) -> None:
+    face = tmp_path / "__init__.py"
+    face.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from p.a import Both as Both, Typed as Typed\n"
+        "    from p.b import Moved as Moved\n"
+        '_FACE: dict[str, str] = {"Both": "a", "Moved": "a", "Lazy": "b"}\n'
+    )
+    assert face_mismatches(face, "p") == [
+        "Typed: imported for the type checker only",
+        "Lazy: in _FACE only",
+        "Moved: p.b.Moved for the type checker, p.a.Moved in _FACE",
     ]

@@ -30,7 +30,7 @@ from hive_bash.core import semantics
     ],
 )
 def test_warning_table_flags_destructive_commands(cmd: str) -> None:
-    assert semantics.warning(cmd) is not None
+    assert semantics.command_warning(cmd) is not None
 
 
 @pytest.mark.parametrize(
@@ -51,4 +51,4 @@ def test_warning_table_flags_destructive_commands(cmd: str) -> None:
     ],
 )
 def test_warning_table_leaves_ordinary_commands_alone(cmd: str) -> None:
-    assert semantics.warning(cmd) is None
+    assert semantics.command_warning(cmd) is None

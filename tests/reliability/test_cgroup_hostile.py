@@ -270,6 +270,25 @@ def escape_quietly_into(procs: Path) -> str:
     )
 
 
+async def the_watch_undoes(
+    daemon: Daemon, name: str, cmd: str, said: str, undone: Callable[[int], bool], what: str
+) -> int:
+    """Run `cmd` as the task `name`; it prints `<said>=<pid>` once it has moved the process `pid` out
+    of its cgroup. Wait for the watch to undo that (`undone(pid)`, `what`) while the task still runs,
+    then kill the task and wait for its end. The pid."""
+    async with daemon.client() as client:
+        started = await call_ok(client, "run", {"cmd": cmd, "name": name, "wait_seconds": 0})
+        out = daemon.tasks_dir / f"{started.structured['id']}.out"
+        wait_until(lambda: f"{said}=" in out.read_text(), 10, what=f"the pid after {said}=")
+        pid = int(out.read_text().split(f"{said}=", 1)[1].split()[0])
+        wait_until(lambda: undone(pid), WATCH_GONE_SECS, what=f"the process {pid}, {what}")
+        status = await call_ok(client, "status", {"id": name})
+        assert status.structured["status"] == "running", status.text
+        await call_ok(client, "kill", {"id": name, "force": True})
+        await call_ok(client, "status", {"id": name, "wait_seconds": 30})
+    return pid
+
+
 STRAY_PLACES = {**PLACES, "planted-cgroup": "planted/cgroup.procs", "under-the-leaf": "daemon/hidden/cgroup.procs"}
 
 
@@ -278,16 +297,10 @@ async def test_an_escapee_is_ended_while_its_task_still_runs(tree: tuple[Daemon,
     """Before, it lived until the next task's end; its task runs on (it did nothing the daemon ends tasks for)."""
     daemon, root = tree
     procs = root / STRAY_PLACES[place]
-    async with daemon.client() as client:
-        cmd = f"{escape_quietly_into(procs)}; exec sleep 300"
-        started = await call_ok(client, "run", {"cmd": cmd, "name": "escaper", "wait_seconds": 0})
-        out = daemon.tasks_dir / f"{started.structured['id']}.out"
-        wait_until(lambda: "escaped=" in out.read_text(), 10, what="the escapee's pid")
-        pid = escaped_pid(out.read_text())
-        wait_until(lambda: not pid_alive(pid), WATCH_GONE_SECS, what=f"the process {pid} that moved into {place} gone")
-        status = await call_ok(client, "status", {"id": "escaper"})
-        assert status.structured["status"] == "running", status.text
-        await call_ok(client, "kill", {"id": "escaper", "force": True})
+    cmd = f"{escape_quietly_into(procs)}; exec sleep 300"
+    pid = await the_watch_undoes(
+        daemon, "escaper", cmd, "escaped", lambda pid: not pid_alive(pid), f"moved into {place}, gone"
+    )
     planted = f"cgroup {procs.parent} belongs to no running task"
     said = f"for {procs.parent}: pids [{pid}]" if place in PLACES else planted
     assert said in daemon.log(), daemon.log()[-3000:]
@@ -303,23 +316,15 @@ async def test_a_task_shell_that_moved_itself_out_is_put_back_while_it_runs(
     the leaf or the root ran outside its cgroup, its limits and its cgroup's kill until it ended."""
     daemon, root = tree
     procs = root / PLACES[place]
-    async with daemon.client() as client:
-        cmd = f"echo $$ > {procs} && echo moved=$$; sleep 300"
-        started = await call_ok(client, "run", {"cmd": cmd, "name": "mover", "wait_seconds": 0})
-        out = daemon.tasks_dir / f"{started.structured['id']}.out"
-        wait_until(lambda: "moved=" in out.read_text(), 10, what="the task's shell moved")
-        pid = int(out.read_text().split("moved=", 1)[1].split()[0])
+    cmd = f"echo $$ > {procs} && echo moved=$$; sleep 300"
+
+    def back_in_its_cgroup(pid: int) -> bool:
         assert pid == daemon.record("mover")["pid"], "the task's first process moved itself"
-        own = f"/{root.name}/task-mover"
-        wait_until(
-            lambda: Path(f"/proc/{pid}/cgroup").read_text().strip().endswith(own),
-            WATCH_GONE_SECS,
-            what=f"the task's shell {pid} back in its cgroup",
-        )
-        status = await call_ok(client, "status", {"id": "mover"})
-        assert status.structured["status"] == "running", status.text
-        await call_ok(client, "kill", {"id": "mover", "force": True})
-        await call_ok(client, "status", {"id": "mover", "wait_seconds": 30})
+        return Path(f"/proc/{pid}/cgroup").read_text().strip().endswith(f"/{root.name}/task-mover")
+
+    pid = await the_watch_undoes(
+        daemon, "mover", cmd, "moved", back_in_its_cgroup, "the task's shell back in its cgroup"
+    )
     assert f"its first process {pid} had moved itself to" in daemon.log(), daemon.log()[-3000:]
     assert not pid_alive(pid)
 

@@ -66,11 +66,11 @@ EMPTY_POLL_FIRST_SECS = 0.0005
 EMPTY_POLL_MAX_SECS = 0.05
 LEFTOVER_WAIT_SECS = 5.0
 MAX_FOREIGN_PER_LOOK = 1024  # cgroups a task made in the tree handed to the sweeper per task's end
-# The watch (CgroupTree.watch): how often it looks, and how many tasks' limits it reads back per look
-# (three tiny cgroupfs reads each, ~10 us apiece, on the loop).
+# The watch (CgroupTree.watch): how often it looks, and how many running tasks one look checks,
+# round-robin, on the loop: each its limits read back (three tiny cgroupfs reads, ~10 us apiece) and
+# where its first process is (one /proc read).
 WATCH_SECS = 1.0
-LIMIT_CHECKS_PER_LOOK = 64
-MAX_LEADERS_PER_LOOK = 256  # tasks' first processes checked by one look (one /proc read each)
+TASKS_PER_LOOK = 128
 
 
 @dataclass(frozen=True)
@@ -147,12 +147,10 @@ class TaskCgroup:
     def led_by(self, pid: int) -> None:
         """The task's first process, started into this cgroup (or on its way in: a placing bash)."""
         self.leader = pid
-        self.tree.led(self)
 
     def leader_reaped(self) -> None:
         """Called before the daemon reaps it: from then on its pid may name another process."""
         self.leader = None
-        self.tree.unled(self)
 
     def hold_leader(self) -> None:
         """Put the task's first process back if it moved itself out (it stays the daemon's child, so
@@ -328,9 +326,8 @@ class CgroupTree:
         # processes and cgroups than the daemon's: then only `task-*` cgroups count as the daemon's.
         self._whole_root = root not in cgroup2_mounts()
         self._live: set[Path] = set()  # the cgroups of running tasks
-        self._led: dict[Path, TaskCgroup] = {}  # those whose first process the daemon has not reaped
-        self._limited: dict[Path, TaskCgroup] = {}  # those with limits, read back by the watch
-        self._limit_queue: collections.deque[TaskCgroup] = collections.deque()
+        self._watched: dict[Path, TaskCgroup] = {}  # their TaskCgroups, looked at by the watch
+        self._watch_queue: collections.deque[TaskCgroup] = collections.deque()  # this round's rest
         self._sweeper = cgroup_sweep.Sweeper()
 
     def return_home(self) -> None:
@@ -364,15 +361,8 @@ class CgroupTree:
         except OSError:
             cgroup.remove()
             raise
-        if cgroup.limit_files:
-            self._limited[path] = cgroup
+        self._watched[path] = cgroup
         return cgroup
-
-    def led(self, cgroup: TaskCgroup) -> None:
-        self._led[cgroup.path] = cgroup
-
-    def unled(self, cgroup: TaskCgroup) -> None:
-        self._led.pop(cgroup.path, None)
 
     def _free_path(self, path: Path) -> Path:
         """`path`, or where it is still taken (a leftover a task may have planted, with cgroups and
@@ -390,8 +380,7 @@ class CgroupTree:
     def discard(self, path: Path) -> None:
         """A task's cgroup is done with: removed (below it too, off the loop), then escapees ended."""
         self._live.discard(path)
-        self._limited.pop(path, None)
-        self._led.pop(path, None)
+        self._watched.pop(path, None)
         try:
             os.rmdir(path)
         except FileNotFoundError:
@@ -413,17 +402,21 @@ class CgroupTree:
                 logger.exception("watching the cgroup tree failed")
 
     def look(self) -> None:
-        """Undo a limit a task changed (and end that task), end what left its task's cgroup.
+        """Undo a limit a task changed (and end that task), put back a task's first process that
+        moved itself out, end what left its task's cgroup.
 
-        Bounded: the limits of at most LIMIT_CHECKS_PER_LOOK tasks (round-robin), a few reads for the
-        leaf and the root, a scan of the root only when it holds more cgroups than the running tasks'."""
-        if not self._limit_queue:
-            self._limit_queue.extend(self._limited.values())
-        for _ in range(min(LIMIT_CHECKS_PER_LOOK, len(self._limit_queue))):
-            cgroup = self._limit_queue.popleft()
-            if self._limited.get(cgroup.path) is cgroup and (reason := cgroup.check_limits()) is not None:
+        Bounded: at most TASKS_PER_LOOK running tasks, each its limits then its first process; a round
+        takes the tasks running when it starts, so each is looked at within ceil(N / TASKS_PER_LOOK) looks
+        (a task started meanwhile, in the next round). Then a few reads for the leaf and the root, a
+        scan of the root only when it holds more cgroups than the running tasks'."""
+        if not self._watch_queue:
+            self._watch_queue.extend(self._watched.values())
+        for _ in range(min(TASKS_PER_LOOK, len(self._watch_queue))):
+            cgroup = self._watch_queue.popleft()
+            if self._watched.get(cgroup.path) is not cgroup:
+                continue  # ended since the round began
+            if (reason := cgroup.check_limits()) is not None:
                 logger.warning("task cgroup %s: %s", cgroup.path, reason)
-        for cgroup in list(self._led.values())[:MAX_LEADERS_PER_LOOK]:
             cgroup.hold_leader()
         self.end_escapees()
 

@@ -11,8 +11,11 @@ it has them (the same tests run then), and in vm-tests/cgroup-limits.nix.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -409,3 +412,49 @@ def test_a_cgroup_without_limits_has_nothing_to_read_back(tmp_path: Path) -> Non
     cgroup = limited_cgroup(tmp_path, cgroups.Limits())
     (tmp_path / "memory.max").write_text("max")
     assert cgroup.limit_files == {} and cgroup.check_limits() is None
+
+
+# ---- the watch: a bounded number of tasks per look, each looked at within a bounded number of looks ----
+# A tree of its own in a child process (making a CgroupTree moves its maker into the tree's leaf,
+# as it does the daemon), with a task cgroup each for more than two looks' worth of tasks. Each
+# task's first process is a `sleep` the child started, born in the child's cgroup, the leaf: as
+# if each had moved itself out. The watch puts each back, TASKS_PER_LOOK per look.
+WATCH_ROUNDS = """
+import json, subprocess, sys
+from pathlib import Path
+from hive_bash.core.processes import cgroups
+
+root, count = Path(sys.argv[1]), int(sys.argv[2])
+tree = cgroups.CgroupTree(cgroups.configured_root(root))
+homes = {}
+for n in range(count):
+    cgroup = tree.create(f"t{n}", cgroups.Limits())
+    sleeper = subprocess.Popen(["sleep", "300"])
+    cgroup.led_by(sleeper.pid)
+    homes[sleeper] = f"0::{tree.relative_root}/{cgroup.path.name}"
+back = []
+for _ in range(int(sys.argv[3])):
+    tree.look()
+    back.append(sum(home in Path(f"/proc/{s.pid}/cgroup").read_text().splitlines() for s, home in homes.items()))
+for sleeper in homes:
+    sleeper.kill()
+    sleeper.wait()
+print(json.dumps(back))
+"""
+
+
+def test_the_watch_puts_every_tasks_first_process_back_within_a_bounded_number_of_looks(cgroup2_mount: Path) -> None:
+    per_look = cgroups.TASKS_PER_LOOK
+    count = 2 * per_look + 1  # three looks' worth
+    root = fresh_root(cgroup2_mount)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", WATCH_ROUNDS, str(root), str(count), "4"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert json.loads(done.stdout) == [per_look, 2 * per_look, count, count], done.stderr[-3000:]
+    finally:
+        remove_tree(root)
