@@ -1,4 +1,4 @@
-"""A task's output read back: excerpts and pages of its files (reading), the pattern rules
+"""A task's output read back: sizes, byte ranges and a stream's two ends (reading), the pattern rules
 (matching), `logs(pattern)` searches in a child (search), the live line watch in the matcher
 child (line_match) and the channel no task can write to that child (child_channel).
 
@@ -30,17 +30,19 @@ if TYPE_CHECKING:
     )
     from hive_bash.core.output.matching import compile_pattern
     from hive_bash.core.output.reading import (
-        Excerpt,
-        Page,
+        StreamBytes,
+        complete_prefix_length,
+        decode,
         disk_full,
-        excerpt_of,
         file_size,
         last_lines,
         last_output_time,
         last_printed_line,
-        read_page,
+        lines_left_out,
+        read_range,
         read_stream,
         size_and_mtime,
+        skip_partial_start,
         truncate_to,
     )
     from hive_bash.core.output.search import (
@@ -56,7 +58,6 @@ if TYPE_CHECKING:
 # name -> (module, its name there)
 _FACE: dict[str, tuple[str, str]] = {
     "DEFAULT_MAX_MATCHES": ("search", "DEFAULT_MAX_MATCHES"),
-    "Excerpt": ("reading", "Excerpt"),
     "FirstMatch": ("line_match", "FirstMatch"),
     "FollowRequest": ("line_match", "FollowRequest"),
     "Line": ("search", "Line"),
@@ -67,7 +68,6 @@ _FACE: dict[str, tuple[str, str]] = {
     "MAX_WAIT_MATCHERS": ("line_match", "MAX_WAIT_MATCHERS"),
     "Match": ("line_match", "Match"),
     "Matchers": ("line_match", "Matchers"),
-    "Page": ("reading", "Page"),
     "SearchRequest": ("search", "SearchRequest"),
     "SearchResult": ("search", "SearchResult"),
     "SearchSlots": ("search", "SearchSlots"),
@@ -76,21 +76,24 @@ _FACE: dict[str, tuple[str, str]] = {
     "compile_pattern": ("matching", "compile_pattern"),
     "describe": ("line_match", "describe"),
     "disk_full": ("reading", "disk_full"),
-    "excerpt_of": ("reading", "excerpt_of"),
     "file_size": ("reading", "file_size"),
     "first_match": ("line_match", "first_match"),
     "last_lines": ("reading", "last_lines"),
     "last_output_time": ("reading", "last_output_time"),
     "last_printed_line": ("reading", "last_printed_line"),
-    "read_page": ("reading", "read_page"),
     "read_stream": ("reading", "read_stream"),
     "size_and_mtime": ("reading", "size_and_mtime"),
+    "StreamBytes": ("reading", "StreamBytes"),
+    "complete_prefix_length": ("reading", "complete_prefix_length"),
+    "decode": ("reading", "decode"),
+    "lines_left_out": ("reading", "lines_left_out"),
+    "read_range": ("reading", "read_range"),
+    "skip_partial_start": ("reading", "skip_partial_start"),
     "truncate_to": ("reading", "truncate_to"),
 }
 
 __all__ = [
     "DEFAULT_MAX_MATCHES",
-    "Excerpt",
     "FirstMatch",
     "FollowRequest",
     "Line",
@@ -101,7 +104,6 @@ __all__ = [
     "MAX_WAIT_MATCHERS",
     "Match",
     "Matchers",
-    "Page",
     "SearchRequest",
     "SearchResult",
     "SearchSlots",
@@ -110,15 +112,19 @@ __all__ = [
     "compile_pattern",
     "describe",
     "disk_full",
-    "excerpt_of",
     "file_size",
     "first_match",
     "last_lines",
     "last_output_time",
     "last_printed_line",
-    "read_page",
     "read_stream",
     "size_and_mtime",
+    "StreamBytes",
+    "complete_prefix_length",
+    "decode",
+    "lines_left_out",
+    "read_range",
+    "skip_partial_start",
     "truncate_to",
 ]
 
