@@ -3,6 +3,7 @@ How much of a stream a reply shows (pages, excerpts) is tested in tests/mcp/repl
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,18 @@ def test_complete_prefix_length(data: bytes, length: int) -> None:
 def test_last_output_time_ignores_empty_streams() -> None:
     assert reading.last_output_time(10.0, [(0, 50.0), (5, 20.0)]) == 20.0
     assert reading.last_output_time(10.0, [(0, 50.0), (0, None)]) == 10.0
+
+
+def test_a_stream_read_says_where_its_bytes_end(tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    small.write_bytes(b"x" * 100)
+    assert reading.read_stream(small, 40).read_end == 100
+    big = tmp_path / "big"
+    big.write_bytes(b"y" * 100_000)
+    stream = reading.read_stream(big)
+    assert not stream.whole and stream.read_end == 100_000
+    # cut shorter (output cap) between the fstat and the reads: the stream ends where the read did
+    assert dataclasses.replace(stream, tail=stream.tail[:-1000]).read_end == 99_000
 
 
 def test_last_lines_are_the_last_non_blank_ones_cut_to_length(tmp_path: Path) -> None:
