@@ -1,6 +1,6 @@
 """What the model reads, on its own: verdicts first, no empty keys, cut markers, one next step,
 list rows within budget. No daemon: each reply's builder is pure (a task's view and the excerpts it is
-given, from one small file each). Cutting itself is tested in tests/core/output/test_reading.py, argument names in
+given, from one small file each). Cutting itself is tested in tests/mcp/replies/test_budget.py, argument names in
 test_arguments.py, and all of it through the real Claude Code CLI in test_claude_code.py."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from hive_bash.core.output import reading
 from hive_bash.core.output import search
 from hive_bash.core import Task, TaskView, task_view
 from hive_bash.core.storage.records import TaskRecord
-from hive_bash.mcp.replies import control, listing, page, render, task
+from hive_bash.mcp.replies import budget, control, listing, page, render, task
 from hive_bash.model import Status
 
 
@@ -33,7 +33,7 @@ def seq_file(tmp_path: Path, count: int) -> Path:
 
 
 def test_the_marker_names_bytes_lines_and_the_logs_call(tmp_path: Path) -> None:
-    cut = reading.excerpt_of(reading.read_stream(seq_file(tmp_path, 100_000)), 2000)
+    cut = budget.excerpt_of(reading.read_stream(seq_file(tmp_path, 100_000)), 2000)
     text = task.excerpt_text("build", "stderr", cut)
     marker = (
         f"[... {cut.cut_bytes} bytes, {cut.cut_lines} lines left out: logs(id='build', stream='stderr', "
@@ -60,9 +60,9 @@ def facts(tmp_path: Path, **changes: Any) -> tuple[TaskView, task.Shown]:
     values: dict[str, Any] = dict(id="abc", status=Status.DONE, cmd="echo hi", cwd=str(tmp_path), exit_code=0)
     shown: dict[str, Any] = dict(
         from_run=True,
-        stdout=task.StreamExcerpt("stdout", str(out), reading.excerpt_of(reading.read_stream(out), 4000)),
+        stdout=task.StreamExcerpt("stdout", str(out), budget.excerpt_of(reading.read_stream(out), 4000)),
         stderr=task.StreamExcerpt(
-            "stderr", str(tmp_path / "t.err"), reading.excerpt_of(reading.read_stream(tmp_path / "t.err"), 4000)
+            "stderr", str(tmp_path / "t.err"), budget.excerpt_of(reading.read_stream(tmp_path / "t.err"), 4000)
         ),
     )
     for key, value in changes.items():
@@ -191,9 +191,9 @@ def test_list_rows_fit_the_budget_and_an_empty_list_says_what_exists() -> None:
 
 
 def test_logs_says_nothing_new_and_past_the_end_in_one_line() -> None:
-    caught_up = page.page_reply("abc", "stdout", reading.Page("", 120, 120, 120, 0), Status.RUNNING, ended=False)
+    caught_up = page.page_reply("abc", "stdout", budget.Page("", 120, 120, 120, 0), Status.RUNNING, ended=False)
     assert caught_up["verdict"] == "nothing new since offset 120 (task running)"
-    past = page.page_reply("abc", "stdout", reading.Page("", 999, 999, 120, 0), Status.DONE, ended=True)
+    past = page.page_reply("abc", "stdout", budget.Page("", 999, 999, 120, 0), Status.DONE, ended=True)
     assert past["verdict"] == "offset 999 is past the end: stdout is 120 bytes (the task ended)"
     assert "\n" not in render.as_text(caught_up)
 
@@ -215,10 +215,10 @@ def test_the_text_block_reads_the_same_facts() -> None:
 def test_an_excerpt_from_an_offset_shows_only_what_came_after_it(tmp_path: Path) -> None:
     path = seq_file(tmp_path, 100_000)
     offset = len(b"".join(b"%d\n" % number for number in range(1, 50_001)))
-    cut = reading.excerpt_of(reading.read_stream(path, offset), 2000)
+    cut = budget.excerpt_of(reading.read_stream(path, offset), 2000)
     assert cut.head.startswith("50001\n") and cut.tail.endswith("100000\n")
     assert cut.cut_lines == 50_000 - len(cut.head.splitlines()) - len(cut.tail.splitlines())
-    seen = reading.excerpt_of(reading.read_stream(path, path.stat().st_size), 2000)
+    seen = budget.excerpt_of(reading.read_stream(path, path.stat().st_size), 2000)
     reply = task_reply(tmp_path, stdout=task.StreamExcerpt("stdout", str(path), seen))
     assert reply["verdict"] == f"done, exit 0 after 2ms; nothing new on stdout since offset {seen.size}"
     assert "stdout" not in reply and reply["stdout_path"] == str(path)
@@ -228,7 +228,7 @@ def test_past_the_counting_limit_lines_left_out_are_estimated_not_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(reading, "LINE_COUNT_MAX_BYTES", 1000)  # a 2 GiB log must not be read to count lines
-    cut = reading.excerpt_of(reading.read_stream(seq_file(tmp_path, 100_000)), 2000)
+    cut = budget.excerpt_of(reading.read_stream(seq_file(tmp_path, 100_000)), 2000)
     exact = 100_000 - len(cut.head.splitlines()) - len(cut.tail.splitlines())
     assert not cut.lines_counted and 0.5 * exact < cut.cut_lines < 1.5 * exact
     marker = task.cut_marker("x", "stdout", cut)
@@ -238,10 +238,12 @@ def test_past_the_counting_limit_lines_left_out_are_estimated_not_read(
 def test_the_excerpt_budget_goes_where_the_output_is(tmp_path: Path) -> None:
     out, err = seq_file(tmp_path, 100_000), tmp_path / "x.err"
     err.write_text("one error line\n")
-    out_cost, err_cost = reading.read_stream(out).json_cost_bound(), reading.read_stream(err).json_cost_bound()
+    out_stream, err_stream = reading.read_stream(out), reading.read_stream(err)
+    out_cost, err_cost = budget.json_cost_bound(out_stream), budget.json_cost_bound(err_stream)
     out_budget, err_budget = task.excerpt_budgets(out_cost, err_cost)
-    assert err_budget == reading.json_cost(b"one error line\n") == 16 and out_budget == task.EXCERPT_BUDGET - 16
-    assert reading.read_stream(out, out.stat().st_size - 7).json_cost_bound() == 8  # "100000\\n" as JSON: 8 characters
+    assert err_budget == budget.json_cost(b"one error line\n") == 16 and out_budget == task.EXCERPT_BUDGET - 16
+    last_line = reading.read_stream(out, out.stat().st_size - 7)
+    assert budget.json_cost_bound(last_line) == 8  # "100000\\n" as JSON: 8 characters
 
 
 def test_cost_is_said_only_when_it_says_something(tmp_path: Path) -> None:
@@ -331,22 +333,22 @@ def test_a_task_printing_only_to_stderr_is_followed_on_stderr(tmp_path: Path) ->
     (tmp_path / "t.out").write_text("")
     streams = dict(
         stdout=task.StreamExcerpt(
-            "stdout", str(tmp_path / "t.out"), reading.excerpt_of(reading.read_stream(tmp_path / "t.out"), 4000)
+            "stdout", str(tmp_path / "t.out"), budget.excerpt_of(reading.read_stream(tmp_path / "t.out"), 4000)
         ),
-        stderr=task.StreamExcerpt("stderr", str(err), reading.excerpt_of(reading.read_stream(err), 4000)),
+        stderr=task.StreamExcerpt("stderr", str(err), budget.excerpt_of(reading.read_stream(err), 4000)),
     )
     reply = task.task_reply(record, dataclasses.replace(shown, **streams))
     assert reply["next"] == "logs(id='abc', stream='stderr', offset=10, wait_seconds=30) follows new output"
 
 
 def test_nothing_new_on_one_stream_says_the_other_grew() -> None:
-    empty = reading.Page("", 67, 67, 67, 0)
+    empty = budget.Page("", 67, 67, 67, 0)
     grew = page.page_reply("web", "stdout", empty, Status.RUNNING, False, page.OtherStream("stderr", 100, 350))
     assert grew["verdict"] == (
         "nothing new since offset 67 (task running); "
         "stderr grew by 250 bytes: logs(id='web', stream='stderr', offset=100)"
     )
-    nothing = reading.Page("", 0, 0, 0, 0)
+    nothing = budget.Page("", 0, 0, 0, 0)
     silent = page.page_reply("web", "stdout", nothing, Status.RUNNING, False, page.OtherStream("stderr", 90, 90))
     assert silent["verdict"].endswith("; stderr has 90 bytes: logs(id='web', stream='stderr')")
 
@@ -369,7 +371,7 @@ def test_excerpts_fold_overwrites_and_repeats_and_say_so(tmp_path: Path) -> None
     path = tmp_path / "bar.out"
     progress = "".join(f"\rprogress {percent}%" for percent in range(0, 101)) + "\n"
     path.write_bytes((progress + "retrying\n" * 300 + "done\n").encode())
-    cut = reading.excerpt_of(reading.read_stream(path), 4000)
+    cut = budget.excerpt_of(reading.read_stream(path), 4000)
     assert cut.head == "progress 100%\nretrying\n[... the line above 299 more times ...]\ndone\n"
     reply = task_reply(tmp_path, stdout=task.StreamExcerpt("stdout", str(path), cut))
     assert (
@@ -377,4 +379,4 @@ def test_excerpts_fold_overwrites_and_repeats_and_say_so(tmp_path: Path) -> None
         == "101 carriage-return overwrites and 299 repeated lines folded here; the file has every byte"
     )
     assert path.read_bytes().count(b"\r") == 101  # the file stays byte-exact
-    assert reading.fold("a\r\nb\r\n") == ("a\r\nb\r\n", 0, 0)  # a PTY's line ends are not overwrites
+    assert budget.fold("a\r\nb\r\n") == ("a\r\nb\r\n", 0, 0)  # a PTY's line ends are not overwrites

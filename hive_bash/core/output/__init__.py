@@ -1,4 +1,4 @@
-"""A task's output read back: excerpts and pages of its files (reading), the pattern rules
+"""A task's output read back: sizes, byte ranges and a stream's two ends (reading), the pattern rules
 (matching), `logs(pattern)` searches in a child (search), the live line watch in the matcher
 child (line_match) and the channel no task can write to that child (child_channel).
 
@@ -30,15 +30,17 @@ if TYPE_CHECKING:
     )
     from hive_bash.core.output.matching import compile_pattern as compile_pattern
     from hive_bash.core.output.reading import (
-        Excerpt as Excerpt,
-        Page as Page,
         disk_full as disk_full,
-        excerpt_of as excerpt_of,
         file_size as file_size,
+        StreamBytes as StreamBytes,
+        complete_prefix_length as complete_prefix_length,
+        decode as decode,
+        lines_left_out as lines_left_out,
+        read_range as read_range,
+        skip_partial_start as skip_partial_start,
         last_lines as last_lines,
         last_output_time as last_output_time,
         last_printed_line as last_printed_line,
-        read_page as read_page,
         read_stream as read_stream,
         size_and_mtime as size_and_mtime,
         truncate_to as truncate_to,
@@ -58,7 +60,6 @@ if TYPE_CHECKING:
 # tests/core/test_layers.py checks the two lists agree and that every name resolves.
 _FACE: dict[str, str] = {
     "DEFAULT_MAX_MATCHES": "search",
-    "Excerpt": "reading",
     "FirstMatch": "line_match",
     "FollowRequest": "line_match",
     "Line": "search",
@@ -69,7 +70,6 @@ _FACE: dict[str, str] = {
     "MAX_WAIT_MATCHERS": "line_match",
     "Match": "line_match",
     "Matchers": "line_match",
-    "Page": "reading",
     "SearchRequest": "search",
     "SearchResult": "search",
     "SearchSlots": "search",
@@ -78,13 +78,17 @@ _FACE: dict[str, str] = {
     "compile_pattern": "matching",
     "describe": "line_match",
     "disk_full": "reading",
-    "excerpt_of": "reading",
     "file_size": "reading",
+    "StreamBytes": "reading",
+    "complete_prefix_length": "reading",
+    "decode": "reading",
+    "lines_left_out": "reading",
+    "read_range": "reading",
+    "skip_partial_start": "reading",
     "first_match": "line_match",
     "last_lines": "reading",
     "last_output_time": "reading",
     "last_printed_line": "reading",
-    "read_page": "reading",
     "read_stream": "reading",
     "size_and_mtime": "reading",
     "truncate_to": "reading",

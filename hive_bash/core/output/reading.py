@@ -1,6 +1,8 @@
-"""Reading a task's output files back: head+tail excerpts on line boundaries and byte-offset pages.
+"""Reading a task's output files back: sizes, byte ranges, a stream's two ends, newline counts, last lines.
 
-The files are the store; nothing here keeps output in memory beyond one read.
+The files are the store; nothing here keeps output in memory beyond one read. This module
+answers what the files hold (bytes, sizes, line ends, character boundaries); how much of
+that fits a reply, in JSON characters, is decided above it (hive_bash.mcp.replies.budget).
 Every cut lands on a UTF-8 character boundary, so a multi-byte character is
 never split into replacement garbage by our own slicing.
 
@@ -11,7 +13,6 @@ for a writer), and a stream that is no regular file of ours reads as empty.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import stat
@@ -110,36 +111,6 @@ def last_output_time(start: float, streams: Iterable[tuple[int, float | None]]) 
     return max([start, *(mtime for size, mtime in streams if size > 0 and mtime is not None)])
 
 
-@dataclass(frozen=True)
-class Page:
-    data: str
-    offset: int
-    next_offset: int
-    size: int
-    skipped_bytes: int  # bytes at `offset` that belonged to a character begun before it
-
-
-def read_page(path: Path, offset: int, max_bytes: int, budget: int | None = None) -> Page:
-    """Bytes [offset, offset+max_bytes) cut to whole lines (whole characters when one line is longer than
-    the page, or `budget` JSON characters when given); next_offset is where to continue."""
-    size = file_size(path)
-    if offset >= size:
-        return Page("", offset, offset, size, 0)
-    data = read_range(path, offset, max_bytes)
-    skipped = skip_partial_start(data) if offset > 0 else 0
-    body = data[skipped:]
-    keep = complete_prefix_length(body)
-    if keep == 0 and offset + len(data) < size:
-        # max_bytes is smaller than one character (an incomplete one at the very end of
-        # the file instead waits for the rest of it): hand the bytes over as they are.
-        keep = len(body)
-    elif keep:
-        at_end = offset + len(data) >= size
-        lines = take_head(body[:keep], budget if budget is not None else 1 << 62, complete=at_end)
-        keep = lines or keep
-    return Page(decode(body[:keep]), offset, offset + skipped + keep, size, skipped)
-
-
 def disk_full(directory: Path) -> bool:
     """True when the filesystem holding `directory` has no block left for an unprivileged writer."""
     try:
@@ -148,150 +119,13 @@ def disk_full(directory: Path) -> bool:
         return False
 
 
-# ---- excerpts for the model: head and tail cut on line boundaries ------
+# ---- a stream's two ends, for a reply's excerpt, and the lines between them ------
 
-REPEAT_FOLD_MIN = 4  # identical lines in a row from which on they show once, with a count
-REPEAT_MARKER_COST = 45  # `[... the line above 99999 more times ...]\n` as JSON
 EXCERPT_READ_BYTES = 16384  # read at most this much from each end of a stream
 NEWLINE_COUNT_CHUNK = 1 << 20
 # Lines left out are counted up to this many bytes; past it they are estimated from the
 # lines shown, so a status of a 2 GiB log never reads 2 GiB (the daemon stays out of the data).
 LINE_COUNT_MAX_BYTES = 8 << 20
-# What one byte costs once a client puts it in a JSON string (Claude Code sends the model
-# JSON.stringify of the structured result): quote, backslash and \b\t\n\f\r take two
-# characters, other control bytes six (\u001b). Bytes of multi-byte characters count one
-# each, which over-counts non-ASCII text and so keeps a budget safe.
-_JSON_COST = [6 if byte < 0x20 else 1 for byte in range(256)]
-for _byte in b'"\\\b\t\n\f\r':
-    _JSON_COST[_byte] = 2
-_ESCAPED_BYTES = bytes(byte for byte in range(256) if _JSON_COST[byte] > 1)
-_TWO_CHAR_BYTES = b'"\\\b\t\n\f\r'
-
-
-def json_cost(data: bytes) -> int:
-    """Characters `data` takes as text inside a JSON string (an upper bound)."""
-    escaped = len(data) - len(data.translate(None, _ESCAPED_BYTES))
-    two = sum(data.count(byte) for byte in _TWO_CHAR_BYTES)
-    return len(data) + two + 5 * (escaped - two)
-
-
-@dataclass(frozen=True)
-class Excerpt:
-    """What a reply shows of a stream: all of it, or a head and a tail cut on line boundaries."""
-
-    head: str  # from byte `start`; all of it when nothing is left out
-    tail: str  # the end of the stream; "" when nothing is left out
-    size: int
-    cut_start: int  # first byte left out (where `logs` continues)
-    cut_end: int
-    cut_lines: int  # newlines in the bytes left out (an estimate when not `lines_counted`)
-    start: int = 0  # the byte the excerpt was asked to begin at: what came before was seen already
-
-    lines_counted: bool = True
-    overwrites_folded: int = 0  # carriage-return overwrites shown as their line's final state (fold)
-    repeats_folded: int = 0  # identical lines shown once with a count (fold)
-
-    @property
-    def cut_bytes(self) -> int:
-        return self.cut_end - self.cut_start
-
-
-def _lines(data: bytes) -> list[bytes]:
-    """`data` split after each newline; the last piece may lack one."""
-    pieces = data.split(b"\n")
-    lines = [piece + b"\n" for piece in pieces[:-1]]
-    return lines + [pieces[-1]] if pieces[-1] else lines
-
-
-def _fit_prefix(data: bytes, budget: int) -> int:
-    """Bytes of `data` from its start whose JSON cost fits `budget`, ending on a character boundary."""
-    used = 0
-    for index, byte in enumerate(data):
-        used += _JSON_COST[byte]
-        if used > budget:
-            return complete_prefix_length(data[:index])
-    return len(data)
-
-
-def line_costs(lines: list[bytes], folding: bool) -> list[int]:
-    """What each line costs in JSON characters as shown: raw, or (`folding`) as fold shows it, a carriage-
-    return overwrite as its final state and a line repeated REPEAT_FOLD_MIN times as one marker (an upper bound)."""
-    if not folding:
-        return [json_cost(line) for line in lines]
-    costs: list[int] = []
-    previous, run = b"", 0
-    for line in lines:
-        shown = _overwritten_bytes(line)
-        run = run + 1 if shown == previous else 1
-        previous = shown
-        costs.append(json_cost(shown) if run < REPEAT_FOLD_MIN else REPEAT_MARKER_COST if run == REPEAT_FOLD_MIN else 0)
-    return costs
-
-
-def _overwritten_bytes(line: bytes) -> bytes:
-    body = line.rstrip(b"\n")
-    ending = line[len(body) :]
-    if body.endswith(b"\r") and ending:
-        body, ending = body[:-1], b"\r" + ending
-    if b"\r" not in body:
-        return line
-    shown = b""
-    for piece in body.split(b"\r"):
-        shown = piece + shown[len(piece) :]
-    return shown + ending
-
-
-def shown_cost(data: bytes) -> int:
-    return sum(line_costs(_lines(data), folding=True))
-
-
-def take_head(data: bytes, budget: int, complete: bool, folding: bool = False) -> int:
-    """How many bytes from the start of `data` to show: whole lines within `budget`, else part of the first.
-
-    `complete` says `data` is the whole stream, so an unfinished last line is really its end;
-    `folding`: lines cost what fold shows of them (excerpts; a logs page is shown byte for byte)."""
-    used = taken = 0
-    lines = _lines(data)
-    for line, cost in zip(lines, line_costs(lines, folding), strict=True):
-        if used + cost > budget or not (line.endswith(b"\n") or complete):
-            if folding and b"\r" in line and not line.endswith(b"\n"):
-                return taken  # a progress line still overwriting itself: its final state is in the tail
-            return taken if taken else _fit_prefix(line, budget)
-        used, taken = used + cost, taken + len(line)
-    return taken
-
-
-def take_tail(data: bytes, budget: int, starts_mid_stream: bool, folding: bool = False) -> int:
-    """How many bytes at the end of `data` to show: whole lines within `budget`, else the end of the last."""
-    lines = _lines(data)
-    if starts_mid_stream and len(lines) > 1:
-        # The window began inside a line: that fragment never existed on its own, unless it
-        # is a line overwriting itself, whose pieces from a carriage return on are what it shows.
-        first = lines[0]
-        lines = ([first[first.index(b"\r") :]] if folding and b"\r" in first else []) + lines[1:]
-    used = taken = 0
-    backwards = lines[::-1]
-    for line, cost in zip(backwards, line_costs(backwards, folding), strict=True):
-        if used + cost > budget:
-            if taken:
-                return taken
-            end = line[len(line) - _fit_prefix(line[::-1], budget) :]
-            return len(end) - skip_partial_start(end)
-        used, taken = used + cost, taken + len(line)
-    return taken
-
-
-def plan_excerpt(head: bytes, tail: bytes, size: int, budget: int) -> tuple[int, int]:
-    """(head_end, tail_begin): show bytes [0, head_end) and [tail_begin, size); equal when nothing is cut.
-
-    `head` is the stream's first bytes, `tail` its last bytes (both may be the whole stream)."""
-    complete = len(head) == size
-    if complete and shown_cost(head) <= budget:
-        return size, size
-    head_end = take_head(head, budget // 3, complete, folding=True)
-    remaining = budget - shown_cost(head[:head_end])
-    tail_begin = size - take_tail(tail, remaining, starts_mid_stream=len(tail) < size, folding=True)
-    return head_end, max(head_end, tail_begin)
 
 
 @dataclass(frozen=True)
@@ -310,9 +144,10 @@ class StreamBytes:
     def whole(self) -> bool:
         return self.head is self.tail
 
-    def json_cost_bound(self) -> int:
-        """What showing the stream from `start` whole would cost in JSON characters; its length when too long."""
-        return json_cost(self.head) if self.whole else self.size - self.start
+    @property
+    def read_end(self) -> int:
+        """Where the bytes read end: short of `size` when the file was cut shorter meanwhile (output cap)."""
+        return (self.start + len(self.head)) if self.whole else (self.size - EXCERPT_READ_BYTES + len(self.tail))
 
 
 def read_stream(path: Path, start: int = 0) -> StreamBytes:
@@ -349,83 +184,6 @@ def count_newlines(path: Path, start: int, end: int) -> int:
     finally:
         os.close(fd)
     return count
-
-
-def excerpt_of(stream: StreamBytes, budget: int) -> Excerpt:
-    """The stream read by `read_stream` in at most `budget` JSON characters: whole, or head + tail on
-    lines (the file is opened again only to count the lines left out)."""
-    path, start, head, tail = stream.path, stream.start, stream.head, stream.tail
-    if stream.size <= start:
-        return Excerpt("", "", stream.size, stream.size, stream.size, 0, start)
-    # a file cut shorter meanwhile (output cap) ends where the read did
-    size = (start + len(head)) if stream.whole else (stream.size - EXCERPT_READ_BYTES + len(tail))
-    skipped = skip_partial_start(head) if start else 0  # a character begun before `start`
-    head, start = head[skipped:], start + skipped
-    tail = head if len(head) == size - start else tail
-    head_end, tail_begin = (start + offset for offset in plan_excerpt(head, tail, size - start, budget))
-    if head_end >= size:
-        return folded(Excerpt(decode(head), "", size, size, size, 0, start))
-    shown_head = head[: head_end - start]
-    shown_tail = tail[len(tail) - (size - tail_begin) :] if tail_begin < size else b""
-    cut_lines, counted = lines_left_out(path, head_end, tail_begin, shown_head + shown_tail)
-    return folded(
-        Excerpt(decode(shown_head), decode(shown_tail), size, head_end, tail_begin, cut_lines, start, counted)
-    )
-
-
-# ---- folding what a terminal would have overwritten or a loop repeated ------
-# Only excerpts fold (the files and logs pages stay byte-exact): 2,000 updates of a progress
-# line are one line to a reader, and so are 500 identical "retrying..." lines.
-
-
-def overwritten(line: str) -> str:
-    """What a terminal shows of a line with carriage returns: each piece written over the start."""
-    shown = ""
-    for piece in line.split("\r"):
-        shown = piece + shown[len(piece) :]
-    return shown
-
-
-def fold(text: str) -> tuple[str, int, int]:
-    """(text, overwrites folded, repeated lines folded). A `\\r` that ends a line (a PTY's `\\r\\n`) stays."""
-    lines = text.split("\n")
-    overwrites = repeats = 0
-    shown: list[str] = []
-    for index, line in enumerate(lines):
-        ending = "\r" if line.endswith("\r") and index < len(lines) - 1 else ""
-        body = line[: len(line) - len(ending)]
-        if "\r" in body:
-            overwrites += body.count("\r")
-            body = overwritten(body)
-        shown.append(body + ending)
-    folded_lines: list[str] = []
-    index = 0
-    while index < len(shown):
-        run = 1
-        while index + run < len(shown) and shown[index + run] == shown[index] and index + run < len(shown) - 1:
-            run += 1
-        folded_lines.append(shown[index])
-        if run >= REPEAT_FOLD_MIN:
-            folded_lines.append(f"[... the line above {run - 1} more times ...]")
-            repeats += run - 1
-        else:
-            folded_lines.extend(shown[index + 1 : index + run])
-        index += run
-    return "\n".join(folded_lines), overwrites, repeats
-
-
-def folded(excerpt: Excerpt) -> Excerpt:
-    head, head_overwrites, head_repeats = fold(excerpt.head)
-    tail, tail_overwrites, tail_repeats = fold(excerpt.tail)
-    if not (head_overwrites or head_repeats or tail_overwrites or tail_repeats):
-        return excerpt
-    return dataclasses.replace(
-        excerpt,
-        head=head,
-        tail=tail,
-        overwrites_folded=head_overwrites + tail_overwrites,
-        repeats_folded=head_repeats + tail_repeats,
-    )
 
 
 def lines_left_out(path: Path, start: int, end: int, shown: bytes) -> tuple[int, bool]:

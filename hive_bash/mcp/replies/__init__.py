@@ -13,7 +13,8 @@ whatever the client shows (docs/tools.md, "What the model reads"). The rules, fo
 
 One module per reply: `task` (run and status), `listing` (list), `page` (logs: a page or a
 search), `control` (kill and write); `schema` declares each reply's keys, in the order the reply
-gives them, with what the output schema tells a client; `render` makes the dict a tool result.
+gives them, with what the output schema tells a client; `render` makes the dict a tool result;
+`budget` decides how much of a stream's bytes (read by the core) fits a reply's JSON characters.
 A fact a program needs is a key (run and status: `status`, `exit_code`, `signal`); the verdict
 says it in words for the model, and nothing parses a verdict back.
 Each reply is built from the core's own types (the task's record, an output excerpt, a page,

@@ -12,8 +12,9 @@ from typing import Any
 
 from mcp.types import CallToolResult
 
-from hive_bash.core import Line, Page, SearchRequest, SearchResult, SearchSlots, TaskView, file_size, read_page
+from hive_bash.core import Line, SearchRequest, SearchResult, SearchSlots, TaskView, file_size
 from hive_bash.errors import HiveBashError
+from hive_bash.mcp.replies.budget import Page, read_page
 from hive_bash.mcp.replies.render import counted, in_schema_order, reply
 from hive_bash.mcp.replies.schema import LogPage
 from hive_bash.model import Status, Stream

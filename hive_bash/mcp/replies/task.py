@@ -15,13 +15,11 @@ from typing import Any
 from mcp.types import CallToolResult
 
 from hive_bash.core import (
-    Excerpt,
     FirstMatch,
     SessionState,
     TaskView,
     describe,
     ending_words,
-    excerpt_of,
     last_output_time,
     read_stream,
     seconds,
@@ -30,6 +28,7 @@ from hive_bash.core import (
 )
 from hive_bash.model import Status, Stream
 from hive_bash.mcp.limits import WAIT_CAP
+from hive_bash.mcp.replies.budget import Excerpt, excerpt_of, json_cost_bound
 from hive_bash.mcp.replies.render import counted, duration, in_schema_order, reply, rounded
 from hive_bash.mcp.replies.schema import CPU_WORTH_SAYING_SECS, TaskStatus
 
@@ -84,7 +83,7 @@ def status_reply(
     `port_wait`: (`port 8080` or `a TCP port`, the address found or None) of a wait_for_port wait."""
     out_path, err_path = paths
     out_bytes, err_bytes = read_stream(out_path, offset), read_stream(err_path)
-    out_budget, err_budget = excerpt_budgets(out_bytes.json_cost_bound(), err_bytes.json_cost_bound())
+    out_budget, err_budget = excerpt_budgets(json_cost_bound(out_bytes), json_cost_bound(err_bytes))
     last_output_age = kill_age = None
     now = time.time()
     if task.status is Status.RUNNING:
@@ -302,7 +301,7 @@ def excerpt_text(task_id: str, stream: str, excerpt: Excerpt) -> str:
 
 
 def folded_note(excerpt: Excerpt) -> str | None:
-    """Said when the excerpt shows less than the file has byte for byte (hive_bash.core.output.reading.fold)."""
+    """Said when the excerpt shows less than the file has byte for byte (hive_bash.mcp.replies.budget.fold)."""
     parts = [counted(excerpt.overwrites_folded, "carriage-return overwrite")] if excerpt.overwrites_folded else []
     parts += [counted(excerpt.repeats_folded, "repeated line")] if excerpt.repeats_folded else []
     return f"{' and '.join(parts)} folded here; the file has every byte" if parts else None

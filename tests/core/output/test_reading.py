@@ -1,8 +1,9 @@
-"""Output cutting on its own: every cut lands on a UTF-8 character boundary, excerpts on lines."""
+"""Output read back on its own: character boundaries, when a stream last grew, the last lines.
+How much of a stream a reply shows (pages, excerpts) is tested in tests/mcp/replies/test_budget.py."""
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -29,78 +30,21 @@ def test_complete_prefix_length(data: bytes, length: int) -> None:
     assert reading.complete_prefix_length(data) == length
 
 
-def test_pages_never_split_a_character_and_say_what_they_skipped(tmp_path: Path) -> None:
-    path = tmp_path / "t.out"
-    path.write_bytes(b"ab" + GRIN + b"cd")
-    first = reading.read_page(path, 0, 4)  # the emoji does not fit: left for the next page
-    assert (first.data, first.next_offset) == ("ab", 2)
-    inside = reading.read_page(path, 3, 10)  # starts inside the emoji
-    assert (inside.data, inside.skipped_bytes, inside.next_offset) == ("cd", 3, 8)
-    end = reading.read_page(path, 8, 10)
-    assert (end.data, end.next_offset, end.size) == ("", 8, 8)
-
-
-def test_a_page_smaller_than_one_character_still_moves_on(tmp_path: Path) -> None:
-    path = tmp_path / "t.out"
-    path.write_bytes(GRIN + b"x")
-    page = reading.read_page(path, 0, 2)
-    assert page.next_offset == 2  # raw bytes handed over rather than a page that never advances
-
-
-def test_an_incomplete_character_at_the_end_waits_for_the_rest(tmp_path: Path) -> None:
-    path = tmp_path / "t.out"
-    path.write_bytes(b"x" + GRIN[:2])
-    page = reading.read_page(path, 0, 100)
-    assert (page.data, page.next_offset) == ("x", 1)
-
-
 def test_last_output_time_ignores_empty_streams() -> None:
     assert reading.last_output_time(10.0, [(0, 50.0), (5, 20.0)]) == 20.0
     assert reading.last_output_time(10.0, [(0, 50.0), (0, None)]) == 10.0
 
 
-def seq_file(tmp_path: Path, count: int) -> Path:
-    path = tmp_path / "seq.out"
-    path.write_bytes(b"".join(b"%d\n" % number for number in range(1, count + 1)))
-    return path
-
-
-def test_a_long_stream_is_cut_on_line_boundaries_with_an_exact_marker(tmp_path: Path) -> None:
-    path = seq_file(tmp_path, 200_000)
-    cut = reading.excerpt_of(reading.read_stream(path), 4000)
-    head, tail = cut.head.splitlines(), cut.tail.splitlines()
-    assert head[0] == "1" and tail[-1] == "200000"
-    # every shown line is a whole number that existed: no fragment like "99562" from a byte cut
-    assert [int(line) for line in head] == list(range(1, len(head) + 1))
-    assert [int(line) for line in tail] == list(range(200_001 - len(tail), 200_001))
-    assert cut.cut_lines == 200_000 - len(head) - len(tail)
-    assert cut.cut_start == len(cut.head.encode()) and cut.cut_end == path.stat().st_size - len(cut.tail.encode())
-    assert reading.json_cost(cut.head.encode()) + reading.json_cost(cut.tail.encode()) <= 4000
-    assert path.read_bytes()[cut.cut_start :].startswith(b"%d\n" % (len(head) + 1))  # the marker's offset continues
-
-
-def test_a_short_stream_is_shown_whole(tmp_path: Path) -> None:
-    path = tmp_path / "x.out"
-    path.write_bytes(b"one\ntwo")
-    cut = reading.excerpt_of(reading.read_stream(path), 4000)
-    assert (cut.head, cut.tail, cut.cut_bytes) == ("one\ntwo", "", 0)
-
-
-def test_one_huge_line_is_cut_inside_it_on_a_character_boundary(tmp_path: Path) -> None:
-    path = tmp_path / "x.out"
-    path.write_bytes(("€" * 30_000).encode())
-    cut = reading.excerpt_of(reading.read_stream(path), 3000)
-    assert cut.head and set(cut.head) == {"€"} and set(cut.tail) == {"€"}
-    assert cut.cut_bytes % 3 == 0 and cut.cut_lines == 0
-
-
-def test_escape_heavy_output_stays_within_the_budget_as_json(tmp_path: Path) -> None:
-    path = tmp_path / "x.out"
-    path.write_bytes(b'\x1b[31mred\x1b[0m "quoted" \\ \t\n' * 5000)
-    cut = reading.excerpt_of(reading.read_stream(path), 4000)
-    shown = cut.head + cut.tail
-    assert len(json.dumps(shown, ensure_ascii=False)) - 2 <= 4000
-    assert cut.head.endswith("\n") and cut.tail.startswith("\x1b[31m")
+def test_a_stream_read_says_where_its_bytes_end(tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    small.write_bytes(b"x" * 100)
+    assert reading.read_stream(small, 40).read_end == 100
+    big = tmp_path / "big"
+    big.write_bytes(b"y" * 100_000)
+    stream = reading.read_stream(big)
+    assert not stream.whole and stream.read_end == 100_000
+    # cut shorter (output cap) between the fstat and the reads: the stream ends where the read did
+    assert dataclasses.replace(stream, tail=stream.tail[:-1000]).read_end == 99_000
 
 
 def test_last_lines_are_the_last_non_blank_ones_cut_to_length(tmp_path: Path) -> None:
