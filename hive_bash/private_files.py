@@ -18,7 +18,6 @@ set aside (renamed, one log line), so it is never tried again and never stops a 
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
@@ -78,7 +77,7 @@ def write_atomically(
             os.close(fd)
         os.replace(temp, path)
     except BaseException:
-        _unlink_if_there(temp)
+        temp.unlink(missing_ok=True)
         raise
 
 
@@ -88,11 +87,6 @@ def _create_temp(path: Path, mode: int, unique: bool) -> tuple[int, Path]:
         return create_private(temp, mode), temp
     temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     return _create(temp, mode), temp  # O_EXCL: another writer's temp file is never touched
-
-
-def _unlink_if_there(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
 
 
 def open_own(path: Path, flags: int = os.O_RDONLY) -> int:

@@ -261,10 +261,6 @@ def _read_own(path: Path, limit: int) -> bytes | None:
         raise SessionFileError(f"{path}: {exc.strerror or exc}") from exc
 
 
-def _unlink(path: Path) -> None:
-    path.unlink(missing_ok=True)
-
-
 def _state_from_json(name: str, data: bytes) -> SessionState:
     raw = json.loads(data)
     state = SessionState(
@@ -342,7 +338,7 @@ class SessionStore:
         gone = [name for name in self._states if name not in keep]
         for name in gone:
             del self._states[name]
-            _unlink(self.files.session(name))
+            self.files.session(name).unlink(missing_ok=True)
         return gone
 
     # ---- a task's start and end ----------------------------------------------
@@ -404,7 +400,7 @@ class SessionStore:
     def _wrap(self, task_id: str, env: dict[str, str]) -> None:
         """Write the task's BASH_ENV file and point `env` at it (last, so nothing overrides it)."""
         rc_path = self.files.rc(task_id)
-        _unlink(self.files.capture(task_id))  # the trap creates it exclusively
+        self.files.capture(task_id).unlink(missing_ok=True)  # the trap creates it exclusively
         fd = create_private(rc_path)
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as rc:
             rc.write(wrapper_rc(rc_path, self.files.capture(task_id)))
@@ -452,5 +448,5 @@ class SessionStore:
 
     def discard(self, task_id: str) -> None:
         """Remove a task's wrapper and capture files (after its end, or with its record)."""
-        _unlink(self.files.rc(task_id))
-        _unlink(self.files.capture(task_id))
+        self.files.rc(task_id).unlink(missing_ok=True)
+        self.files.capture(task_id).unlink(missing_ok=True)

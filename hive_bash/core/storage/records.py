@@ -152,14 +152,14 @@ class RecordStore:
                 return  # gone (a task removed it): nothing to keep
             self._spares.append((spare, size))
         else:
-            _unlink(path)
+            _unlink_or_warn(path)
 
     def _reuse_spare(self, task_id: str, size: int) -> bool:
         """Make a spare that fits the task's reserve (a rename); False if there is none."""
         while self._spares:
             spare, spare_size = self._spares.pop()
             if spare_size < size:
-                _unlink(spare)
+                _unlink_or_warn(spare)
                 continue
             try:
                 os.replace(spare, self.files.reserve(task_id))
@@ -184,7 +184,7 @@ class RecordStore:
             finally:
                 os.close(fd)
         except OSError as exc:
-            _unlink(path)
+            _unlink_or_warn(path)
             self._reserved.pop(record.id, None)
             if exc.errno not in NO_ROOM_ERRNOS:
                 # A filesystem that cannot preallocate: the end is saved like any change, best effort.
@@ -225,7 +225,7 @@ class RecordStore:
     def load_all(self) -> list[TaskRecord]:
         """Every record in the tasks dir; one that fails a check is set aside, never fatal."""
         for spare in self.files.spares():
-            _unlink(spare)  # a previous daemon's: only this one's are reused
+            _unlink_or_warn(spare)  # a previous daemon's: only this one's are reused
         records = []
         for task_id, path in self.files.records():
             record = self._load(task_id, path)
@@ -254,10 +254,10 @@ class RecordStore:
     def delete(self, task_id: str) -> None:
         self._reserved.pop(task_id, None)
         for path in self.files.of_task(task_id):
-            _unlink(path)
+            _unlink_or_warn(path)
 
 
-def _unlink(path: Path) -> None:
+def _unlink_or_warn(path: Path) -> None:
     try:
         path.unlink()
     except FileNotFoundError:
