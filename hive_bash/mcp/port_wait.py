@@ -14,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from hive_bash.core import Listening, Task, TaskManager
+from hive_bash.core import Listening, Task, TaskManager, task_view
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ async def port_wait(
 
 
 async def _poll(manager: TaskManager, task: Task, waited: PortWait, also: asyncio.Event | None) -> None:
-    while not (also is not None and also.is_set()) and not task.ended.is_set():
+    while not (also is not None and also.is_set()) and not task_view(task).ended:
         try:
             if waited.look((await manager.listening([task]))[0]):
                 break

@@ -269,13 +269,13 @@ class BashTools:
         if pattern is not None:
             request = search_request(path, pattern, start, context_lines, max_matches, read)
             async with progress.reporting(ctx, path, wait):
-                await wait_for_growth(task, path, start, wait, also)
+                await wait_for_growth(self.manager, task, path, start, wait, also)
             gone = client_gone(ctx)
             found = await self.searches.search(request, abandon=gone)
             other = await page.other_search(unread, request, self.searches, gone)
             return page.search_reply(task_view(task), read, found, request, other)
         async with progress.reporting(ctx, path, wait):
-            await wait_for_growth(task, path, start, wait, also)
+            await wait_for_growth(self.manager, task, path, start, wait, also)
         before = task_view(task)  # whether it had ended before the page is read
         budgeted = max_bytes is None
         return page.log_reply(before, read, path, start, page_size, budgeted, unread if stream is None else None)
@@ -308,7 +308,7 @@ def search_request(
 
 
 async def wait_for_growth(
-    task: Task, path: Path, offset: int, seconds: float, also: tuple[Path, int] | None = None
+    manager: TaskManager, task: Task, path: Path, offset: int, seconds: float, also: tuple[Path, int] | None = None
 ) -> None:
     """Poll the file's size (cheap: one stat) until it passes `offset`, the task ends, or time runs out;
     `also` (path, size): or that file grows past its size."""
@@ -320,4 +320,4 @@ async def wait_for_growth(
         remaining = deadline - loop.time()
         if remaining <= 0:
             return
-        await task.wait_for_end(min(LOGS_POLL_SECS, remaining))
+        await manager.wait_for_end(task, min(LOGS_POLL_SECS, remaining))
