@@ -200,7 +200,13 @@ class BashTools:
                     ported = await stack.enter_async_context(port_wait(self.manager, task, port, also=until))
                     until = ported.over
                 await stack.enter_async_context(progress.reporting(ctx, paths[0], wait))
+                began = asyncio.get_running_loop().time()
                 await self.manager.wait_for_result(task, window, abandon=client_gone(ctx), until=until)
+                if waited is not None and not waited.found.is_set() and task_view(task).waiting_for_input:
+                    # Ended by the task waiting for its input: whether what it printed so far matched is owed.
+                    left = window - (asyncio.get_running_loop().time() - began)
+                    sizes = {stream: file_size(path) for stream, path in zip(("stdout", "stderr"), paths, strict=True)}
+                    await waited.looked_through(sizes, left)
         self.manager.shown(task)
         todos = self.settings.agent_socket is not None
         listening = ported.listening if ported is not None and ported.found else None

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from claude_cli import TOOLS, claude_binary, claude_turns
@@ -100,6 +101,28 @@ async def test_a_prompt_without_a_newline_matches(daemon: Daemon) -> None:
         assert found["matched_line"] == "name? "
         await call_ok(client, "write", {"id": "prompt", "data": "bob\n"})
         done = (await call_ok(client, "status", {"id": "prompt", "wait_seconds": 20})).structured
+        assert done["stdout"] == "name? hello bob\n"
+
+
+async def test_a_wait_for_a_prompt_the_task_already_waits_at_matches_it(daemon: Daemon) -> None:
+    """A wait_for ended by the task waiting for its input answered before its matcher had looked at
+    what the task printed: "stopped: it waits for input" though the prompt matched (the test above, now
+    and then, on a loaded machine, where the input wait was seen first). Here the task has waited at
+    its prompt before the call begins, so the input wait is there at once; the wait hears the matcher
+    out."""
+    async with daemon.client() as client:
+        cmd = "printf 'name? '; read name; echo \"hello $name\""
+        await call_ok(client, "run", {"cmd": cmd, "stdin": "pipe", "name": "asker", "wait_seconds": 0})
+        with anyio.fail_after(30):  # the task to wait at its prompt
+            while not (await call_ok(client, "status", {"id": "asker"})).structured.get("waiting_for_input"):
+                await anyio.sleep(0.1)
+        found = (
+            await call_ok(client, "status", {"id": "asker", "wait_for": r"name\? ", "wait_seconds": 20})
+        ).structured
+        assert found["verdict"].endswith(r"; matched 'name\\? ' at stdout line 1"), found["verdict"]
+        assert found["matched_line"] == "name? "
+        await call_ok(client, "write", {"id": "asker", "data": "bob\n"})
+        done = (await call_ok(client, "status", {"id": "asker", "wait_seconds": 20})).structured
         assert done["stdout"] == "name? hello bob\n"
 
 

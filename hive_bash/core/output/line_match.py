@@ -74,7 +74,8 @@ MAX_REQUEST_BYTES = 64 * 1024
 MAX_REPORT_BYTES = 8 * 1024
 MAX_REASON_CHARS = 1000
 MAX_PENDING_REPORTS = 64
-REPORT_KEYS = frozenset({"match", "gave_up", "checkpoints", "counted_bytes"})
+REPORT_KEYS = frozenset({"match", "gave_up", "looked", "checkpoints", "counted_bytes"})
+KINDS = frozenset({"match", "gave_up", "looked"})  # each report is one of these
 MATCH_KEYS = frozenset({"stream", "line", "offset", "text", "count"})
 CHECKPOINT_KEYS = frozenset({"stream", "ino", "offset", "lines"})
 
@@ -369,11 +370,19 @@ class _Child:
     def run(self, stop_requested: Callable[[float], bool]) -> None:
         """Follow until `stop_requested` (which also sleeps), or the first match for first_only."""
         pause = POLL_MIN_SECS
+        looked: dict[str, int] = {}
         while True:
             grew = self._catch_up()
             if self.request.first_only and self.reporter.latest is not None:
                 self.reporter.flush(time.monotonic(), **self.accounts())
                 return
+            if self.request.first_only and not grew:
+                # The output stopped growing and all of it was looked at, unended lines too: said once per
+                # stop, so a wait the task's input ended can tell "no line matched" from "not looked yet".
+                now_at = {follower.stream: follower.position for follower in self.followers}
+                if now_at != looked:
+                    looked = now_at
+                    self.reporter.write({"looked": now_at})
             now = time.monotonic()
             if self.reporter.due(now):
                 self.reporter.flush(now)
@@ -496,6 +505,7 @@ def _request_from(channel: socket.socket, parent: int) -> FollowRequest | None:
 
 OnMatch = Callable[[Match], None]
 OnGiveUp = Callable[[str], None]
+OnLooked = Callable[[dict[str, int]], None]  # stream -> the offset all output before was looked at
 _watching: set[asyncio.Task[None]] = set()
 
 
@@ -577,12 +587,18 @@ def checked_report(message: child_channel.Message, request: FollowRequest) -> di
         report = json.loads(message.data)
     except (ValueError, RecursionError):
         raise BadReport("not JSON") from None
-    if not isinstance(report, dict) or set(report) - REPORT_KEYS or len(set(report) & {"match", "gave_up"}) != 1:
-        raise BadReport("not one match or one reason")
+    if not isinstance(report, dict) or set(report) - REPORT_KEYS or len(set(report) & KINDS) != 1:
+        raise BadReport("not one match, one reason or one look")
     if "gave_up" in report:
         _check(isinstance(report["gave_up"], str) and len(report["gave_up"]) <= MAX_REASON_CHARS, "gave_up")
         return report
-    match, paths = report["match"], {start.stream: start.path for start in request.streams}
+    paths = {start.stream: start.path for start in request.streams}
+    if "looked" in report:
+        looked = report["looked"]
+        _check(isinstance(looked, dict) and len(report) == 1 and set(looked) <= set(paths), "looked")
+        _check(all(_count(offset) and offset <= _size(paths[stream]) for stream, offset in looked.items()), "looked")
+        return report
+    match = report["match"]
     _check(isinstance(match, dict) and set(match) == MATCH_KEYS, "match")
     _check(match["stream"] in paths, "match.stream")
     _check(_count(match["offset"]) and _count(match["line"], 1) and match["line"] <= match["offset"] + 1, "match.line")
@@ -633,10 +649,12 @@ class LineWatch:
         matchers: Matchers | None = None,
         on_start: Callable[[], None] | None = None,
         holding: bool = False,
+        on_looked: OnLooked | None = None,
     ) -> None:
         self.request = request
         self._on_match = on_match
         self._on_give_up = on_give_up
+        self._on_looked = on_looked
         self._on_start = on_start
         self._matchers = matchers
         self._holding = holding  # a slot of `matchers` is ours (taken by the caller, or by _run)
@@ -656,7 +674,7 @@ class LineWatch:
 
     def close(self) -> None:
         """Stop matching: the child is killed and reaped in the background, nothing more is reported."""
-        self._on_match, self._on_give_up = _ignore, _ignore
+        self._on_match, self._on_give_up, self._on_looked = _ignore, _ignore, None
         if self._task is not None:
             self._task.cancel()
 
@@ -782,6 +800,8 @@ class LineWatch:
             self._on_match(Match(**report["match"]))
         elif "gave_up" in report:
             self._on_give_up(report["gave_up"])
+        elif self._on_looked is not None:
+            self._on_looked(report["looked"])
 
 
 STOPPED = "the matcher process was stopped by a signal (from a process of this user, such as a task) and was ended"
@@ -826,6 +846,29 @@ class FirstMatch:
 
     def __post_init__(self) -> None:
         self.found = asyncio.Event()  # a match, or given up: the wait is over
+        self.looked: dict[str, int] = {}  # stream -> how far the matcher looked, once the output stopped growing
+        self._looked_again = asyncio.Event()
+
+    async def looked_through(self, sizes: dict[str, int], seconds: float) -> None:
+        """Wait up to `seconds` until the matcher has looked at each stream up to its size in `sizes` (or
+        matched, or gave up): once a task waits for its input, its output so far is all there will be until
+        it gets some, and whether a line of it matched is owed before the wait can say it stopped there."""
+        deadline = asyncio.get_running_loop().time() + seconds
+        while not self.found.is_set() and any(self.looked.get(name, 0) < size for name, size in sizes.items()):
+            self._looked_again.clear()
+            waiters = [asyncio.ensure_future(event.wait()) for event in (self.found, self._looked_again)]
+            remaining = deadline - asyncio.get_running_loop().time()
+            try:
+                if remaining <= 0:
+                    return
+                await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+
+    def _saw(self, looked: dict[str, int]) -> None:
+        self.looked.update(looked)
+        self._looked_again.set()
 
     def _matched(self, match: Match) -> None:
         if self.match is None:
@@ -856,7 +899,9 @@ async def first_match(
             return
         streams = [replace(start, checkpoint=start.checkpoint or matchers.checkpoint(start.path)) for start in streams]
     request = FollowRequest(pattern, tuple(streams), first_only=True)
-    watch = LineWatch(request, outcome._matched, outcome._gave_up, matchers, outcome._started, holding=True)
+    watch = LineWatch(
+        request, outcome._matched, outcome._gave_up, matchers, outcome._started, holding=True, on_looked=outcome._saw
+    )
     watch.start()
     try:
         yield outcome

@@ -98,10 +98,15 @@ def test_a_report_is_taken_only_within_its_schema_and_bounds(tmp_path: Path) -> 
     good = {"stream": "stdout", "line": 3, "offset": 4, "text": "x", "count": 1}
     assert report({"match": good})["match"] == good
     assert report({"gave_up": "why"}) == {"gave_up": "why"}
+    assert report({"looked": {"stdout": 200, "stderr": 0}}) == {"looked": {"stdout": 200, "stderr": 0}}
     bad = [
         (b"\x00garbage{{{", "not JSON"),
-        ({"match": good, "gave_up": "both"}, "not one match or one reason"),
-        ({"todo": "forged"}, "not one match or one reason"),
+        ({"match": good, "gave_up": "both"}, "not one match, one reason or one look"),
+        ({"todo": "forged"}, "not one match, one reason or one look"),
+        ({"looked": {"stdout": 201}}, "looked out of bounds"),  # past the file's end
+        ({"looked": {"elsewhere": 0}}, "looked out of bounds"),
+        ({"looked": {"stdout": -1}}, "looked out of bounds"),
+        ({"looked": {"stdout": 0}, "checkpoints": []}, "looked out of bounds"),
         ({"match": {**good, "stream": "elsewhere"}}, "match.stream out of bounds"),
         ({"match": {**good, "line": 424242}}, "match.line out of bounds"),  # more lines than bytes before it
         ({"match": {**good, "offset": 10_000}}, "match.offset out of bounds"),  # past the file's end
