@@ -203,9 +203,22 @@ async def test_a_process_that_moved_out_of_its_cgroup_ends_at_kill_force(tree: t
 
 @pytest.mark.parametrize("place", PLACES)
 async def test_a_process_that_moved_out_of_its_cgroup_ends_at_recovery(tree: tuple[Daemon, Path], place: str) -> None:
+    """It moves once the daemon is dead: while the daemon runs, its watch would end it first (and did,
+    now and then, before the SIGKILL, on a loaded machine)."""
     daemon, root = tree
-    task_id, pid = await start_escaping(daemon, root / PLACES[place])
+    assert daemon.proc is not None
+    procs, daemon_pid = root / PLACES[place], daemon.proc.pid
+    after_the_daemon = f"while kill -0 {daemon_pid} 2>/dev/null; do sleep 0.05; done; echo $$ > {procs}; exec sleep 300"
+    cmd = (
+        f"setsid sh -c '{after_the_daemon}' & "
+        f'until [ "$(cat /proc/$!/comm)" = sleep ] && grep -q "^$!$" {procs}; do sleep 0.01; done; echo escaped=$!'
+    )
+    async with daemon.client() as client:
+        task_id = (await call_ok(client, "run", {"cmd": cmd, "wait_seconds": 0})).structured["id"]
     daemon.stop(signal.SIGKILL)
+    out = daemon.tasks_dir / f"{task_id}.out"
+    wait_until(lambda: "escaped=" in out.read_text(), 30, what="the escape, once the daemon is dead")
+    pid = escaped_pid(out.read_text())
     assert pid_alive(pid)
     daemon.restart()
     assert not pid_alive(pid)
