@@ -649,7 +649,7 @@ class LineWatch:
         matchers: Matchers | None = None,
         on_start: Callable[[], None] | None = None,
         holding: bool = False,
-        on_looked: OnLooked | None = None,
+        on_looked: OnLooked = _ignore,
     ) -> None:
         self.request = request
         self._on_match = on_match
@@ -674,7 +674,7 @@ class LineWatch:
 
     def close(self) -> None:
         """Stop matching: the child is killed and reaped in the background, nothing more is reported."""
-        self._on_match, self._on_give_up, self._on_looked = _ignore, _ignore, None
+        self._on_match, self._on_give_up, self._on_looked = _ignore, _ignore, _ignore
         if self._task is not None:
             self._task.cancel()
 
@@ -800,7 +800,7 @@ class LineWatch:
             self._on_match(Match(**report["match"]))
         elif "gave_up" in report:
             self._on_give_up(report["gave_up"])
-        elif self._on_looked is not None:
+        else:  # checked_report let through exactly one kind: this is a look
             self._on_looked(report["looked"])
 
 
