@@ -151,9 +151,11 @@ async def test_leftover_subtrees_are_cleared_at_restart(tree: tuple[Daemon, Path
 
 
 # The escape of finding 2: a setsid'd child moves itself out of the task's cgroup.
-def escape_into(procs: Path) -> str:
+def escape_into(procs: Path, first: str = "") -> str:
+    """A shell line whose setsid'd child runs `first`, moves itself into `procs` and sleeps; the line
+    returns once the move is seen, printing escaped=<pid>."""
     return (
-        f"setsid sh -c 'echo $$ > {procs}; exec sleep 300' & "
+        f"setsid sh -c '{first}echo $$ > {procs}; exec sleep 300' & "
         f'until [ "$(cat /proc/$!/comm)" = sleep ] && grep -q "^$!$" {procs}; do sleep 0.01; done; echo escaped=$!'
     )
 
@@ -208,11 +210,7 @@ async def test_a_process_that_moved_out_of_its_cgroup_ends_at_recovery(tree: tup
     daemon, root = tree
     assert daemon.proc is not None
     procs, daemon_pid = root / PLACES[place], daemon.proc.pid
-    after_the_daemon = f"while kill -0 {daemon_pid} 2>/dev/null; do sleep 0.05; done; echo $$ > {procs}; exec sleep 300"
-    cmd = (
-        f"setsid sh -c '{after_the_daemon}' & "
-        f'until [ "$(cat /proc/$!/comm)" = sleep ] && grep -q "^$!$" {procs}; do sleep 0.01; done; echo escaped=$!'
-    )
+    cmd = escape_into(procs, first=f"while kill -0 {daemon_pid} 2>/dev/null; do sleep 0.05; done; ")
     async with daemon.client() as client:
         task_id = (await call_ok(client, "run", {"cmd": cmd, "wait_seconds": 0})).structured["id"]
     daemon.stop(signal.SIGKILL)
