@@ -60,23 +60,26 @@ def test_what_a_task_can_do_to_limits(agent):
     """As the agent user (the daemon's uid) a task cannot write its unit's cgroup limits
     (root's, from MemoryMax/TasksMax). Its own cgroup's limit files are the daemon's, so its
     own uid's, and a write to them succeeds; the daemon's watch reads them back about once a
-    second, restores its value and ends the task `failed`, with the reason (issue 38)."""
+    second, restores its value and ends the task `failed`, with the reason (issue 38).
+
+    The reason's "-> max" is the daemon reading the task's write back: that is what shows the
+    write went through. A `cat` after the write would race the watch, which can end the task
+    before it prints (it did, in a CI run: SIGKILL after 226 ms, stdout empty)."""
     root = unit_cgroup(agent)
     own = "own=/sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)"
     attempt = (
         f"echo max > {root}/memory.max && echo unit-raised; echo max > {root}/pids.max && echo unit-raised;"
-        f" {own}; echo max > $own/memory.max && cat $own/memory.max; exec sleep 300"
+        f" {own}; echo max > $own/memory.max; exec sleep 300"
     )
     _, res = scenarios.cli_json(agent, T, f"run {shlex.quote(attempt)} --wait 120 --name raise-limits --memory-max 64M")
     assert "unit-raised" not in res.get("stdout", "") and "Permission denied" in res.get("stderr", ""), res
-    assert res.get("stdout", "").split() == ["max"], res  # the write itself went through
     assert res["status"] == "failed", res
     assert res["end_reason"] == (
         "it raised its own memory limit (memory.max 64 MiB -> max); the daemon restored it and ended the task"
     ), res
-    pids = f"{own}; echo 100000 > $own/pids.max && cat $own/pids.max; exec sleep 300"
+    pids = f"{own}; echo 100000 > $own/pids.max; exec sleep 300"
     _, res = scenarios.cli_json(agent, T, f"run {shlex.quote(pids)} --wait 120 --name raise-pids --pids-max 20")
-    assert res.get("stdout", "").split() == ["100000"] and res["status"] == "failed", res
+    assert res["status"] == "failed", res
     assert res["end_reason"] == (
         "it raised its own process limit (pids.max 20 -> 100000); the daemon restored it and ended the task"
     ), res
