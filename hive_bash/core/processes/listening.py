@@ -114,6 +114,7 @@ def socket_inodes(pid: int, limit: int = MAX_FDS_READ) -> tuple[set[int], int]:
 def _dump(request: bytes) -> Iterator[memoryview]:
     """The records of one sock_diag dump of the daemon's network namespace, only the kernel's."""
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as diag:
+        diag.settimeout(5)  # the kernel answers at once; never a worker held for good
         diag.sendto(struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _DUMP, 1, 0) + request, (0, 0))
         buffer = bytearray(1 << 16)
         while True:
