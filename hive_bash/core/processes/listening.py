@@ -55,6 +55,7 @@ NETLINK_SOCK_DIAG = 4
 _SOCK_DIAG_BY_FAMILY = 20
 _DUMP = 0x301  # NLM_F_REQUEST | NLM_F_DUMP
 _NLMSG_ERROR, _NLMSG_DONE = 2, 3
+_MAX_RECVS = 1024  # datagrams of one dump: MAX_LISTENERS records take some 200
 _LISTEN = 10  # TCP_LISTEN, the state of a listening unix socket too
 _UNIX_DIAG_NAME, _UDIAG_SHOW_NAME = 0, 1
 _UNIX_LISTENING_TYPES = {socket.SOCK_STREAM, socket.SOCK_SEQPACKET}
@@ -117,7 +118,7 @@ def _dump(request: bytes) -> Iterator[memoryview]:
         diag.settimeout(5)  # the kernel answers at once; never a worker held for good
         diag.sendto(struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _DUMP, 1, 0) + request, (0, 0))
         buffer = bytearray(1 << 16)
-        while True:
+        for _ in range(_MAX_RECVS):
             size, (sender, _) = diag.recvfrom_into(buffer)
             if sender != 0:  # not the kernel (a privileged process may send here)
                 continue
@@ -133,6 +134,7 @@ def _dump(request: bytes) -> Iterator[memoryview]:
                     raise OSError(code, f"sock_diag: {os.strerror(code)}")
                 yield data[at + 16 : at + length]
                 at += (length + 3) & ~3
+        raise OSError(errno.EMSGSIZE, "sock_diag: a dump longer than its bound")
 
 
 def _tcp_dump(family: int) -> Iterator[tuple[int, Address]]:
