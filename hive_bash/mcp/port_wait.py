@@ -1,7 +1,7 @@
 """wait_for_port: an inline wait that also returns once the task listens on a TCP port.
 
 Beside a `wait_for` line wait, never inside it: `port_wait` polls what the task's processes
-listen on (TaskManager.listening: the kernel's tables, read in a worker thread) about every
+listen on (TaskManager.listening: the kernel's sock_diag, read in a worker thread) about every
 PORT_POLL_SECS, one look at a time, and sets `over` when the port is there or when the event
 it was given (the line wait's) is set first. The task's end ends the wait where every inline
 wait ends (TaskManager.wait_for_result).

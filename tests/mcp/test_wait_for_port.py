@@ -5,15 +5,18 @@ for the task's own processes. The cgroup case runs on a private cgroup2 mount (n
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import re
 import socket
+import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from claude_cli import TOOLS, claude_binary, claude_turns
@@ -123,6 +126,79 @@ async def test_another_tasks_server_never_shows(daemon: Daemon) -> None:
         listed = (await call_ok(client, "list", {})).structured
         assert list(listed["listening"]) == ["server"] and ", on " not in listed["tasks"]["bystander"]
         for name in ("server", "bystander"):
+            await call_ok(client, "kill", {"id": name, "force": True})
+
+
+def namespaces_can_be_made() -> None:
+    if subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no network namespace can be made here (unshare -rn)")
+
+
+async def test_a_server_in_its_own_network_namespace_is_not_listening(daemon: Daemon) -> None:
+    """Nothing that connects through the daemon's namespace reaches it (was: "listening on 0.0.0.0:P")."""
+    namespaces_can_be_made()
+    cmd = "unshare -rn python3 -u -m http.server 0 --bind 0.0.0.0"
+    async with daemon.client() as client:
+        await call_ok(client, "run", {"cmd": cmd, "name": "apart", "wait_for": "Serving HTTP", "wait_seconds": 30})
+        reply = (await call_ok(client, "status", {"id": "apart", "wait_for_port": True, "wait_seconds": 1})).structured
+        assert reply["verdict"].endswith("; not listening on a TCP port within 1.0s") and "listening" not in reply
+        await call_ok(client, "kill", {"id": "apart", "force": True})
+
+
+DECOY = (
+    "import pathlib,socket,sys,time; s=socket.socket(); s.bind(('0.0.0.0',0)); s.listen(); "
+    "pathlib.Path(sys.argv[1]).touch(); time.sleep(600)"
+)
+
+
+async def test_decoys_in_other_namespaces_do_not_hide_a_real_server(daemon: Daemon, tmp_path: Path) -> None:
+    """Four listeners in namespaces of their own, then the real server (was: only four namespaces read,
+    the decoys' 0.0.0.0 ports shown, the real one left out)."""
+    namespaces_can_be_made()
+    cmd = (
+        f'for i in 1 2 3 4; do unshare -rn python3 -c "{DECOY}" {tmp_path}/$i & done; '
+        f"until [ $(ls {tmp_path} | wc -l) -ge 4 ]; do sleep 0.05; done; {SERVER}"
+    )
+    async with daemon.client() as client:
+        run = {"cmd": cmd, "name": "decoyed", "wait_for_port": True, "wait_seconds": 30}
+        reply = (await call_ok(client, "run", run)).structured
+        assert len(reply["listening"]) == 1 and accepts(port_of(reply["listening"][0])), reply
+        await call_ok(client, "kill", {"id": "decoyed", "force": True})
+
+
+# 256 processes of 4,096 descriptors each: the most a look once read, about a million readlinks
+CROWD = (
+    'ulimit -n 4200 || exit 3; for fd in $(seq 10 4105); do eval "exec $fd</dev/null"; done; '
+    "for i in $(seq 255); do sleep 600 & done; echo READY; wait"
+)
+
+
+async def test_one_tasks_descriptors_hold_up_no_other_reply(daemon: Daemon) -> None:
+    """A task at the bound of a look (was: each look at it some 5 s of one worker thread; four lists
+    queued 20 s, and an unrelated task's status behind them)."""
+    async with daemon.client() as client:
+        crowd = {"cmd": CROWD, "name": "crowd", "wait_for": "READY", "wait_seconds": 60}
+        assert (await call_ok(client, "run", crowd)).structured["status"] == "running"
+        await call_ok(client, "run", {"cmd": "sleep 600", "name": "quiet", "wait_seconds": 0})
+        took: list[float] = []
+
+        async def timed_list() -> None:
+            async with daemon.client() as lister:
+                start = time.monotonic()
+                await call_ok(lister, "list", {})
+                took.append(time.monotonic() - start)
+
+        statuses: list[float] = []
+        async with anyio.create_task_group() as lists:
+            for _ in range(4):
+                lists.start_soon(timed_list)
+            while len(took) < 4 or not statuses:  # asked over and over while the lists are answered
+                start = time.monotonic()
+                await call_ok(client, "status", {"id": "quiet"})
+                statuses.append(time.monotonic() - start)
+        assert max(statuses) < 3, f"an unrelated status took {statuses}"
+        assert max(took) < 10, f"lists took {took}"
+        for name in ("crowd", "quiet"):
             await call_ok(client, "kill", {"id": name, "force": True})
 
 

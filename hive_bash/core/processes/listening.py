@@ -1,24 +1,25 @@
 """The addresses a task's processes listen on, read from the kernel, never guessed from output.
 
-A process's sockets are its `/proc/<pid>/fd` links `socket:[inode]`; the tables of the
-process's network namespace (`/proc/<pid>/net/tcp`, `tcp6`, `unix`) give each inode's address
-and state. A TCP socket in state LISTEN and a unix stream or seqpacket socket that accepts
-connections (`__SO_ACCEPTCON`) listen. Only the processes the caller names are looked at (a
-task's cgroup, else its process group and descendants), so another task's server never shows.
+The listening sockets of the daemon's network namespace come from the kernel's sock_diag
+netlink dumps (TCP and TCP6 in state LISTEN, unix stream and seqpacket sockets listening), as
+structured records per inode: a unix path is length-prefixed bytes there, so no name a task
+chooses can pass for another socket's record (as a newline in a path could in /proc/net/unix).
+A process's sockets are its `/proc/<pid>/fd` links `socket:[inode]`; those that are in the dump
+listen. Only the processes the caller names are looked at (a task's cgroup, else its process
+group and descendants), so another task's server never shows.
 
 What is seen and what is not: a socket passed in by a parent outside the task (systemd socket
-activation) is seen all the same once a task process holds it; a process in a network namespace
-the daemon cannot read (`/proc/<pid>/net` of another owner) is skipped; UDP is not listening.
+activation) is seen all the same once a task process holds it; a socket in another network
+namespace (`unshare -n`, a container's) is not listening for anyone who connects through the
+daemon's namespace and is left out, and costs nothing; UDP is not listening. Without sock_diag
+(a kernel built without it), TCP comes from the daemon's own `/proc/self/net/tcp` and `tcp6`
+(all numbers, nothing a task can shape) and unix sockets are not seen.
 
-A unix socket's path is printed by the kernel as it is, newlines included, so a task can write
-a line into the unix table that looks like another socket's; an inode found on more than one
-line is not trusted and left out. TCP lines are all numbers, nothing a task can shape.
-
-A look costs a bounded amount whatever the task does: at most MAX_FDS_READ descriptors of a
-process, MAX_NAMESPACES network namespaces, MAX_TABLE_BYTES of each table, MAX_CGROUPS
-cgroups and MAX_DESCENDANTS processes of a task. It runs in `ListeningReader`'s one worker
-thread, never on the event loop, and only when a reply or a wait_for_port wait asks (never per
-task per second on its own).
+A look costs a bounded amount whatever the tasks do: the namespace's listeners are read once per
+look (at most MAX_LISTENERS), then at most MAX_FDS_READ descriptors of a process, MAX_TASK_FDS of
+a task and MAX_LOOK_FDS of all the tasks of a look (each its share), MAX_CGROUPS cgroups and
+MAX_DESCENDANTS processes of a task. Looks run in `ListeningReader`'s worker threads, at most
+MAX_LOOKS at once, never on the event loop, and only when a reply or a wait_for_port wait asks.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import logging
 import os
 import socket
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from hive_bash.core.processes.input_wait import MAX_DESCENDANTS, descendants
@@ -40,15 +41,24 @@ from hive_bash.core.processes.process import same_process_alive, stat_fields
 
 logger = logging.getLogger(__name__)
 
-MAX_FDS_READ = 4096  # descriptors of one process looked at
-MAX_NAMESPACES = 4  # network namespaces whose tables are read in one look
-MAX_TABLE_BYTES = 4 * 1024 * 1024  # of one /proc/<pid>/net table: about 27,000 TCP sockets
+MAX_FDS_READ = 4096  # descriptors of one process looked at, its first ones
+MAX_TASK_FDS = 16384  # descriptors of one task's processes looked at in one look
+MAX_LOOK_FDS = 65536  # of all the tasks of one look (a `list`), shared out; each gets MIN_TASK_FDS
+MIN_TASK_FDS = 256
+MAX_LISTENERS = 65536  # listening sockets of the namespace taken in one look
+MAX_LOOKS = 4  # looks at once, each in its own worker thread
+MAX_TABLE_BYTES = 4 * 1024 * 1024  # of /proc/self/net/tcp without sock_diag: about 27,000 TCP sockets
 MAX_ADDRESSES = 16  # returned at most, the rest counted
 MAX_CGROUPS = 64  # cgroup directories of one task read (its own and those it made below)
 _PROCS_BYTES = 64 * 1024  # of one cgroup.procs: more pids than MAX_DESCENDANTS
-_TCP_LISTEN = "0A"
-_SO_ACCEPTCON = 0x10000
-_UNIX_LISTENING_TYPES = {"0001", "0005"}  # SOCK_STREAM, SOCK_SEQPACKET
+NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
+_DUMP = 0x301  # NLM_F_REQUEST | NLM_F_DUMP
+_NLMSG_ERROR, _NLMSG_DONE = 2, 3
+_MAX_RECVS = 1024  # datagrams of one dump: MAX_LISTENERS records take some 200
+_LISTEN = 10  # TCP_LISTEN, the state of a listening unix socket too
+_UNIX_DIAG_NAME, _UDIAG_SHOW_NAME = 0, 1
+_UNIX_LISTENING_TYPES = {socket.SOCK_STREAM, socket.SOCK_SEQPACKET}
 
 
 @dataclass(frozen=True, order=True)
@@ -82,12 +92,15 @@ class Listening:
 NOTHING = Listening(())
 
 
-def socket_inodes(pid: int) -> set[int]:
-    """The inodes of the sockets a process holds (at most MAX_FDS_READ descriptors looked at)."""
+def socket_inodes(pid: int, limit: int = MAX_FDS_READ) -> tuple[set[int], int]:
+    """The inodes of the sockets a process holds among its first `limit` descriptors, and how
+    many descriptors were read."""
     found: set[int] = set()
+    read = 0
     try:
         with os.scandir(f"/proc/{pid}/fd") as entries:
-            for entry in itertools.islice(entries, MAX_FDS_READ):
+            for entry in itertools.islice(entries, min(limit, MAX_FDS_READ)):
+                read += 1
                 try:
                     link = os.readlink(entry.path)
                 except OSError:  # closed meanwhile
@@ -96,6 +109,83 @@ def socket_inodes(pid: int) -> set[int]:
                     found.add(int(link[8:-1]))
     except OSError:  # gone, or not ours to read
         pass
+    return found, read
+
+
+def _dump(request: bytes) -> Iterator[memoryview]:
+    """The records of one sock_diag dump of the daemon's network namespace, only the kernel's."""
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG) as diag:
+        diag.settimeout(5)  # the kernel answers at once; never a worker held for good
+        diag.sendto(struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _DUMP, 1, 0) + request, (0, 0))
+        buffer = bytearray(1 << 16)
+        for _ in range(_MAX_RECVS):
+            size, (sender, _) = diag.recvfrom_into(buffer)
+            if sender != 0:  # not the kernel (a privileged process may send here)
+                continue
+            data, at = memoryview(buffer)[:size], 0
+            while at + 16 <= size:
+                length, kind = struct.unpack_from("=IH", data, at)
+                if length < 16 or at + length > size:
+                    break
+                if kind == _NLMSG_DONE:
+                    return
+                if kind == _NLMSG_ERROR:
+                    code = -struct.unpack_from("=i", data, at + 16)[0]
+                    raise OSError(code, f"sock_diag: {os.strerror(code)}")
+                yield data[at + 16 : at + length]
+                at += (length + 3) & ~3
+        raise OSError(errno.EMSGSIZE, "sock_diag: a dump longer than its bound")
+
+
+def _tcp_dump(family: int) -> Iterator[tuple[int, Address]]:
+    kind = "tcp6" if family == socket.AF_INET6 else "tcp"
+    for record in _dump(struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 1 << _LISTEN) + bytes(48)):
+        if len(record) < 72 or record[1] != _LISTEN:
+            continue
+        raw = bytes(record[8 : 24 if family == socket.AF_INET6 else 12])
+        port = int.from_bytes(record[4:6], "big")
+        yield struct.unpack_from("=I", record, 68)[0], Address(kind, socket.inet_ntop(family, raw), port)
+
+
+def _unix_dump() -> Iterator[tuple[int, Address]]:
+    request = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 1 << _LISTEN, 0, _UDIAG_SHOW_NAME, 0, 0)
+    for record in _dump(request):
+        if len(record) < 16 or record[1] not in _UNIX_LISTENING_TYPES or record[2] != _LISTEN:
+            continue
+        at = 16
+        while at + 4 <= len(record):
+            length, kind = struct.unpack_from("=HH", record, at)
+            if length < 4 or at + length > len(record):
+                break
+            if kind == _UNIX_DIAG_NAME and length > 4:
+                yield (
+                    struct.unpack_from("=I", record, 4)[0],
+                    Address("unix", path=_unix_path(bytes(record[at + 4 : at + length]))),
+                )
+            at += (length + 3) & ~3
+
+
+def _unix_path(name: bytes) -> str:
+    """As /proc/net/unix and ss say it: an abstract name as `@name` (its NULs as `@`)."""
+    if name[:1] == b"\0":
+        return "@" + name[1:].replace(b"\0", b"@").decode("utf-8", "replace")
+    return name.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def namespace_listeners() -> dict[int, Address]:
+    """The listening sockets of the daemon's network namespace by inode (at most MAX_LISTENERS)."""
+    found: dict[int, Address] = {}
+    try:
+        dumps = [_tcp_dump(socket.AF_INET), _tcp_dump(socket.AF_INET6)]
+        found.update(itertools.islice(itertools.chain(*dumps), MAX_LISTENERS))
+    except OSError as exc:
+        logger.debug("sock_diag for TCP: %s; reading /proc/self/net/tcp", exc)
+        for name, kind in (("tcp", "tcp"), ("tcp6", "tcp6")):
+            found.update(itertools.islice(_tcp_table(_read_table(f"/proc/self/net/{name}"), kind), MAX_LISTENERS))
+    try:
+        found.update(itertools.islice(_unix_dump(), max(0, MAX_LISTENERS - len(found))))
+    except OSError as exc:
+        logger.debug("sock_diag for unix sockets: %s; they are not seen", exc)
     return found
 
 
@@ -126,67 +216,32 @@ def _tcp_host(hex_address: str) -> str:
     return socket.inet_ntop(socket.AF_INET6 if len(raw) == 16 else socket.AF_INET, raw)
 
 
-def _tcp_listeners(lines: Iterable[str], kind: str, inodes: set[int]) -> list[Address]:
-    found = []
+def _tcp_table(lines: Iterable[str], kind: str) -> Iterator[tuple[int, Address]]:
     for line in lines:
         fields = line.split()
-        if len(fields) < 10 or fields[3] != _TCP_LISTEN:
+        if len(fields) < 10 or fields[3] != "0A":  # LISTEN
             continue
         try:
-            inode = int(fields[9])
-            if inode not in inodes:
-                continue
             host, port = fields[1].split(":")
-            found.append(Address(kind, _tcp_host(host), int(port, 16)))
+            yield int(fields[9]), Address(kind, _tcp_host(host), int(port, 16))
         except ValueError:
             continue
-    return found
 
 
-def _unix_listeners(lines: Iterable[str], inodes: set[int]) -> list[Address]:
-    rows = []
-    for line in lines:
-        fields = line.split(maxsplit=7)
-        try:
-            rows.append((int(fields[3], 16), fields[4], int(fields[6]), fields[7] if len(fields) > 7 else None))
-        except (IndexError, ValueError):
-            continue  # a piece of a path that held a newline, or not a row at all
-    seen = collections.Counter(inode for _, _, inode, _ in rows)
-    return [
-        Address("unix", path=path)
-        for flags, kind, inode, path in rows
-        # An inode on two rows: one of them is written by a task (see the module's doc).
-        if inode in inodes and seen[inode] == 1 and path and flags & _SO_ACCEPTCON and kind in _UNIX_LISTENING_TYPES
-    ]
-
-
-def _namespace(pid: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/net")
-    except OSError:
-        return None
-
-
-def listening(pids: Iterable[int]) -> Listening:
-    """What the given processes listen on, bounded (see the module's doc)."""
-    inodes: set[int] = set()
-    readers: dict[str, int] = {}  # network namespace -> a process of it whose tables are read
-    for pid in pids:
-        held = socket_inodes(pid)
-        if not held:
-            continue
-        namespace = _namespace(pid)
-        if namespace is None or (namespace not in readers and len(readers) >= MAX_NAMESPACES):
-            continue
-        readers.setdefault(namespace, pid)
-        inodes |= held
-    if not inodes:
-        return NOTHING
+def listening(
+    pids: Iterable[int], *, listeners: dict[int, Address] | None = None, budget: int = MAX_TASK_FDS
+) -> Listening:
+    """What the given processes listen on in the daemon's network namespace, reading at most
+    `budget` descriptors; `listeners`: the namespace's, when the caller read them already."""
+    if listeners is None:
+        listeners = namespace_listeners()
     found: set[Address] = set()
-    for pid in readers.values():
-        found.update(_tcp_listeners(_read_table(f"/proc/{pid}/net/tcp"), "tcp", inodes))
-        found.update(_tcp_listeners(_read_table(f"/proc/{pid}/net/tcp6"), "tcp6", inodes))
-        found.update(_unix_listeners(_read_table(f"/proc/{pid}/net/unix"), inodes))
+    for pid in pids:
+        if not listeners or budget <= 0:
+            break
+        held, read = socket_inodes(pid, budget)
+        budget -= read
+        found.update(listeners[inode] for inode in held if inode in listeners)
     ordered = sorted(found, key=lambda address: (address.kind == "unix", address.port, address.host, address.path))
     return Listening(tuple(ordered[:MAX_ADDRESSES]), max(0, len(ordered) - MAX_ADDRESSES))
 
@@ -253,13 +308,13 @@ def group_processes(leader: int, start_ticks: int | None, pgid: int) -> list[int
     return pids
 
 
-def of_processes(processes: TaskProcesses) -> Listening:
+def of_processes(processes: TaskProcesses, *, listeners: dict[int, Address], budget: int) -> Listening:
     """What a task's processes listen on: its cgroup's, else its group's and their descendants'."""
     if processes.cgroup is not None:
         pids = cgroup_processes(processes.cgroup)
     else:
         pids = group_processes(processes.leader, processes.start_ticks, processes.pgid)
-    return listening(dict.fromkeys(pids))
+    return listening(dict.fromkeys(pids), listeners=listeners, budget=budget)
 
 
 def _read_start(path: str) -> str:
@@ -276,9 +331,10 @@ def _read_start(path: str) -> str:
 
 
 class ListeningReader:
-    """The one worker thread listening addresses are read in, only when a reply or a wait asks:
-    never on the event loop, one look at a time (a `list` of many tasks is one look). Like the
-    input-wait sampler's, it runs nothing but /proc and cgroupfs reads."""
+    """The worker threads listening addresses are read in, only when a reply or a wait asks: never
+    on the event loop, at most MAX_LOOKS looks at once (a `list` of many tasks is one look), so a
+    reply about one task does not wait behind another's look. Like the input-wait sampler's, they
+    run nothing but /proc, cgroupfs and sock_diag reads."""
 
     def __init__(self) -> None:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -288,7 +344,7 @@ class ListeningReader:
         if not any(tasks):
             return [NOTHING for _ in tasks]
         if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="listening")
+            self._pool = concurrent.futures.ThreadPoolExecutor(MAX_LOOKS, thread_name_prefix="listening")
         return await asyncio.get_running_loop().run_in_executor(self._pool, _read_all, list(tasks))
 
     def close(self) -> None:
@@ -298,10 +354,21 @@ class ListeningReader:
 
 
 def _read_all(tasks: list[TaskProcesses | None]) -> list[Listening]:
+    """One look: the namespace's listeners read once, each running task's descriptors within its share."""
+    try:
+        listeners = namespace_listeners()
+    except Exception:  # a kernel oddity says nothing, it never fails a reply
+        logger.exception("reading listening sockets failed")
+        listeners = {}
+    share = min(MAX_TASK_FDS, max(MIN_TASK_FDS, MAX_LOOK_FDS // max(1, sum(1 for task in tasks if task))))
     found = []
     for processes in tasks:
         try:
-            found.append(NOTHING if processes is None else of_processes(processes))
+            found.append(
+                NOTHING
+                if processes is None or not listeners
+                else of_processes(processes, listeners=listeners, budget=share)
+            )
         except Exception:  # a /proc oddity says nothing, it never fails a reply
             logger.exception("reading listening sockets failed")
             found.append(NOTHING)

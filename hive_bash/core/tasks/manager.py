@@ -129,7 +129,7 @@ class TaskManager:
         await task.wait_for_end(seconds)
 
     async def listening(self, tasks: Sequence[Task]) -> list[Listening]:
-        """What each running task's processes listen on now (hive_bash.core.processes.listening), read in one
+        """What each running task's processes listen on now (hive_bash.core.processes.listening), read in a
         worker thread: its cgroup's processes, else its process group's and their descendants'."""
         return await self._listening.read([_processes(task) for task in tasks])
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hive_bash.core.processes.input_wait import MAX_DESCENDANTS
+from hive_bash.core.processes import listening as listening_module
 from hive_bash.core.processes.listening import (
     MAX_CGROUPS,
     Address,
@@ -43,9 +44,10 @@ sys.stdin.read()
 
 
 class Server:
-    def __init__(self, kind: str, where: str, listen: bool = True) -> None:
+    def __init__(self, kind: str, where: str, listen: bool = True, namespace: bool = False) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", SERVER, kind, where, "listen" if listen else "bound"],
+            ["unshare", "-rn"] * namespace
+            + [sys.executable, "-c", SERVER, kind, where, "listen" if listen else "bound"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -102,22 +104,49 @@ def test_a_unix_listener_is_found_by_its_path(servers: list[Server], short_dir: 
 def test_only_the_named_processes_and_only_listening_sockets_count(servers: list[Server]) -> None:
     servers.append(other := Server("tcp", "127.0.0.1"))
     servers.append(bound := Server("tcp", "127.0.0.1", listen=False))
-    assert socket_inodes(bound.pid), "the bound socket is held"
+    assert socket_inodes(bound.pid)[0], "the bound socket is held"
     assert listening([bound.pid]).addresses == ()
     assert str(other.port) not in " ".join(listening([bound.pid, 999_999_999]).words())
 
 
-def test_a_forged_unix_table_line_does_not_name_another_process_socket(servers: list[Server], short_dir: Path) -> None:
+def test_a_forged_unix_table_line_neither_hides_nor_names_a_socket(servers: list[Server], short_dir: Path) -> None:
+    """An abstract name holding a newline and a whole table row: the kernel prints it as it is, so
+    /proc/net/unix shows a row the forger wrote. It once hid the victim's listener (its inode on two
+    rows) and let a process with no listener claim a path (the row naming its TCP socket's inode)."""
     path = str(short_dir / "real.sock")
     servers.append(victim := Server("unix", path))
-    (inode,) = socket_inodes(victim.pid)
-    # An abstract name holding a newline and a whole table row for the victim's inode: the
-    # kernel prints it as it is, so /proc/net/unix shows the victim's inode on two rows.
-    forged = f"NULx\n0000000000000000: 00000002 00000000 00010000 0001 01 {inode} /forged"
-    servers.append(Server("unix", forged))
-    table = Path(f"/proc/{victim.pid}/net/unix").read_text()
-    assert table.count(f" {inode} ") == 2, "the forged row is in the kernel's table"
-    assert "/forged" not in listening([victim.pid]).words()
+    servers.append(claimant := Server("tcp", "127.0.0.1", listen=False))
+    ((inode,), _), ((tcp_inode,), _) = socket_inodes(victim.pid), socket_inodes(claimant.pid)
+    row = "0000000000000000: 00000002 00000000 00010000 0001 01"
+    servers.append(Server("unix", f"NULx\n{row} {inode} /forged"))
+    servers.append(Server("unix", f"NULy\n{row} {tcp_inode} /run/claimed-by-forgery.sock", listen=False))
+    table = Path(f"/proc/{victim.pid}/net/unix").read_bytes().decode("utf-8", "replace")
+    assert table.count(f" {inode} ") == 2 and f" {tcp_inode} /run/claimed" in table, "the forged rows are there"
+    assert listening([victim.pid]).addresses == (Address("unix", path=path),)
+    assert listening([claimant.pid]).addresses == ()
+
+
+def test_without_sock_diag_tcp_is_read_from_the_daemons_table(
+    servers: list[Server], short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel without sock_diag (a protocol it does not know stands in): TCP from /proc/self/net,
+    unix sockets not seen rather than read from a table a task can write rows into."""
+    servers.append(tcp := Server("tcp", "127.0.0.1"))
+    servers.append(unix := Server("unix", str(short_dir / "app.sock")))
+    monkeypatch.setattr(listening_module, "NETLINK_SOCK_DIAG", 31, raising=False)
+    assert listening([tcp.pid, unix.pid]).words() == [f"127.0.0.1:{tcp.port}"]
+
+
+def test_a_listener_in_another_network_namespace_is_not_listening(servers: list[Server]) -> None:
+    """Nothing in the daemon's namespace can connect to it; it once read as 0.0.0.0:P, and four
+    such decoys hid a real server (only four namespaces were read)."""
+    for _ in range(4):
+        try:
+            servers.append(Server("tcp", "0.0.0.0", namespace=True))
+        except ValueError:
+            pytest.skip("no network namespace can be made here (unshare -rn)")
+    servers.append(real := Server("tcp", "127.0.0.1"))
+    assert listening([server.pid for server in servers]).words() == [f"127.0.0.1:{real.port}"]
 
 
 def test_a_group_whose_leader_is_gone_is_found_by_its_session_and_group() -> None:
