@@ -33,7 +33,6 @@ import asyncio
 import json
 import logging
 import os
-import re
 import signal
 import sys
 import time
@@ -43,7 +42,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, NoReturn, TextIO
 
 from hive_bash.client import mcp_config
-from hive_bash.core import DEFAULT_MAX_MATCHES
+from hive_bash.core import DEFAULT_MAX_MATCHES, escape_controls
 from hive_bash.mcp import limits
 from hive_bash import tokens
 from hive_bash.sdk.client import BashClient, ToolReply, open_client
@@ -111,17 +110,6 @@ class Connection:
 
     url: str
     headers: Mapping[str, str]
-
-
-# What a terminal would act on rather than show: C0 controls but tab and newline, DEL, C1
-# controls (U+009B is a CSI on its own), and bytes that were not UTF-8 (surrogate escapes).
-# Task output holds them (`\x1b]52;c;...` writes the clipboard, `\x1b[2J` clears the screen).
-_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\udc80-\udcff]")
-
-
-def escape_controls(text: str) -> str:
-    """`text` with every terminal control shown as `\\xNN` (the byte it stands for)."""
-    return _TERMINAL_CONTROLS.sub(lambda found: f"\\x{ord(found.group()) & 0xFF:02x}", text)
 
 
 @dataclass(frozen=True)

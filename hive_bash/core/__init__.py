@@ -62,8 +62,11 @@ if TYPE_CHECKING:
     from hive_bash.core.todos import NOTICE_EVERY_SECS as NOTICE_EVERY_SECS
     from hive_bash.core.wording import (
         ending_words as ending_words,
+        escape_controls as escape_controls,
+        json_chars as json_chars,
         seconds as seconds,
         shorten as shorten,
+        shorten_middle as shorten_middle,
         size as size,
     )
 
@@ -111,6 +114,9 @@ _FACE: dict[str, str] = {
     "TaskView": "tasks",
     "task_view": "tasks",
     "ending_words": "wording",
+    "escape_controls": "wording",
+    "json_chars": "wording",
+    "shorten_middle": "wording",
     "seconds": "wording",
     "shorten": "wording",
     "size": "wording",

@@ -45,3 +45,26 @@ def test_ending_words_say_the_status_then_how_the_process_ended() -> None:
     assert wording.ending_words(Status.DONE, 3, None) == "done, exit 3"
     assert wording.ending_words(Status.KILLED, None, "SIGINT") == "killed, SIGINT"
     assert wording.ending_words(Status.RUNNING, None, None) == "running"
+
+
+def test_a_name_is_escaped_to_one_line_of_visible_text() -> None:
+    """A socket's path is the task's to choose: every control and invisible formatting character is
+    shown as what it is (issue 45, item 3); the terminal escape keeps tab and newline."""
+    name = "a\x1b[2J\x07\t\n\x7f\u009b\udc9b\u202e\u200b\u2066\ufeffz…é"
+    assert wording.escape_controls(name, one_line=True) == (
+        r"a\x1b[2J\x07\x09\x0a\x7f\x9b\x9b\u202e\u200b\u2066\ufeffz…é"
+    )
+    assert wording.escape_controls(name) == "a\\x1b[2J\\x07\t\n\\x7f\\x9b\\x9b\u202e\u200b\u2066\ufeffz…é"
+
+
+@pytest.mark.parametrize("limit", [1, 2, 5, 12, 31, 64])
+def test_shorten_middle_keeps_both_ends_within_the_json_characters_and_splits_no_escape(limit: int) -> None:
+    text = wording.escape_controls("@start-" + "\x1b\x07" * 50 + "-end.sock", one_line=True)
+    cut = wording.shorten_middle(text, limit)
+    assert wording.json_chars(cut) <= limit and cut.count("…") == 1
+    head, tail = cut.split("…")
+    assert text.startswith(head) and text.endswith(tail)
+    assert not head.endswith(("\\", "\\x", "\\x1")) and not tail.startswith(("b", "1b", "7", "07"))
+    if limit >= 31:
+        assert head.startswith("@start-\\x1b") and tail.endswith("\\x07-end.sock"), cut
+    assert wording.shorten_middle("127.0.0.1:8080", 64) == "127.0.0.1:8080"

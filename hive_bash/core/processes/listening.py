@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from hive_bash.core.processes.input_wait import MAX_DESCENDANTS, descendants
 from hive_bash.core.processes.process import same_process_alive, stat_fields
+from hive_bash.core.wording import escape_controls, shorten_middle
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ MAX_LISTENERS = 65536  # listening sockets of the namespace taken in one look
 MAX_LOOKS = 4  # looks at once, each in its own worker thread
 MAX_TABLE_BYTES = 4 * 1024 * 1024  # of /proc/self/net/tcp without sock_diag: about 27,000 TCP sockets
 MAX_ADDRESSES = 16  # returned at most, the rest counted
+ADDRESS_CHARS = 64  # JSON characters a unix path is shown in (a TCP6 one is at most 47)
 MAX_CGROUPS = 64  # cgroup directories of one task read (its own and those it made below)
 _PROCS_BYTES = 64 * 1024  # of one cgroup.procs: more pids than MAX_DESCENDANTS
 NETLINK_SOCK_DIAG = 4
@@ -71,8 +73,10 @@ class Address:
     path: str = ""
 
     def __str__(self) -> str:
+        """A unix path as the task chose it, up to 107 bytes of anything: its control and invisible
+        characters shown as `\\x1b`/`\\u202e`, cut in the middle (`…`) past ADDRESS_CHARS."""
         if self.kind == "unix":
-            return self.path
+            return shorten_middle(escape_controls(self.path, one_line=True), ADDRESS_CHARS)
         return f"[{self.host}]:{self.port}" if self.kind == "tcp6" else f"{self.host}:{self.port}"
 
 

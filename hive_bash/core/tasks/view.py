@@ -47,7 +47,8 @@ class TaskView:
     waiting_for_input: bool  # blocked reading its pipe or terminal (hive_bash.core.processes.input_wait)
     queued_input_bytes: int  # written to it and not yet read
     session_env_before: Mapping[str, str]  # its session's variables when it started
-    # the addresses its processes listen on (hive_bash.core.processes.listening), read only when a reply asks
+    # the addresses its processes listen on (hive_bash.core.processes.listening), read only when a reply asks;
+    # as shown: a unix path's controls escaped, one over 64 characters cut (Address.__str__)
     listening: tuple[str, ...] = ()
 
     @property

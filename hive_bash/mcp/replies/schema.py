@@ -79,6 +79,9 @@ class TaskList(BaseModel):
     verdict: str
     tasks: dict[str, str] | None = Field(None, description="id -> `status, exit N after 3s: cmd`, newest first")
     listening: dict[str, list[str]] | None = Field(None, description="id -> addresses a running task listens on")
+    more_listening: int | None = Field(
+        None, description="Addresses left out of listening to keep the reply short; status(id=...) shows a task's"
+    )
     total: int = Field(description="Known tasks matching the filter, before the limit")
     sessions: list[SessionSummary] | None = Field(
         None, description="Shell sessions (run's session), when there are any"

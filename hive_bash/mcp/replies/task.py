@@ -20,6 +20,7 @@ from hive_bash.core import (
     TaskView,
     describe,
     ending_words,
+    json_chars,
     last_output_time,
     read_stream,
     seconds,
@@ -35,6 +36,9 @@ from hive_bash.mcp.replies.schema import CPU_WORTH_SAYING_SECS, TaskStatus
 # JSON characters a run/status reply may spend on output excerpts; the rest of the reply
 # (verdict, paths, markers) stays well under 1,000, so a reply stays under 6,000.
 EXCERPT_BUDGET = 4400
+# What `listening` may take of the rest (16 IPv4 addresses); past it, it takes from the excerpts:
+# 16 unix paths are up to 16 x 64 characters (hive_bash.core.processes.listening.ADDRESS_CHARS).
+LISTENING_FREE_CHARS = 300
 STATUS_CMD_CHARS = 300  # a cmd may be 256 KiB; the record and `list` keep it, a reply shows its start
 EXPORTS_CHARS = 200  # the names a session run exported, within the reply's budget
 
@@ -83,7 +87,12 @@ def status_reply(
     `port_wait`: (`port 8080` or `a TCP port`, the address found or None) of a wait_for_port wait."""
     out_path, err_path = paths
     out_bytes, err_bytes = read_stream(out_path, offset), read_stream(err_path)
-    out_budget, err_budget = excerpt_budgets(json_cost_bound(out_bytes), json_cost_bound(err_bytes))
+    listening_cost = sum(json_chars(address) + 3 for address in task.listening)
+    out_budget, err_budget = excerpt_budgets(
+        json_cost_bound(out_bytes),
+        json_cost_bound(err_bytes),
+        EXCERPT_BUDGET - max(0, listening_cost - LISTENING_FREE_CHARS),
+    )
     last_output_age = kill_age = None
     now = time.time()
     if task.status is Status.RUNNING:
