@@ -61,8 +61,8 @@ class Address:
     path: str = ""
 
     def __str__(self) -> str:
-        if self.kind == "unix":
-            return self.path
+        if self.kind == "unix":  # a relative path (`9:8000`) must not read as an address
+            return self.path if self.path.startswith(("/", "@")) else f"./{self.path}"
         return f"[{self.host}]:{self.port}" if self.kind == "tcp6" else f"{self.host}:{self.port}"
 
 
