@@ -407,7 +407,7 @@ def _active(reply: ToolReply) -> bool:
 
 
 def _deadline(args: argparse.Namespace) -> float | None:
-    """When the CLI's wait ends: --wait, else PORT_WAIT_DEFAULT_SECS for a port wait, else None (the daemon's default)."""
+    """When the CLI's wait ends: --wait, else PORT_WAIT_DEFAULT_SECS for a port wait, else None (the daemon's)."""
     wait = PORT_WAIT_DEFAULT_SECS if args.wait is None and args.wait_for_port is not None else args.wait
     return None if wait is None else time.monotonic() + wait
 
