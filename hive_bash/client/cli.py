@@ -61,6 +61,8 @@ TOKEN_FILE_ENV = "HIVE_BASH_TOKEN_FILE"
 MAX_SERVER_WAIT_SECS = limits.WAIT_CAP_SECS  # one call's wait; longer waits are made of several calls
 # Client-side read timeout of one call: the longest server-side wait plus slack.
 CALL_TIMEOUT_SECS = MAX_SERVER_WAIT_SECS + 30.0
+# --wait-for-port without --wait waits this long: a dev server may take a while to come up.
+PORT_WAIT_DEFAULT_SECS = 60.0
 
 # Pages the CLI reads (the daemon's default page is sized for a model's reply budget).
 PAGE_BYTES = 65536
@@ -331,10 +333,11 @@ async def wait_for_end(
 ) -> ToolReply:
     """Keep calling status (MAX_SERVER_WAIT_SECS at a time) until the task ends, a line matches wait_for,
     it listens on the port wait_for_port asks for, the task waits for its input (a status wait
-    returns at once then: only a write moves it on), or the deadline passes."""
+    returns at once then: only a write moves it on), or the deadline passes. Read from the reply's
+    keys (`matched_line`, `matched_port`): an address in `listening` may be a unix path like `9:80`."""
     while deadline is not None and reply.structured and _active(reply) and time.monotonic() < deadline:
         structured = reply.structured
-        if "matched_line" in structured or listens_on(structured, wait_for_port) or structured.get("waiting_for_input"):
+        if "matched_line" in structured or "matched_port" in structured or structured.get("waiting_for_input"):
             break
         arguments = {
             "id": reply.structured["id"],
@@ -346,15 +349,28 @@ async def wait_for_end(
     return reply
 
 
-def listens_on(structured: dict[str, Any], port: bool | int | None) -> bool:
-    """Whether the reply's `listening` has a TCP address (`127.0.0.1:80`, `[::1]:80`) on `port` (True: any)."""
-    if port is None:
-        return False
-    tcp = [word for word in structured.get("listening") or [] if word[:1].isdigit() or word.startswith("[")]
-    return any(port is True or word.rpartition(":")[2] == str(port) for word in tcp)
+ANY_PORT = "any"
+PORT_OPTION = "--wait-for-port"
+_PORT_VALUE = re.compile(rf"[-+]?[0-9][0-9.]*|{ANY_PORT}")  # numbers bad ones too: port_argument says why
 
 
-def port_argument(text: str) -> int:
+def lone_port_options(argv: Sequence[str]) -> list[str]:
+    """`argv` with each --wait-for-port that no number follows made `--wait-for-port=any`: argparse's
+    optional value would take the word after it, the command of `run --wait-for-port 'npm run dev'`."""
+    words = list(argv)
+    for index, word in enumerate(words):
+        if word == "--":
+            break
+        following = words[index + 1] if index + 1 < len(words) else ""
+        abbreviated = len(word) > len("--wait-for-") and PORT_OPTION.startswith(word)
+        if abbreviated and not _PORT_VALUE.fullmatch(following):
+            words[index] = f"{PORT_OPTION}={ANY_PORT}"
+    return words
+
+
+def port_argument(text: str) -> bool | int:
+    if text == ANY_PORT:
+        return True
     try:
         port = int(text)
     except ValueError:
@@ -369,7 +385,8 @@ WAIT_FOR_PORT: dict[str, Any] = {
     "const": True,
     "type": port_argument,
     "metavar": "PORT",
-    "help": "the wait also ends when the task listens on PORT (no PORT: on any TCP port)",
+    "help": f"the wait also ends when the task listens on PORT (no PORT, or {ANY_PORT}: on any TCP port); "
+    f"without --wait, waits up to {PORT_WAIT_DEFAULT_SECS:g}s",
 }
 
 
@@ -377,13 +394,15 @@ def _active(reply: ToolReply) -> bool:
     return reply.structured is not None and reply.structured.get("status") in ACTIVE_STATUSES
 
 
-def _deadline(wait: float | None) -> float | None:
+def _deadline(args: argparse.Namespace) -> float | None:
+    """When the CLI's wait ends: --wait, else PORT_WAIT_DEFAULT_SECS for a port wait, else None (the daemon's)."""
+    wait = PORT_WAIT_DEFAULT_SECS if args.wait is None and args.wait_for_port is not None else args.wait
     return None if wait is None else time.monotonic() + wait
 
 
 async def cmd_run(client: BashClient, args: argparse.Namespace, out: Output) -> int:
     """Start the task, wait as asked, print its status; exit with the task's exit status."""
-    deadline = _deadline(args.wait)
+    deadline = _deadline(args)
     arguments = {
         "cmd": args.cmd,
         "wait_seconds": server_wait(deadline),
@@ -407,7 +426,7 @@ async def cmd_run(client: BashClient, args: argparse.Namespace, out: Output) -> 
 
 async def cmd_status(client: BashClient, args: argparse.Namespace, out: Output) -> int:
     """Print a task's status (waiting up to --wait for its end); exit with the task's exit status."""
-    deadline = _deadline(args.wait)
+    deadline = _deadline(args)
     arguments = {
         "id": args.id,
         "wait_seconds": server_wait(deadline),
@@ -686,7 +705,7 @@ def print_error(exc: Exception) -> None:
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     """Entry point of the `hive-bash` console script; returns the exit status."""
     parser = build_parser(os.environ if env is None else env)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(lone_port_options(sys.argv[1:] if argv is None else argv))
     configure_logging(args.verbose)
     try:
         connection = connection_for(args)

@@ -138,6 +138,7 @@ def line_pattern(argument: str, value: str | None) -> str | None:
 
 
 PORT_MAX = 65535
+PORT_RULE = f"must be true (any TCP port) or a port number from 1 to {PORT_MAX}"
 
 
 def port_wanted(value: bool | int | None) -> int | None:
@@ -147,7 +148,7 @@ def port_wanted(value: bool | int | None) -> int | None:
     if value is True:
         return 0
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= PORT_MAX:
-        raise InvalidArgument("wait_for_port", f"must be true (any TCP port) or a port number from 1 to {PORT_MAX}")
+        raise InvalidArgument("wait_for_port", PORT_RULE)
     return value
 
 
@@ -409,6 +410,11 @@ def _expected(schema: dict[str, Any]) -> str:
     return " or ".join(words) or "a value"
 
 
+# Arguments whose rule is narrower than their JSON type (wait_for_port's boolean is only ever
+# true): a value of the wrong type is told the rule, not the type, which would invite `false`.
+TYPE_RULES = {"wait_for_port": PORT_RULE}
+
+
 def check_call(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> None:
     """Refuse unknown names (with the closest valid one), missing required ones and wrong JSON types."""
     properties: dict[str, Any] = schema.get("properties", {})
@@ -421,7 +427,8 @@ def check_call(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> 
             raise InvalidArgument(name, f"is required ({tool} needs {_expected(properties.get(name, {}))})")
     for name, value in arguments.items():
         if value is not None and not _accepts(_resolved(properties[name], schema), value):
-            raise InvalidArgument(name, f"must be {_expected(_resolved(properties[name], schema))}")
+            rule = TYPE_RULES.get(name) or f"must be {_expected(_resolved(properties[name], schema))}"
+            raise InvalidArgument(name, rule)
 
 
 def _resolved(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import re
+import unicodedata
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,16 @@ LAST_LINE_CHARS = 60
 COUNT_BYTES_PER_TICK = 1024 * 1024  # newlines counted per tick at most: past that the count is a floor
 TAIL_BYTES = 4096  # where the last line is looked for
 
-# CSI (colours, cursor moves), OSC (titles, links; ended by BEL or ST), other two-byte escapes
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# What a terminal acts on and never shows, in the 7-bit (ESC x) and 8-bit (C1) forms: CSI (colours,
+# cursor moves); OSC (titles, links; ended by BEL or ST); DCS, SOS, PM and APC, strings a terminal
+# swallows whole with their payload (ended by ST, or the line's end); other two-byte escapes.
+_ESCAPES = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    r"|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|(?:\x1b[PX^_]|[\x90\x98\x9e\x9f])[^\x1b\x9c]*(?:\x1b\\|\x9c)?"
+    r"|\x1b[@-_]"
+)
+_CONTROLS = re.compile(r"[\x00-\x07\x0b-\x1f\x7f-\x9f]")  # but backspace, tab and newline
 
 
 @contextlib.asynccontextmanager
@@ -116,10 +124,29 @@ def last_line(path: Path, size: int) -> str | None:
 
 
 def readable(line: str) -> str:
-    """A line without terminal escapes or control characters; after a carriage return, what overwrote it."""
+    """A line as a terminal leaves it, so a person reads what the task's user would see: no escapes
+    (nor the strings they carry), after a carriage return what overwrote it, backspaces applied, and
+    none of the characters that show nothing or reorder what shows (controls; format characters:
+    bidi overrides and isolates, zero-width ones)."""
     text = _ESCAPES.sub("", line).rstrip("\r")
     text = text.rsplit("\r", 1)[-1]  # a progress bar redraws the line: the last drawing is what shows
-    return " ".join(_CONTROLS.sub("", text).split())
+    text = _CONTROLS.sub("", text)
+    if not text.isascii():
+        text = "".join(char for char in text if unicodedata.category(char) != "Cf")
+    return " ".join(_backspaced(text).split())
+
+
+def _backspaced(text: str) -> str:
+    """Each backspace erases the character before it (`rm -rf /tmp/x\\bls` shows `rm -rf /tmp/ls`)."""
+    if "\b" not in text:
+        return text
+    kept: list[str] = []
+    for char in text:
+        if char != "\b":
+            kept.append(char)
+        elif kept:
+            kept.pop()
+    return "".join(kept)
 
 
 def progress_message(elapsed: float, lines: int, exact: bool, last: str | None) -> str:

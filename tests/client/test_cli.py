@@ -17,6 +17,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ import pexpect
 import pytest
 
 from hive_bash.client import cli
-from hivetest import HEALTH_PROBE_SECS, Daemon, cli_env, console_script, dead_url
+from hivetest import HEALTH_PROBE_SECS, Daemon, cli_env, console_script, dead_url, reserve_port
 
 RUN_TIMEOUT_SECS = 60
 
@@ -407,3 +408,70 @@ def test_logs_grep_prints_matches_and_exits_like_grep(hb: HB, daemon: Daemon) ->
     assert hb(daemon, "logs", task["id"], "--grep", "absent").returncode == 1
     bad = hb(daemon, "logs", task["id"], "--grep", "(")
     assert bad.returncode == 2 and "'pattern'" in bad.stderr
+
+
+# --------------------------------------------------------------------------- --wait-for-port
+
+SERVER = "python3 -m http.server 0 --bind 127.0.0.1"
+UNIX_THEN_TCP = (
+    "import socket, sys, time\n"
+    "unix = socket.socket(socket.AF_UNIX)\n"
+    "unix.bind(sys.argv[1])\n"
+    "unix.listen()\n"
+    "time.sleep(3)\n"  # the task's own pace: a unix socket first, its TCP port later
+    "tcp = socket.socket()\n"
+    "tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "tcp.bind(('127.0.0.1', int(sys.argv[2])))\n"
+    "tcp.listen()\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_wait_for_port_before_the_command_takes_no_value(hb: HB, daemon: Daemon, tmp_path: Path) -> None:
+    """Issue 45, item 10: `run --wait-for-port CMD` ran nothing (exit 2, "is not a port number"):
+    the option's optional value swallowed the command; `status --wait-for-port ID` the id."""
+    name = f"web-{uuid.uuid4().hex[:8]}"
+    code, started = hb_json(hb, daemon, "run", "--wait-for-port", SERVER, "--cwd", str(tmp_path), "--name", name)
+    assert code == 0 and started["verdict"].startswith(f"task started: id={name}, running; listening on "), started
+    assert started["matched_port"] in started["listening"]
+    code, again = hb_json(hb, daemon, "status", "--wait-for-port", name, "--wait", "30")
+    assert code == 0 and again["matched_port"] == started["matched_port"], again
+    port = started["matched_port"].rpartition(":")[2]
+    code, numbered = hb_json(hb, daemon, "status", name, "--wait-for-port", port)
+    assert code == 0 and numbered["matched_port"] == started["matched_port"], numbered
+    for bad in ("0", "70000", "-1", "80.5"):  # a number after it is still its value, and checked
+        refused = hb(daemon, "status", name, "--wait-for-port", bad)
+        assert refused.returncode == 2 and "--wait-for-port" in refused.stderr, refused
+    hb(daemon, "kill", name, "--force")
+
+
+def test_wait_for_port_without_wait_waits_for_the_port(hb: HB, daemon: Daemon, tmp_path: Path) -> None:
+    """Issue 45, item 10: without --wait, --wait-for-port waited only run's default 3 s."""
+    cmd = f"sleep 4; exec {SERVER}"
+    code, started = hb_json(hb, daemon, "run", cmd, "--wait-for-port", "--cwd", str(tmp_path))
+    assert code == 0 and started["verdict"].endswith(f"; listening on {started.get('matched_port')}"), started
+    hb(daemon, "kill", started["id"], "--force")
+
+
+def test_a_unix_socket_named_like_an_address_does_not_end_a_port_wait(
+    hb: HB, daemon: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45, item 10: a unix socket bound at the relative path `9:PORT` read, in `listening`,
+    as TCP port PORT, and ended `--wait 60 --wait-for-port PORT` at the first call's end (30 s).
+    Calls of 1 s here, so a wait the CLI ended early shows at once."""
+    monkeypatch.setattr(cli, "MAX_SERVER_WAIT_SECS", 1.0)
+    held = reserve_port()
+    port = held.getsockname()[1]
+    script = tmp_path / "serve.py"
+    script.write_text(UNIX_THEN_TCP)
+    try:
+        cmd = f"exec python3 {script} 9:{port} {port}"
+        args = ("run", cmd, "--cwd", str(tmp_path), "--wait", "60", "--wait-for-port", str(port))
+        code, found = hb_json(hb, daemon, *args)
+        assert code == 0 and found["verdict"].endswith(f"; listening on 127.0.0.1:{port}"), found
+        assert found["matched_port"] == f"127.0.0.1:{port}"
+        # what the model reads: the unix socket is a path, never an address
+        assert sorted(found["listening"]) == sorted([f"127.0.0.1:{port}", f"./9:{port}"]), found
+        hb(daemon, "kill", found["id"], "--force")
+    finally:
+        held.close()

@@ -135,6 +135,39 @@ def test_the_message_is_what_a_person_reads(tmp_path: Path) -> None:
     count = progress.LineCount(out)
     size = count.update()
     message = progress.progress_message(12.4, count.count, count.exact, progress.last_line(out, size))
-    assert message == "12s, 4 lines, last: 50% done"
+    assert message == "12s, 4 lines, last: 50%done"  # the backspace took the space back, as on a terminal
     out.write_bytes(b"y" * 200 + b"\n")
     assert progress.last_line(out, 201) == "y" * 59 + "…"
+
+
+# Issue 45, item 11: what a terminal would not show, or would show otherwise, in a task's last line.
+HOSTILE_LINES = {
+    "rm -rf /tmp/x\bls": "rm -rf /tmp/ls",  # a backspace erases, never leaves its character standing
+    "abc\b\b\b\bok": "ok",  # more backspaces than characters
+    "a\x1b[31m\bb": "b",  # the escape shows nothing: the backspace erases the `a`
+    "\x1bP1;2|secret payload\x1b\\shown": "shown",  # DCS with its payload
+    "\x1bXsos\x1b\\ \x1b^pm\x1b\\ \x1b_apc\x1b\\ end": "end",  # SOS, PM, APC
+    "\x90dcs 8-bit\x9cgone \x9b31mred \x9d0;title\x07ok": "gone red ok",  # their C1 forms
+    "done \x1bPunterminated payload": "done",
+    "invoice\u202efdp.exe": "invoicefdp.exe",  # a right-to-left override would show "exe.pdf"
+    "\u2066is\u2069 \u202aem\u202c\u200b\u200d\u200e\u200f\ufeff\u00ad\u2060pty": "is empty",
+    "\x1b[2K\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\ 10%\r\x1b[2K 100% done": "100% done",
+}
+
+
+@pytest.mark.parametrize("line", list(HOSTILE_LINES))
+def test_the_last_line_is_what_a_terminal_shows(tmp_path: Path, line: str) -> None:
+    out = tmp_path / "t.out"
+    out.write_bytes(b"before\n" + line.encode() + b"\n")
+    assert progress.last_line(out, out.stat().st_size) == HOSTILE_LINES[line]
+
+
+async def test_a_hostile_last_line_reaches_the_client_as_a_terminal_shows_it(client: BashClient) -> None:
+    heard = Progress()
+    printed = "printf 'job \\033P1|payload\\033\\\\ \\342\\200\\256gpj.exe x\\bdone\\n'; exec sleep 60"
+    run = {"cmd": printed, "wait_seconds": 2.5, "timeout_secs": SENTINEL}
+    started = (await call_ok(client, "run", run, progress=heard)).structured or {}
+    messages = [MESSAGE.match(message or "") for _, _, message in heard.seen]
+    assert messages and all(found is not None for found in messages), heard.seen
+    assert {found.group(3) for found in messages if found is not None} == {"job gpj.exe done"}, heard.seen
+    await call_ok(client, "kill", {"id": started["id"], "force": True})

@@ -202,13 +202,18 @@ async def test_one_tasks_descriptors_hold_up_no_other_reply(daemon: Daemon) -> N
             await call_ok(client, "kill", {"id": name, "force": True})
 
 
-@pytest.mark.parametrize("value", [False, 0, 70000, -1, "abc", 80.5])
+PORT_RULE = "invalid argument 'wait_for_port': must be true (any TCP port) or a port number from 1 to 65535"
+
+
+@pytest.mark.parametrize("value", [False, 0, 70000, -1, "abc", "8080", 80.5, [80], {"port": 80}])
 async def test_a_bad_wait_for_port_is_refused_naming_the_argument(daemon: Daemon, value: object) -> None:
+    """Issue 45, item 10: a value of the wrong JSON type was told "must be true or false or a whole
+    number", and then false was refused: every refusal says the one rule there is."""
     async with daemon.client() as client:
         before = (await call_ok(client, "list", {})).structured["total"]
         for tool, arguments in (("run", {"cmd": "true"}), ("status", {"id": "none"})):
             error = await call_error(client, tool, {**arguments, "wait_for_port": value})
-            assert error.startswith("invalid argument 'wait_for_port': must be "), error
+            assert error == PORT_RULE, error
         assert (await call_ok(client, "list", {})).structured["total"] == before  # nothing was started
 
 

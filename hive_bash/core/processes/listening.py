@@ -76,7 +76,8 @@ class Address:
         """A unix path as the task chose it, up to 107 bytes of anything: its control and invisible
         characters shown as `\\x1b`/`\\u202e`, cut in the middle (`…`) past ADDRESS_CHARS."""
         if self.kind == "unix":
-            return shorten_middle(escape_controls(self.path, one_line=True), ADDRESS_CHARS)
+            path = self.path if self.path.startswith(("/", "@")) else f"./{self.path}"  # `9:8000` is no address
+            return shorten_middle(escape_controls(path, one_line=True), ADDRESS_CHARS)
         return f"[{self.host}]:{self.port}" if self.kind == "tcp6" else f"{self.host}:{self.port}"
 
 

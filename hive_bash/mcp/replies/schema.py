@@ -34,6 +34,7 @@ class TaskStatus(BaseModel):
     warning: str | None = Field(None, description="Set by run when the command looks destructive")
     next: str | None = Field(None, description="While the task has not ended: the one next step")
     matched_line: str | None = Field(None, description="With wait_for: the line that matched (the verdict says where)")
+    matched_port: str | None = Field(None, description="With wait_for_port: the address that ended the wait")
     id: str
     status: Status = Field(description="What the verdict says first, as data")
     exit_code: int | None = Field(None, description="Once it exited: its exit code")

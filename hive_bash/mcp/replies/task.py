@@ -161,6 +161,7 @@ def task_reply(task: TaskView, shown: Shown) -> dict[str, Any]:
             "warning": shown.warning,
             "next": next_step(task, shown),
             "matched_line": match.text if match is not None else None,
+            "matched_port": shown.port_wait[1] if shown.port_wait is not None else None,
             "id": task.id,
             "status": task.status.value,
             "exit_code": task.exit_code,
