@@ -147,6 +147,7 @@ def _state(pid: int) -> bytes | None:
 READERS = {
     "foreground": "cat; echo",
     "own-group-set-m": "set -m; cat; echo",
+    "own-group-pipeline-set-m": "set -m; cat | tee /dev/null; echo",
     "own-session-setsid": "setsid cat; echo",
     "own-session-under-timeout": "setsid timeout 600 cat; echo",
     "background-the-shell-waits-for": "cat <&0 & wait",
