@@ -175,6 +175,19 @@ def test_a_reader_beside_a_foreground_that_runs_is_not_found(start, cmd: str) ->
     assert input_wait.look(end, end.reading_group()).reader is None
 
 
+# fd 3 holds the FIFO open for writing too, so cat's open returns and it sleeps in a read of it.
+@pytest.mark.parametrize(
+    "cmd", ["sleep 600 | cat", "exec 3<>{fifo}; cat {fifo} & wait", "exec 3<>{fifo}; setsid cat {fifo}; echo"]
+)
+def test_a_reader_of_anything_but_the_input_is_not_found_beside_a_waiting_shell(start, tmp_path, cmd: str) -> None:
+    """The rule for readers outside the foreground (nothing else runs) looks at readers of the input only."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    process, end = start(cmd.format(fifo=fifo))
+    wait_until(lambda: _cat(process.pid), what="cat blocked reading")
+    assert input_wait.waiting_reader(end) is None
+
+
 def test_a_stopped_reader_waits_for_sigcont_not_for_input(start) -> None:
     process, end = start("cat; echo")
     cat = wait_until(lambda: _cat(process.pid), what="cat blocked reading its input")
