@@ -7,7 +7,11 @@ files, and runs in a worker thread, never on the loop. Both are asserted by coun
 system calls, as the kernel counts them (/proc/<pid>/task/<tid>/io, syscr): no timings.
 
 Item 11: readers waiting in epoll (Node, Python's asyncio) or in a thread other than the main
-one (as Go reads its stdin) were never said to wait for input."""
+one (as Go reads its stdin) were never said to wait for input.
+
+Issue 45, item 8: a SIGSTOPped `cat` read as waiting for input; a background reader beside a
+silent foreground (`cat <&0 & sleep`) ended an inline wait at 2.5 s; a reader in a group or
+session of its own (`set -m`, `setsid`) never read as waiting."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import asyncio
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -171,3 +176,66 @@ async def test_a_reader_in_epoll_or_in_another_thread_reads_as_waiting_for_input
         final = (await call_ok(client, "status", {"id": task_id, "wait_seconds": 20})).structured
     assert final["status"] == "done" and "got bob" in final["stdout"], final
     assert "waiting_for_input" not in final
+
+
+WAIT = 30  # an inline wait asked for
+SENTINEL = 15  # the task's timeout_secs: a wait that never ended on the prompt says timed_out
+
+
+async def until_not_waiting(client: BashClient, task_id: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (status := (await call_ok(client, "status", {"id": task_id})).structured or {}).get("waiting_for_input"):
+        assert time.monotonic() < deadline, f"task {task_id} still reads as waiting for input: {status}"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_stopped_reader_does_not_wait_for_input(daemon: Daemon) -> None:
+    """It waits for SIGCONT: no write answers it. Continued, it waits for input again."""
+    async with daemon.client() as client:
+        run = {"cmd": "echo $$; exec cat", "stdin": "pipe", "wait_seconds": WAIT, "timeout_secs": 60}
+        started = (await call_ok(client, "run", run)).structured or {}
+        task_id = started["id"]
+        assert started["waiting_for_input"] is True, started
+        cat = int(started["stdout"].split()[0])
+        os.kill(cat, signal.SIGSTOP)
+        await until_not_waiting(client, task_id)
+        quiet = (await call_ok(client, "status", {"id": task_id, "wait_seconds": 3})).structured or {}
+        assert quiet["status"] == "running" and "waiting_for_input" not in quiet, quiet
+        os.kill(cat, signal.SIGCONT)
+        await until_waiting(client, task_id)
+        await call_ok(client, "kill", {"id": task_id, "force": True})
+
+
+async def test_a_background_reader_beside_a_silent_foreground_does_not_end_an_inline_wait(daemon: Daemon) -> None:
+    """The foreground sleeps for longer than a prompt takes to be seen: the wait runs to the end."""
+    async with daemon.client() as client:
+        for options in ({"stdin": "pipe"}, {"pty": True}):
+            cmd = "cat <&0 >/dev/null & sleep 4; echo slept"
+            run = {"cmd": cmd, "wait_seconds": WAIT, "timeout_secs": SENTINEL, **options}
+            done = (await call_ok(client, "run", run)).structured or {}
+            assert done["status"] == "done" and done["stdout"].strip() == "slept", (options, done)
+            assert "waiting_for_input" not in done
+
+
+# `; echo end`: bash execs a last command itself, so a lone `setsid` would be the group leader (it
+# forks and leaves at once) and `set -m` would not give it a group of its own.
+OWN_GROUP_OR_SESSION = {
+    "setsid-pipe": ("setsid sh -c 'read -r x; echo got $x'; echo end", {"stdin": "pipe"}),
+    "setsid-pty": ("setsid sh -c 'read -r x; echo got $x'; echo end", {"pty": True}),
+    "set-m-pipe": ("set -m; sh -c 'read -r x; echo got $x'; echo end", {"stdin": "pipe"}),
+    "set-m-pty": ("set -m; sh -c 'read -r x; echo got $x'; echo end", {"pty": True}),
+}
+
+
+@pytest.mark.parametrize("case", OWN_GROUP_OR_SESSION)
+async def test_a_reader_in_a_group_or_session_of_its_own_waits_for_input(daemon: Daemon, case: str) -> None:
+    cmd, options = OWN_GROUP_OR_SESSION[case]
+    async with daemon.client() as client:
+        run = {"cmd": cmd, "wait_seconds": WAIT, "timeout_secs": SENTINEL, **options}
+        started = (await call_ok(client, "run", run)).structured or {}
+        task_id = started["id"]
+        assert started["status"] == "running" and started["waiting_for_input"] is True, started
+        assert started["next"] == f"it waits for input: write(id='{task_id}', data='...\\n') answers it"
+        await call_ok(client, "write", {"id": task_id, "data": "bob\n"})
+        done = (await call_ok(client, "status", {"id": task_id, "wait_seconds": WAIT})).structured or {}
+    assert done["status"] == "done" and "got bob" in done["stdout"], done

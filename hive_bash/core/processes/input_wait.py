@@ -6,12 +6,25 @@ processes is blocked in a system call that reads the task's input: `read` (or `r
 one descriptor (nfds 1: only fd 0 is watched), which is how readline waits (Python's REPL,
 bash -i); or `epoll_wait` (`epoll_pwait`, `epoll_pwait2`) on an epoll set that watches the
 task's pipe or terminal for input (/proc/<pid>/fdinfo/<epfd> lists the set: the inode of each
-file and the events), which is how event loops wait (Node, Python's asyncio). Which processes:
-under a PTY the terminal's foreground process group (`tcgetpgrp` on the master says which), on
-a pipe the task's own process group. `/proc/<pid>/task/<tid>/syscall` gives the number of the
-system call a sleeping thread is blocked in and its arguments; the numbers differ by
-architecture, so they are tabled for x86_64 and aarch64 (elsewhere nothing is reported).
-`poll`/`ppoll` is not read: its descriptors are in the process's memory, not in /proc.
+file and the events), which is how event loops wait (Node, Python's asyncio).
+`/proc/<pid>/task/<tid>/syscall` gives the number of the system call a sleeping thread is
+blocked in and its arguments; the numbers differ by architecture, so they are tabled for x86_64
+and aarch64 (elsewhere nothing is reported). `poll`/`ppoll` is not read: its descriptors are in
+the process's memory, not in /proc.
+
+Which readers mean the task waits for its input (`look`): the task's shell's foreground job
+reading it, not a job beside it. The processes looked at are the leader and its descendants
+(every job of the shell, whatever group or session it moved to). A stopped reader (SIGSTOP,
+SIGTTIN) waits for SIGCONT, never counts. A reader in the foreground group (under a PTY the
+terminal's, `tcgetpgrp` on the master; on a pipe the task's own) counts unless it ignores both
+SIGINT and SIGQUIT, which is how a POSIX shell without job control starts a background job
+(`cmd <&0 &`). Any other reader (that background job; under `set -m` or `setsid` a group or
+session of its own) counts only when nothing else of the task runs: every other process reads
+the input too, only waits for a child or a signal (a shell in `wait4`, `timeout` in
+`rt_sigsuspend`), or is of the reader's own job (its group, when that is not the foreground
+one). So `setsid cat`, `set -m; cat` and `cmd <&0 & wait` wait for input, and `cmd <&0 & sleep
+30` does not. A reader whose parent exited before it (`(cmd &)`, a double fork) is no longer a
+descendant: nothing of the task waits for it, so it is not looked at.
 
 A sample costs a bounded amount whatever the task does: it opens at most MAX_PROC_READS files
 of /proc, looks at most at MAX_THREADS_READ threads of a process and MAX_DESCENDANTS
@@ -36,6 +49,7 @@ import platform
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 from hive_bash.core.processes.process import stat_fields
 
@@ -58,13 +72,20 @@ class SyscallTable:
     reads: frozenset[int]  # the descriptor read
     selects: frozenset[int]  # nfds (1: fd 0 alone)
     epolls: frozenset[int]  # the epoll set's descriptor
+    waits: frozenset[int]  # for a child or a signal only: a shell waiting for its foreground job
 
 
 _SYSCALLS: dict[str, SyscallTable] = {
     # read, pread64, readv, preadv, preadv2 / select, pselect6 / epoll_wait, epoll_pwait, epoll_pwait2
-    "x86_64": SyscallTable(frozenset({0, 17, 19, 295, 327}), frozenset({23, 270}), frozenset({232, 281, 441})),
+    # / wait4, waitid, rt_sigsuspend
+    "x86_64": SyscallTable(
+        frozenset({0, 17, 19, 295, 327}), frozenset({23, 270}), frozenset({232, 281, 441}), frozenset({61, 247, 130})
+    ),
     # read, readv, pread64, preadv, preadv2 / pselect6 (no select) / epoll_pwait, epoll_pwait2 (no epoll_wait)
-    "aarch64": SyscallTable(frozenset({63, 65, 67, 69, 286}), frozenset({72}), frozenset({22, 441})),
+    # / wait4, waitid, rt_sigsuspend
+    "aarch64": SyscallTable(
+        frozenset({63, 65, 67, 69, 286}), frozenset({72}), frozenset({22, 441}), frozenset({260, 95, 133})
+    ),
 }
 _TIOCGPTN = 0x80045430  # the PTY's number, /dev/pts/N (the same on x86_64 and aarch64)
 
@@ -80,7 +101,7 @@ class InputEnd:
     link: str
     leader: int  # the task's first process: its readers are it or its descendants
     pty_master: int | None = None  # the master fd (its foreground process group is asked)
-    group: int | None = None  # the task's process group (a pipe's readers are looked for there)
+    group: int | None = None  # the task's process group (a pipe's foreground)
     file: tuple[int, int] | None = None  # (st_dev, st_ino) of the pipe or terminal, as an epoll set names it
 
     @classmethod
@@ -100,7 +121,7 @@ class InputEnd:
         return cls(link, leader, pty_master=master_fd, file=file)
 
     def reading_group(self) -> int | None:
-        """The process group whose readers count: the terminal's foreground group, or the task's own."""
+        """The foreground process group: the terminal's, or the task's own (see `look`)."""
         if self.pty_master is None:
             return self.group
         try:
@@ -114,6 +135,7 @@ class _Walk:
 
     def __init__(self) -> None:
         self.reads = 0
+        self.cut = False  # processes were left unseen (a bound was reached)
 
     @property
     def spent(self) -> bool:
@@ -156,11 +178,11 @@ class _Walk:
         except OSError:
             return []
 
-    def in_group(self, pid: int, pgid: int) -> bool:
+    def stat(self, pid: int) -> list[bytes] | None:
         if self.spent:
-            return False
+            return None
         self.reads += 1
-        return in_group(pid, pgid)
+        return stat_fields(pid)
 
     def children(self, pid: int, tid: str) -> list[int]:
         text = self.read(f"/proc/{pid}/task/{tid}/children") or ""
@@ -175,21 +197,43 @@ class _Walk:
         queue = collections.deque([leader])
         for _ in range(MAX_DESCENDANTS):
             if not queue or self.spent:
-                return
+                break
             pid = queue.popleft()
             threads = self.threads(pid)
             yield pid, threads
             for tid in threads:
                 queue.extend(self.children(pid, tid))
+        self.cut = bool(queue) or self.spent
 
-    def blocked_on(self, pid: int, tid: str, end: InputEnd, table: SyscallTable) -> bool:
-        """Whether thread `tid` of `pid` sleeps reading `end` (a read of it, a select on fd 0
-        alone, fd 0 being `end`, or an epoll wait on a set that watches it for input)."""
+    def seen(self, pid: int, threads: list[str], end: InputEnd, table: SyscallTable) -> _Seen | None:
+        """What process `pid` does (None: a zombie): reads `end`, only waits, or anything else."""
+        fields = self.stat(pid)
+        if fields is None or len(fields) <= _SIGIGNORE:  # gone, or not ours to read: not judged idle
+            return _Seen(pid, -1, "runs", background=False)
+        if fields[0] in (b"Z", b"X"):
+            return None
+        group, background = int(fields[2]), int(fields[_SIGIGNORE]) & _SIGINT_SIGQUIT == _SIGINT_SIGQUIT
+        if fields[0] in (b"T", b"t"):  # stopped: it waits for SIGCONT, not for input
+            return _Seen(pid, group, "runs", background)
+        only_waits = 0 < len(threads) < MAX_THREADS_READ  # a thread past the bound is not known to wait
+        for tid in threads:
+            number, first = self.syscall(pid, tid)
+            if self.reads_input(pid, number, first, end, table):
+                return _Seen(pid, group, "reads", background)
+            only_waits = only_waits and number in table.waits
+        return _Seen(pid, group, "waits" if only_waits else "runs", background)
+
+    def syscall(self, pid: int, tid: str) -> tuple[int, int]:
+        """The system call thread `tid` sleeps in and its first argument; (-1, 0) when it runs."""
         words = (self.read(f"/proc/{pid}/task/{tid}/syscall") or "running").split()
         try:
-            number, first = int(words[0]), int(words[1], 16)
+            return int(words[0]), int(words[1], 16)
         except (IndexError, ValueError):  # "running", or a thread not in a system call
-            return False
+            return -1, 0
+
+    def reads_input(self, pid: int, number: int, first: int, end: InputEnd, table: SyscallTable) -> bool:
+        """Whether system call `number` (first argument `first`) of `pid` waits on `end`: a read of it,
+        a select on fd 0 alone, fd 0 being `end`, or an epoll wait on a set that watches it for input."""
         if number in table.epolls:
             epoll_set = f"/proc/{pid}/fdinfo/{first}"
             return end.file is not None and _watches_input(self.read(epoll_set, _EPOLL_SET_BYTES), end.file)
@@ -200,6 +244,22 @@ class _Walk:
         else:
             return False
         return self.link(f"/proc/{pid}/fd/{fd}") == end.link
+
+
+_SIGIGNORE = 30  # /proc/<pid>/stat field 33 (the ignored signals, a decimal bitmap), as stat_fields counts
+_SIGINT_SIGQUIT = 1 << (2 - 1) | 1 << (3 - 1)  # signal n is bit n-1
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """One process of a sample: what it does ("reads" the task's input, only "waits" for a child or
+    a signal, or "runs": anything else, stopped included), its group, and whether it ignores both
+    SIGINT and SIGQUIT (a background job of a shell without job control)."""
+
+    pid: int
+    group: int
+    does: Literal["reads", "waits", "runs"]
+    background: bool
 
 
 def _watches_input(fdinfo: str | None, file: tuple[int, int]) -> bool:
@@ -233,12 +293,6 @@ def descendants(leader: int) -> list[int]:
     return _Walk().descendants(leader)
 
 
-def in_group(pid: int, pgid: int) -> bool:
-    """Whether `pid` lives and is in process group `pgid` (/proc/<pid>/stat: state, ppid, pgrp)."""
-    fields = stat_fields(pid)
-    return fields is not None and len(fields) > 2 and fields[0] not in (b"Z", b"X") and int(fields[2]) == pgid
-
-
 @dataclass(frozen=True)
 class Sample:
     reader: int | None  # the pid of a process blocked reading the task's input, or None
@@ -246,14 +300,27 @@ class Sample:
 
 
 def look(end: InputEnd, group: int | None, table: SyscallTable | None = None) -> Sample:
-    """One sample: a process of `group` among the leader's descendants blocked reading the input."""
+    """One sample: a reader of the input that the task waits on, `group` being the foreground
+    group (see the module's doc: the foreground's reader, else one beside which nothing runs)."""
     table = table or syscall_table()
-    if table is None or group is None:
+    if table is None:
         return Sample(None, 0)
     walk = _Walk()
+    seen: list[_Seen] = []
     for pid, threads in walk.processes(end.leader):
-        if walk.in_group(pid, group) and any(walk.blocked_on(pid, tid, end, table) for tid in threads):
+        one = walk.seen(pid, threads, end, table)
+        if one is None:
+            continue
+        if one.does == "reads" and one.group == group and not one.background:
             return Sample(pid, walk.reads)
+        seen.append(one)
+    if walk.cut:  # what runs among the unseen is not known
+        return Sample(None, walk.reads)
+    for reader in seen:
+        if reader.does == "reads" and all(
+            other.does != "runs" or other.group == reader.group != group for other in seen if other is not reader
+        ):
+            return Sample(reader.pid, walk.reads)
     return Sample(None, walk.reads)
 
 

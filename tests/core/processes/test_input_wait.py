@@ -1,19 +1,29 @@
 """hive_bash.core.processes.input_wait against real processes: a reader blocked on the task's pipe is found
-among the leader's descendants in its group, and a wait is said only once it held, unfed and
-silent, for INPUT_WAIT_SECS (InputWait.sample is given the clock, so nothing sleeps that long)."""
+among the leader's descendants, the foreground job's or one beside which nothing else runs, and a
+wait is said only once it held, unfed and silent, for INPUT_WAIT_SECS (InputWait.sample is given
+the clock, so nothing sleeps that long).
+
+Issue 45, item 8: a SIGSTOPped reader read as waiting; so did a background reader beside a
+running foreground (`cat <&0 & sleep`); readers in a group or session of their own (`set -m`,
+`setsid`) never did."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pty
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import termios
+from collections.abc import Callable, Iterator
 
 import pytest
 from hivetest import needs_known_syscalls, wait_until
 
 from hive_bash.core.processes import input_wait
 from hive_bash.core.processes.input_wait import INPUT_WAIT_SECS, InputEnd, InputWait
+from hive_bash.core.processes.process import stat_fields
 
 pytestmark = needs_known_syscalls
 
@@ -36,7 +46,6 @@ def test_descendants_and_group_membership(task) -> None:
     process, _ = task
     cat = wait_until(lambda: next(iter(input_wait.descendants(process.pid)[1:]), None), what="bash's cat child")
     assert input_wait.descendants(process.pid) == [process.pid, cat]
-    assert input_wait.in_group(cat, process.pid) and not input_wait.in_group(cat, os.getpgrp())
     assert input_wait.descendants(os.getpid())[0] == os.getpid()
 
 
@@ -70,12 +79,124 @@ def test_a_wait_is_said_once_it_held_and_unsaid_when_fed(task) -> None:
     assert changes == [True, False, True, False]
 
 
-def test_a_reader_outside_the_tasks_group_is_not_counted(task) -> None:
-    process, write_end = task
-    end = InputEnd.of_pipe(write_end, process.pid, process.pid)
-    wait_until(lambda: input_wait.waiting_reader(end), what="cat blocked reading the pipe")
-    elsewhere = InputEnd.of_pipe(write_end, process.pid, os.getpgrp())  # readers looked for in another group
-    assert input_wait.waiting_reader(elsewhere) is None
+def _take_terminal() -> None:  # in the child, after setsid: fd 0 (the PTY's slave) becomes its terminal
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+@pytest.fixture(params=["pipe", "pty"])
+def start(request: pytest.FixtureRequest) -> Iterator[Callable[[str], tuple[subprocess.Popen[bytes], InputEnd]]]:
+    """Starts `bash -c CMD` as the daemon starts a task: its own session, its input a pipe or a PTY."""
+    started: list[tuple[subprocess.Popen[bytes], int]] = []
+
+    def run(cmd: str) -> tuple[subprocess.Popen[bytes], InputEnd]:
+        if request.param == "pipe":
+            theirs, ours = os.pipe()
+            process = subprocess.Popen(["bash", "-c", cmd], stdin=theirs, start_new_session=True)
+            end = InputEnd.of_pipe(ours, process.pid, process.pid)
+        else:
+            ours, theirs = pty.openpty()
+            process = subprocess.Popen(
+                ["bash", "-c", cmd], stdin=theirs, stdout=theirs, stderr=theirs, start_new_session=True,
+                preexec_fn=_take_terminal,
+            )  # fmt: skip
+            end = InputEnd.of_pty(ours, process.pid)
+        os.close(theirs)
+        started.append((process, ours))
+        return process, end
+
+    yield run
+    for process, ours in started:
+        os.killpg(process.pid, signal.SIGKILL)  # its session's group; what left it dies with the pipe or terminal
+        process.wait()
+        os.close(ours)
+
+
+def _cat(leader: int) -> int | None:
+    """The task's `cat` once it sleeps in a read (or was stopped by the terminal, SIGTTIN)."""
+    table = input_wait.syscall_table()
+    assert table is not None
+    for pid in input_wait.descendants(leader):
+        try:
+            with open(f"/proc/{pid}/syscall") as syscall:
+                words = syscall.read().split()
+        except OSError:
+            continue
+        if _comm(pid) == "cat" and (_state(pid) == b"T" or (words[0].isdigit() and int(words[0]) in table.reads)):
+            return pid
+    return None
+
+
+def _runs(leader: int, name: str) -> bool:
+    return any(_comm(pid) == name for pid in input_wait.descendants(leader))
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as comm:
+            return comm.read().strip()
+    except OSError:
+        return ""
+
+
+def _state(pid: int) -> bytes | None:
+    fields = stat_fields(pid)
+    return fields[0] if fields else None
+
+
+# The task's own job reads (in the foreground, or with nothing else of the task running): it waits.
+READERS = {
+    "foreground": "cat; echo",
+    "own-group-set-m": "set -m; cat; echo",
+    "own-group-pipeline-set-m": "set -m; cat | tee /dev/null; echo",
+    "own-session-setsid": "setsid cat; echo",
+    "own-session-under-timeout": "setsid timeout 600 cat; echo",
+    "background-the-shell-waits-for": "cat <&0 & wait",
+}
+# A job beside a foreground that runs on its own reads: the task does not wait for input.
+BESIDE = {
+    "background-no-job-control": "cat <&0 & sleep 600",
+    "background-set-m": "set -m; cat <&0 & sleep 600",
+    "own-session-in-the-background": "setsid cat <&0 & sleep 600",
+}
+
+
+@pytest.mark.parametrize("cmd", READERS.values(), ids=READERS.keys())
+def test_the_tasks_job_reading_its_input_is_found_whatever_its_group(start, cmd: str) -> None:
+    process, end = start(cmd)
+    cat = wait_until(lambda: _cat(process.pid), what="cat blocked reading its input")
+    wait_until(lambda: input_wait.waiting_reader(end) == cat, what=f"cat ({cat}) found waiting")
+
+
+@pytest.mark.parametrize("cmd", BESIDE.values(), ids=BESIDE.keys())
+def test_a_reader_beside_a_foreground_that_runs_is_not_found(start, cmd: str) -> None:
+    process, end = start(cmd)
+    wait_until(lambda: _cat(process.pid) and _runs(process.pid, "sleep"), what="cat reading, sleep started")
+    assert input_wait.waiting_reader(end) is None
+    assert input_wait.look(end, end.reading_group()).reader is None
+
+
+# fd 3 holds the FIFO open for writing too, so cat's open returns and it sleeps in a read of it.
+@pytest.mark.parametrize(
+    "cmd", ["sleep 600 | cat", "exec 3<>{fifo}; cat {fifo} & wait", "exec 3<>{fifo}; setsid cat {fifo}; echo"]
+)
+def test_a_reader_of_anything_but_the_input_is_not_found_beside_a_waiting_shell(start, tmp_path, cmd: str) -> None:
+    """The rule for readers outside the foreground (nothing else runs) looks at readers of the input only."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    process, end = start(cmd.format(fifo=fifo))
+    wait_until(lambda: _cat(process.pid), what="cat blocked reading")
+    assert input_wait.waiting_reader(end) is None
+
+
+def test_a_stopped_reader_waits_for_sigcont_not_for_input(start) -> None:
+    process, end = start("cat; echo")
+    cat = wait_until(lambda: _cat(process.pid), what="cat blocked reading its input")
+    wait_until(lambda: input_wait.waiting_reader(end) == cat, what="cat found waiting")
+    os.kill(cat, signal.SIGSTOP)
+    wait_until(lambda: _state(cat) == b"T", what="cat stopped")
+    assert input_wait.waiting_reader(end) is None
+    os.kill(cat, signal.SIGCONT)
+    wait_until(lambda: input_wait.waiting_reader(end) == cat, what="cat found waiting again once continued")
 
 
 def test_a_task_that_reads_nothing_never_waits() -> None:
