@@ -448,7 +448,7 @@ class Machine(MachineApi):
         """The session's cgroups, made anew for each boot (the end of one removes them)."""
         cgroups = sessions.recorded_cgroups(self.session_dir.name)
         for c in cgroups:
-            c.mkdir(exist_ok=True)
+            c.mkdir(parents=True, exist_ok=True)
         return cgroups
 
     # -- lifecycle ---------------------------------------------------------

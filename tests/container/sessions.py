@@ -3,8 +3,9 @@
 
 Without a systemd on the host, ``systemd-nspawn --register=no --keep-unit`` makes the cgroup it was
 started in the container's root cgroup, and nothing but us ever kills it: nspawn SIGKILLed (or
-gone with its pty) leaves the container's systemd running, reparented to the host's PID 1.  So
-each session's nspawn runs in cgroups of its own, named like its session dir
+gone with its pty) leaves the container's systemd running, reparented to the host's PID 1; and two
+containers started from one cgroup would share it, each one's systemd seeing (and failing to signal)
+the other's processes.  So each session's nspawn runs in cgroups of its own, named like its session dir
 (``hive-bash-ct-<owner pid>-<owner start time>-<random>``) and made *below the test process's
 own cgroup* in each hierarchy nspawn uses (the unified one and systemd's named v1 one): whoever
 kills the run's cgroup kills its containers too.  Their paths are recorded in the session dir.
@@ -49,14 +50,12 @@ def hierarchies() -> dict[str, Path]:
 
 
 def own_cgroups() -> list[Path]:
-    """This process's cgroup directory in each of those hierarchies."""
+    """This process's cgroup in each of those hierarchies; its unified one's path in both where
+    there is one (nspawn mirrors its unified cgroup into systemd's, making what it lacks)."""
     found = hierarchies()
-    dirs = []
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, key, path = line.split(":", 2)
-        if key in found:
-            dirs.append(found[key] / path.lstrip("/"))
-    return dirs
+    paths = dict(line.split(":", 2)[1:] for line in Path("/proc/self/cgroup").read_text().splitlines())
+    own = paths["" if "" in found else "name=systemd"].lstrip("/")
+    return [h / own for h in found.values()]
 
 
 def start_time(pid: int) -> int | None:
