@@ -59,7 +59,7 @@ def own_cgroups() -> list[Path]:
 
 
 def start_time(pid: int) -> int | None:
-    """The process's start time (clock ticks since boot): a pid and it name one process, never a reused pid."""
+    """The process's start time (clock ticks since boot): with the pid it names one process, never a reused pid."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -99,11 +99,11 @@ def _kill_tree(path: Path) -> None:
     else each listed pid, frozen first where the kernel can (cgroup.freeze, unified, >= 5.2)."""
     if not path.is_dir():
         return
+    frozen = False
     if (path / "cgroup.kill").exists():
         with contextlib.suppress(OSError):
             (path / "cgroup.kill").write_text("1")
-    frozen = False
-    if (path / "cgroup.freeze").exists():
+    elif (path / "cgroup.freeze").exists():
         with contextlib.suppress(OSError):
             (path / "cgroup.freeze").write_text("1")
             frozen = True
@@ -112,7 +112,7 @@ def _kill_tree(path: Path) -> None:
             for pid in procs.read_text().split():
                 with contextlib.suppress(ProcessLookupError, ValueError):
                     os.kill(int(pid), signal.SIGKILL)
-    if frozen:  # a frozen SIGKILLed process dies once thawed
+    if frozen:  # thawed: nothing stays frozen (SIGKILL reaches a frozen process all the same)
         with contextlib.suppress(OSError):
             (path / "cgroup.freeze").write_text("0")
 
