@@ -31,11 +31,25 @@ def _cannot(reason: str):
 
 
 @pytest.fixture(scope="session")
-def container():
-    """A booted container with the checkout installed and the units enabled."""
+def container_host():
+    """This host can boot containers (else a skip, or under CI a failure, with the reason)."""
     reason = driver.prerequisites_missing()
     if reason:
         _cannot(reason)
+
+
+@pytest.fixture(scope="session")
+def base_rootfs(container_host):
+    """The cached base rootfs (debootstrap, built on first use): a bare Debian with systemd."""
+    try:
+        return driver.base_rootfs()
+    except Exception as e:  # noqa: BLE001 - any build failure means "cannot run here"
+        _cannot(f"could not build the container rootfs: {e}")
+
+
+@pytest.fixture(scope="session")
+def container(container_host):
+    """A booted container with the checkout installed and the units enabled."""
     t0 = time.monotonic()
     try:
         machine = driver.make_hive_machine(log_console=bool(os.environ.get("HIVE_BASH_CONSOLE")))

@@ -45,13 +45,13 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import tomllib
 from pathlib import Path
 from collections.abc import Iterable
 
+import sessions
 from container_leader import container_leader
 from machine_api import MachineApi, MachineError
 
@@ -173,11 +173,19 @@ def _nspawn_base_args(root: Path) -> list[str]:
     ]
 
 
-def _in_root(root: Path, script: str, binds: Iterable[str] = (), timeout: float = 900) -> str:
+def _in_cgroups(cgroups: Iterable[Path], argv: list[str]) -> list[str]:
+    """``argv`` started in ``cgroups`` (before its exec: nothing of it starts outside them)."""
+    wrapper = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 99; shift; done; shift; exec "$@"'
+    return ["/bin/sh", "-c", wrapper, "sh", *(str(c / "cgroup.procs") for c in cgroups), "--", *argv]
+
+
+def _in_root(
+    root: Path, script: str, binds: Iterable[str] = (), timeout: float = 900, cgroups: Iterable[Path] = ()
+) -> str:
     """Run a shell script in a non-booted nspawn container (for image preparation)."""
     argv = _nspawn_base_args(root) + [f"--bind-ro={b}" for b in binds]
     argv += ["--pipe", "--setenv=PATH=" + CONTAINER_PATH, "/bin/sh", "-euc", script]
-    return _run(argv, timeout=timeout, stdin=subprocess.DEVNULL).stdout
+    return _run(_in_cgroups(cgroups, argv), timeout=timeout, stdin=subprocess.DEVNULL).stdout
 
 
 def _mount_overlay(lowers: list[Path], upper: Path, work: Path, merged: Path) -> None:
@@ -187,17 +195,8 @@ def _mount_overlay(lowers: list[Path], upper: Path, work: Path, merged: Path) ->
     _run(["mount", "-t", "overlay", "overlay", "-o", opts, str(merged)])
 
 
-def _umount(path: Path) -> None:
-    if os.path.ismount(path):
-        r = subprocess.run(["umount", str(path)], capture_output=True)
-        if r.returncode != 0:
-            subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
-
-def _rmtree(path: Path) -> None:
-    if path.exists():
-        # the work dir of an overlay may hold a mode-000 'work' subdir
-        subprocess.run(["rm", "-rf", "--one-file-system", str(path)], capture_output=True)
+_umount, _rmtree = sessions.umount, sessions.rmtree
+SESSION_PARENT = sessions.SESSION_PARENT
 
 
 # ---------------------------------------------------------------------------
@@ -399,109 +398,18 @@ def build_project_wheel(out_dir: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------
-# per-session cgroups
-#
-# Without a systemd on the host, `systemd-nspawn --keep-unit` makes the cgroup it
-# was started in the container's root cgroup.  Two containers started from the
-# same cgroup would then share /payload/system.slice/<unit> and each one's systemd
-# would see (and fail to signal) the other's processes.  So each session's nspawn
-# runs in a cgroup of its own, named like its session dir; ending a session kills
-# that cgroup whole, and a later session reaps those of dead test processes.
-
-SESSION_PREFIX = "hive-bash-ct-"
-SESSION_PARENT = Path("/var/tmp")
-
-
-def cgroup_hierarchies() -> list[Path]:
-    root = Path("/sys/fs/cgroup")
-    if (root / "cgroup.controllers").exists():  # pure cgroup v2
-        return [root]
-    return [h for h in (root / "unified", root / "systemd") if (h / "cgroup.procs").exists()]
-
-
-def _cgroup_kill_tree(path: Path) -> None:
-    if not path.is_dir():
-        return
-    kill_file = path / "cgroup.kill"
-    if kill_file.exists():
-        with contextlib.suppress(OSError):
-            kill_file.write_text("1")
-    for procs in sorted(path.rglob("cgroup.procs")):
-        with contextlib.suppress(OSError):
-            for pid in procs.read_text().split():
-                with contextlib.suppress(ProcessLookupError, ValueError):
-                    os.kill(int(pid), 9)
-
-
-def _cgroup_remove_tree(path: Path, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while path.is_dir():
-        for d in sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-            with contextlib.suppress(OSError):
-                d.rmdir()
-        with contextlib.suppress(OSError):
-            path.rmdir()
-        if not path.is_dir() or time.monotonic() > deadline:
-            break
-        _cgroup_kill_tree(path)  # something was still exiting
-        time.sleep(0.05)
-
-
-def end_session_cgroups(name: str) -> None:
-    for h in cgroup_hierarchies():
-        _cgroup_kill_tree(h / name)
-    for h in cgroup_hierarchies():
-        _cgroup_remove_tree(h / name)
-
-
-def _owner_alive(name: str) -> bool:
-    m = re.match(re.escape(SESSION_PREFIX) + r"(\d+)-", name)
-    if not m:
-        return True  # not ours to judge
-    try:
-        os.kill(int(m.group(1)), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def reap_stale_sessions() -> None:
-    """End containers and mounts left by test processes that died without cleaning up."""
-    names = set()
-    for h in cgroup_hierarchies():
-        names.update(p.name for p in h.glob(SESSION_PREFIX + "*") if p.is_dir())
-    if SESSION_PARENT.is_dir():
-        names.update(p.name for p in SESSION_PARENT.glob(SESSION_PREFIX + "*") if p.is_dir())
-    for name in sorted(names):
-        if _owner_alive(name):
-            continue
-        _log(f"reaping stale session {name}")
-        end_session_cgroups(name)
-        _umount(SESSION_PARENT / name / "root")
-        _rmtree(SESSION_PARENT / name)
-
-
-# ---------------------------------------------------------------------------
 # the machine
 
 
 class Machine(MachineApi):
     """One booted container; API modelled on nixos/lib/test-driver's ``Machine``."""
 
-    def __init__(
-        self,
-        name: str = "agent",
-        session_dir: Path | None = None,
-        lowers: list[Path] | None = None,
-        log_console: bool = False,
-    ) -> None:
+    def __init__(self, name: str = "agent", lowers: list[Path] | None = None, log_console: bool = False) -> None:
         self.name = name
-        if session_dir is None:
-            reap_stale_sessions()
-            session_dir = Path(tempfile.mkdtemp(prefix=f"{SESSION_PREFIX}{os.getpid()}-", dir=SESSION_PARENT))
-        self.session_dir = session_dir
+        # what it starts runs in its session's cgroups (tests/container/sessions.py), ended by cleanup,
+        # by the reaper should this process die without one, or by the next run should both be gone
+        self.session_dir = sessions.new_session()
+        self._reaper = sessions.start_reaper(self.session_dir.name)
         self.lowers = lowers or []
         self.root = self.session_dir / "root"
         self.console_log = self.session_dir / "console.log"
@@ -514,7 +422,7 @@ class Machine(MachineApi):
         self.booted = False
         self.boot_count = 0
         self.last_stderr = ""
-        atexit.register(self.cleanup)  # no container or mount outlives the test process
+        atexit.register(self.cleanup)  # an orderly end where the process exits normally
 
     # -- file system -------------------------------------------------------
     def mount(self) -> None:
@@ -534,7 +442,14 @@ class Machine(MachineApi):
         if self.booted:
             raise MachineError("prepare() is for a stopped machine")
         self.mount()
-        return _in_root(self.root, script, binds=binds)
+        return _in_root(self.root, script, binds=binds, cgroups=self._cgroups())
+
+    def _cgroups(self) -> list[Path]:
+        """The session's cgroups, made anew for each boot (the end of one removes them)."""
+        cgroups = sessions.recorded_cgroups(self.session_dir.name)
+        for c in cgroups:
+            c.mkdir(parents=True, exist_ok=True)
+        return cgroups
 
     # -- lifecycle ---------------------------------------------------------
     def start(self, timeout: float = 120) -> None:
@@ -556,20 +471,16 @@ class Machine(MachineApi):
         self._console_file = open(self.console_log, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
         self._console_file.write(f"\n===== boot {self.boot_count} =====\n")
         self._console = ""
-        # nspawn starts in the session's own cgroups (see "per-session cgroups")
-        cgroups = []
-        for h in cgroup_hierarchies():
-            (h / self.session_dir.name).mkdir(exist_ok=True)
-            cgroups.append(str(h / self.session_dir.name / "cgroup.procs"))
-        wrapper = 'for p in $HIVE_CT_CGROUPS; do echo $$ > "$p" || exit 99; done; exec "$@"'
+        # nspawn starts in the session's own cgroups: its container is theirs, to be killed whole
+        sh, *args = _in_cgroups(self._cgroups(), argv)
         self._child = pexpect.spawn(
-            "/bin/sh",
-            ["-c", wrapper, "sh", *argv],
+            sh,
+            args,
             encoding="utf-8",
             codec_errors="replace",
             timeout=None,
             dimensions=(50, 200),
-            env={"PATH": os.environ.get("PATH", CONTAINER_PATH), "TERM": "dumb", "HIVE_CT_CGROUPS": " ".join(cgroups)},
+            env={"PATH": os.environ.get("PATH", CONTAINER_PATH), "TERM": "dumb"},
         )
         self._drain = threading.Thread(target=self._drain_console, daemon=True)
         self._drain.start()
@@ -666,7 +577,7 @@ class Machine(MachineApi):
         self._leader = None
         self.booted = False
         # nothing of this boot may outlive it (nspawn gone does not mean PID 1 gone)
-        end_session_cgroups(self.session_dir.name)
+        sessions.end_cgroups(self.session_dir.name)
 
     def shutdown(self, timeout: float = 60) -> None:
         """Power off cleanly and wait for the container to be gone."""
@@ -708,15 +619,17 @@ class Machine(MachineApi):
         self.start(timeout=timeout)
 
     def cleanup(self) -> None:
-        """Stop the container and remove the session dir (caches are untouched)."""
+        """Stop the container and end the session: its cgroups, mount and dir (caches are untouched)."""
         if not self.session_dir.exists():
             return
-        with contextlib.suppress(Exception):
-            self.shutdown(timeout=30)
-        self.crash()  # whatever is left, also a container that never finished booting
-        end_session_cgroups(self.session_dir.name)  # and anything that escaped nspawn
-        _umount(self.root)
-        _rmtree(self.session_dir)
+        try:
+            with contextlib.suppress(Exception):
+                self.shutdown(timeout=30)
+            with contextlib.suppress(Exception):
+                self.crash()  # whatever is left, also a container that never finished booting
+        finally:  # however the above went (a ^C too): kill the session's cgroups whole
+            if sessions.end_session(self.session_dir.name):
+                sessions.stop_reaper(self._reaper)  # else it stays on to try again once we are gone
 
     # -- commands ----------------------------------------------------------
     def _nsenter(self, command: str) -> list[str]:
