@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import signal
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
