@@ -115,7 +115,7 @@ async def test_waits_whose_clients_hung_up_stop(make_daemon) -> None:
         connection.sendall("\r\n".join(head).encode() + b"\r\n\r\n" + body)
         hung_up.append(connection)
     for connection in hung_up:
-        assert connection.recv(12) == b"HTTP/1.1 200"  # the call is in: its event stream has begun
+        assert connection.recv(12, socket.MSG_WAITALL) == b"HTTP/1.1 200"  # the call is in: its event stream has begun
         connection.close()
     assert daemon.proc is not None
     # About 0.2 s of CPU each 2 s while the waits poll, and about nothing once they have stopped:
