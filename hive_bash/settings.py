@@ -18,7 +18,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 DEFAULT_PORT = 7523
 DEFAULT_TASKS_DIR = Path("harness/bash-tasks")
 DEFAULT_TOKEN_FILE = Path("harness/bash-token")
-LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -54,7 +53,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="HIVE_BASH_", extra="ignore", validate_default=True)
 
-    host: str = Field("127.0.0.1", description="Address to bind; a non-loopback one needs a token file.")
+    host: str = Field(
+        "127.0.0.1",
+        description="IP address to bind, never a name (clients are told this address); a non-loopback one needs "
+        "a token file.",
+    )
     port: int = Field(
         DEFAULT_PORT,
         ge=1,
@@ -146,6 +149,19 @@ class Settings(BaseSettings):
         None, ge=1, description="Process limit of each task's cgroup unless `run` sets `pids_max`."
     )
 
+    @field_validator("host")
+    @classmethod
+    def _an_address(cls, value: str) -> str:
+        """A name is refused: `localhost` can resolve to ::1 before 127.0.0.1, and a task can listen
+        on the daemon's port at the address the daemon did not bind, to be sent the clients' token."""
+        try:
+            return str(ipaddress.ip_address(value.strip()))
+        except ValueError:
+            raise ValueError(
+                "must be an IP address such as 127.0.0.1 or ::1, not a name: a name can resolve to another "
+                "address, where a task can listen on this port and be sent the token"
+            ) from None
+
     @field_validator("log_level")
     @classmethod
     def _known_log_level(cls, value: str) -> str:
@@ -179,9 +195,4 @@ class Settings(BaseSettings):
 
     @property
     def is_loopback(self) -> bool:
-        if self.host in LOOPBACK_NAMES:
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False
+        return ipaddress.ip_address(self.host).is_loopback

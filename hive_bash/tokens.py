@@ -15,12 +15,30 @@ import os
 import secrets
 import stat
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from hive_bash.errors import TokenError
 from hive_bash.private_files import write_atomically
 
 GENERATED_TOKEN_BYTES = 32
 MAX_TOKEN_FILE_BYTES = 4096
+# Names of this machine's loopback (and any name under .localhost, RFC 6761).
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
+
+
+def check_destination(url: str) -> None:
+    """TokenError when `url` names the loopback by a name: which address it resolves to first (::1 or
+    127.0.0.1) is the resolver's choice, and a task can listen on the daemon's port at the one the
+    daemon did not bind, to be sent the token. The daemon binds an address; clients use it."""
+    parts = urlsplit(url.strip())
+    host = (parts.hostname or "").rstrip(".").lower()
+    if host in LOOPBACK_NAMES or host.endswith(".localhost"):
+        port = ":" + parts.netloc.rpartition(":")[2] if ":" in parts.netloc else ""
+        raise TokenError(
+            f"{host} is a name, which can resolve to ::1 or to 127.0.0.1, where a task can listen on the "
+            f"daemon's port and be sent the token; use the address the daemon listens on, such as "
+            f"{parts.scheme}://127.0.0.1{port}{parts.path}"
+        )
 
 
 def check_token(text: str) -> str:

@@ -9,7 +9,8 @@ list, logs, write) over streamable HTTP, exactly as an agent would::
     hive-bash --json ls --status running      # one JSON object, for scripts
 
 Connection: ``--url`` (else ``$HIVE_BASH_URL``, else
-``http://127.0.0.1:$HIVE_BASH_PORT/mcp`` with port 7523); ``--token-file`` (else
+``http://127.0.0.1:$HIVE_BASH_PORT/mcp`` with port 7523; an address, never ``localhost``:
+see tokens.check_destination); ``--token-file`` (else
 ``$HIVE_BASH_TOKEN_FILE``, else the ``bearerTokenFile`` of the NixOS module's server
 entry for that URL) sends ``Authorization: Bearer <token>``.
 
@@ -253,7 +254,12 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 
 
 def connection_for(args: argparse.Namespace) -> Connection:
-    """URL and headers from the parsed options; an unreadable token file is a usage error (ValueError)."""
+    """URL and headers from the parsed options; a loopback name in the URL (tokens.check_destination)
+    or an unreadable token file is a usage error (ValueError)."""
+    try:
+        tokens.check_destination(args.url)
+    except TokenError as exc:
+        raise ValueError(f"--url {args.url}: {exc}") from None
     headers: dict[str, str] = {}
     token_file = args.token_file or module_token_file(Path(args.servers_file), args.url)
     if token_file is not None:

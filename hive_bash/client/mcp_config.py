@@ -31,7 +31,9 @@ readable store) is read on every run and rendered as ``"Authorization": "Bearer
 <token>"`` in its ``headers``; a config file carrying one is written 0600. A token
 file that does not exist yet (the daemon writes it at its first start) leaves out
 that entry alone, with one warning line on stderr: a render at first boot, or while
-the daemon crash-loops, keeps every other server.
+the daemon crash-loops, keeps every other server. An entry sending a token to a loopback
+name (``http://localhost:7523/mcp``) is refused: the name can lead Claude Code to a task
+listening on the daemon's port at ::1 (tokens.check_destination).
 
 Exit status: 0 on success, 2 on any bad input: unreadable, non-UTF-8, malformed or
 too deeply nested JSON, duplicate keys, an unusable token file, an unwritable
@@ -209,6 +211,12 @@ def parse_server(name: str, entry: Any) -> ServerEntry:
         raise ConfigError(f"{_where(name, 'command')}: a stdio entry needs a command")
     if server.type == "stdio" and server.bearer_token_file is not None:
         raise ConfigError(f"{_where(name, 'bearerTokenFile')}: only an http entry sends a token")
+    credentials = server.bearer_token_file is not None or any(key.lower() == "authorization" for key in server.headers)
+    if server.url is not None and credentials:
+        try:
+            tokens.check_destination(server.url)
+        except TokenError as exc:
+            raise ConfigError(f"{_where(name, 'url')}: {exc}") from None
     return server
 
 

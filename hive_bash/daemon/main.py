@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve the `bash` MCP server (run/status/kill/list/logs/write) over streamable HTTP.",
         epilog="Every flag has an environment variable HIVE_BASH_<FLAG>; the flag wins. See docs/configuration.md.",
     )
-    parser.add_argument("--host", help=_setting_help("host", "address to bind"))
+    parser.add_argument("--host", help=_setting_help("host", "IP address to bind, never a name"))
     parser.add_argument("--port", help=_setting_help("port", "TCP port"))
     parser.add_argument("--tasks-dir", help=_setting_help("tasks_dir", "task output and records"))
     parser.add_argument("--max-running", help=_setting_help("max_running", "tasks running at once"))

@@ -272,16 +272,16 @@ class BashTools:
         unread = page.Unread(other_name, other_path, file_size(other_path))
         also = (other_path, unread.size_before) if stream is None else None
         wait = arguments.wait_seconds(wait_seconds, 0.0)
+        gone = client_gone(ctx)
         if pattern is not None:
             request = search_request(path, pattern, start, context_lines, max_matches, read)
             async with progress.reporting(ctx, path, wait):
-                await wait_for_growth(self.manager, task, path, start, wait, also)
-            gone = client_gone(ctx)
+                await wait_for_growth(self.manager, task, path, start, wait, also, abandon=gone)
             found = await self.searches.search(request, abandon=gone)
             other = await page.other_search(unread, request, self.searches, gone)
             return page.search_reply(task_view(task), read, found, request, other)
         async with progress.reporting(ctx, path, wait):
-            await wait_for_growth(self.manager, task, path, start, wait, also)
+            await wait_for_growth(self.manager, task, path, start, wait, also, abandon=gone)
         before = task_view(task)  # whether it had ended before the page is read
         budgeted = max_bytes is None
         return page.log_reply(before, read, path, start, page_size, budgeted, unread if stream is None else None)
@@ -314,16 +314,24 @@ def search_request(
 
 
 async def wait_for_growth(
-    manager: TaskManager, task: Task, path: Path, offset: int, seconds: float, also: tuple[Path, int] | None = None
+    manager: TaskManager,
+    task: Task,
+    path: Path,
+    offset: int,
+    seconds: float,
+    also: tuple[Path, int] | None = None,
+    *,
+    abandon: asyncio.Event,
 ) -> None:
     """Poll the file's size (cheap: one stat) until it passes `offset`, the task ends, or time runs out;
-    `also` (path, size): or that file grows past its size."""
+    `also` (path, size): or that file grows past its size. Stops when `abandon` is set: a client
+    that hung up reads no reply, and a hundred such polls cost the daemon a core's tenth."""
     if seconds <= 0:
         return
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     while file_size(path) <= offset and not task_view(task).ended and (also is None or file_size(also[0]) <= also[1]):
         remaining = deadline - loop.time()
-        if remaining <= 0:
+        if remaining <= 0 or abandon.is_set():
             return
-        await manager.wait_for_end(task, min(LOGS_POLL_SECS, remaining))
+        await manager.wait_for_end(task, min(LOGS_POLL_SECS, remaining), abandon)

@@ -311,6 +311,14 @@ def test_usage_error_exits_2(hb: HB) -> None:
     assert "usage:" in result.stderr
 
 
+@pytest.mark.parametrize("url", ["http://localhost:7523/mcp", "http://app.localhost:7523/mcp"])
+def test_a_loopback_name_is_refused_as_a_usage_error(hb: HB, url: str) -> None:
+    """Issue 45, finding 7: the name can resolve to ::1, where a task may listen on the daemon's port."""
+    for refused in (hb(None, "--url", url, "ls"), hb(None, "ls", env={"HIVE_BASH_URL": url})):
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert f"--url {url}: " in refused.stderr and "such as http://127.0.0.1:7523/mcp" in refused.stderr
+
+
 def test_url_defaults_to_hive_bash_port(hb: HB, daemon: Daemon) -> None:
     # Only this daemon knows the task, so reading it proves which daemon was asked.
     task_id = hb_json(hb, daemon, "run", "true", "--wait", "20")[1]["id"]

@@ -202,12 +202,26 @@ def test_tool_group_precedence(
         (servers_doc(m={"command": "m", "allowedTools": ["run\n"]}), "mcpServers.m.allowedTools: 'run\\n' is"),
         (servers_doc(m={"type": "http", "url": "u", "headers": {"X": "a\r\nInjected: 1"}}), "mcpServers.m.headers:"),
         (servers_doc(m={"command": "m", "bearerTokenFile": "/t"}), "mcpServers.m.bearerTokenFile: only an http"),
+        (
+            servers_doc(bash={"type": "http", "url": "http://localhost:7523/mcp", "bearerTokenFile": "/t"}),
+            "mcpServers.bash.url: localhost is a name, which can resolve to ::1 or to 127.0.0.1",
+        ),
+        (
+            servers_doc(m={"type": "http", "url": "http://a.LocalHost./", "headers": {"authorization": "Bearer x"}}),
+            "mcpServers.m.url: a.localhost is a name",
+        ),
     ],
 )
 def test_malformed_input_names_entry_and_field(doc: Any, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         mcp_config.parse_servers_file(doc)
     assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_a_loopback_name_without_credentials_is_rendered() -> None:
+    """Only a token is at stake: an entry that sends none keeps its URL as written."""
+    doc = servers_doc(m={"type": "http", "url": "http://localhost:8000/mcp", "headers": {"X-Agent": "a"}})
+    assert render(doc, [])["mcpConfig"]["mcpServers"]["m"]["url"] == "http://localhost:8000/mcp"
 
 
 # --- the console entry ----------------------------------------------------------------

@@ -4,9 +4,11 @@ a kernel that refuses to supervise a child."""
 from __future__ import annotations
 
 import errno
+import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +20,7 @@ import pytest
 
 from hivetest import SYS_PIDFD_OPEN, call_error, call_ok, children_of, group_members, pid_alive, refusing, wait_until
 from harness import TodoHarness
+from hive_bash.mcp.limits import WAIT_CAP_SECS
 
 pytestmark = pytest.mark.anyio
 
@@ -57,6 +60,70 @@ async def test_client_disconnecting_during_an_inline_wait_leaves_the_task_runnin
     assert daemon.health()["running"] == 1
     harness.wait_for(lambda h: "done, exit 0" in h.snapshot().get("orphaned-wait", ""), timeout=20)
     assert (daemon.tasks_dir / "orphaned-wait.out").read_text() == "survived\n"
+
+
+MCP_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2025-06-18",
+}
+
+
+def raw_session(port: int) -> dict[str, str]:
+    """An initialized MCP session made with plain HTTP, so its calls can be hung up on as a killed client does."""
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    session: dict[str, str] = {}
+    for message in ({"id": 1, "method": "initialize", "params": init}, {"method": "notifications/initialized"}):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        body = json.dumps({"jsonrpc": "2.0", **message})
+        connection.request("POST", "/mcp", body=body, headers={**MCP_HEADERS, **session})
+        response = connection.getresponse()
+        response.read()
+        session = session or {"mcp-session-id": response.getheader("mcp-session-id") or ""}
+        connection.close()
+    return session
+
+
+def cpu_seconds_within(pid: int, window: float) -> float:
+    """The CPU time (user + system, all threads) the process used during the next `window` seconds."""
+
+    def used() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    before = used()
+    time.sleep(window)
+    return used() - before
+
+
+async def test_waits_whose_clients_hung_up_stop(make_daemon) -> None:
+    """Issue 45, finding 9: `logs` waits whose clients had hung up went on polling their task's files
+    until their wait_seconds ran out (100 of them: 2.2 s of the daemon's CPU in 25 s)."""
+    daemon = make_daemon()
+    session = raw_session(daemon.port)
+    async with daemon.client() as client:
+        task_id = (await call_ok(client, "run", {"cmd": "exec sleep 600", "wait_seconds": 0})).structured["id"]
+    calls = ["logs"] * 100 + ["status"] * 50
+    hung_up = []
+    started = time.monotonic()
+    for request_id, tool in enumerate(calls, start=2):
+        params = {"name": tool, "arguments": {"id": task_id, "wait_seconds": WAIT_CAP_SECS}}
+        body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}).encode()
+        head = ["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{daemon.port}", f"Content-Length: {len(body)}"]
+        head += [f"{name}: {value}" for name, value in {**MCP_HEADERS, **session}.items()]
+        connection = socket.create_connection(("127.0.0.1", daemon.port), timeout=30)
+        connection.sendall("\r\n".join(head).encode() + b"\r\n\r\n" + body)
+        hung_up.append(connection)
+    for connection in hung_up:
+        assert connection.recv(12, socket.MSG_WAITALL) == b"HTTP/1.1 200"  # the call is in: its event stream has begun
+        connection.close()
+    assert daemon.proc is not None
+    # About 0.2 s of CPU each 2 s while the waits poll, and about nothing once they have stopped:
+    # well before the waits would end by themselves.
+    left = started + WAIT_CAP_SECS - time.monotonic()
+    wait_until(lambda: cpu_seconds_within(daemon.proc.pid, 2.0) < 0.05, left / 2, what="the daemon at rest")
+    async with daemon.client() as client:  # and the task they waited on runs on
+        assert (await call_ok(client, "status", {"id": task_id})).structured["status"] == "running"
 
 
 async def test_sigkill_under_load_then_restart_interrupts_everything_cleanly(make_daemon, harness: TodoHarness) -> None:

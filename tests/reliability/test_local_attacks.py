@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from hivetest import call_ok, cli_env, installed_command, pid_alive, wait_until
+from hivetest import call_ok, cli_env, installed_command, pid_alive, reserve_port, wait_until
 from hive_bash.sdk.client import open_client
 
 pytestmark = pytest.mark.anyio
@@ -293,3 +294,81 @@ def test_a_group_readable_token_file_is_used_with_a_warning(make_daemon, tmp_pat
     assert (
         f"token file {token_file}: mode 0640: the token is readable by the file's group" in daemon.log_path.read_text()
     )
+
+
+# --- issue 45, finding 7: a task on the daemon's port at another loopback address ---------------
+
+# Listens on the daemon's port at ::1 and at 127.0.0.2 (the daemon holds 127.0.0.1) and prints
+# whatever any client sends it: a token there is a token stolen.
+SQUATTER = """
+import select, socket, sys
+listeners = []
+for family, address in ((socket.AF_INET6, "::1"), (socket.AF_INET, "127.0.0.2")):
+    listener = socket.socket(family)
+    listener.bind((address, int(sys.argv[1])))
+    listener.listen()
+    listeners.append(listener)
+print("listening", flush=True)
+while True:
+    for listener in select.select(listeners, [], [])[0]:
+        connection = listener.accept()[0]
+        connection.settimeout(5)
+        try:
+            print("received", connection.recv(65536), flush=True)
+        except OSError:
+            print("connected", flush=True)
+        connection.close()
+"""
+
+
+async def test_a_task_on_the_daemons_port_at_another_loopback_address_is_never_sent_the_token(
+    make_daemon, tmp_path: Path
+) -> None:
+    """A task listening on [::1]:<daemon port> and 127.0.0.2:<port> was sent the token by a client
+    given `localhost` (the daemon announced http://localhost:P/mcp with HIVE_BASH_HOST=localhost)
+    whose resolver put ::1 first. hive-bash and hive-bash-mcp-config refuse loopback names now."""
+    daemon = make_daemon(args=["--generate-token"])
+    token_file = daemon.workdir / "harness" / "bash-token"
+    token = token_file.read_text().strip()
+    squat = f"{shlex.quote(sys.executable)} -c {shlex.quote(SQUATTER)} {daemon.port}"
+    async with open_client(daemon.url, {"Authorization": f"Bearer {token}"}) as client:
+        squatter = await call_ok(client, "run", {"cmd": squat, "wait_for": "^listening$", "wait_seconds": 20})
+        assert squatter.structured["status"] == "running", squatter.structured
+        squatter_id = squatter.structured["id"]
+        # The agent's client, given the daemon's address, reaches the daemon.
+        reached = hive_bash(
+            "--token-file", str(token_file), "run", "echo the daemon", "--wait", "20", env={"HIVE_BASH_URL": daemon.url}
+        )
+        local = f"http://localhost:{daemon.port}/mcp"
+        refused = hive_bash("--url", local, "--token-file", str(token_file), "ls", env={})
+        servers = tmp_path / "mcp-servers.json"
+        entry = {"type": "http", "url": local, "bearerTokenFile": str(token_file)}
+        servers.write_text(json.dumps({"version": 1, "mcpServers": {"bash": entry}}))
+        render = installed_command("hive-bash-mcp-config", "hive_bash.client.mcp_config")
+        rendered = subprocess.run(
+            [*render, "--servers-file", str(servers), "--tool-groups", "execution"],
+            env=cli_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        await call_ok(client, "kill", {"id": squatter_id, "force": True})
+    assert reached.returncode == 0 and "the daemon" in reached.stdout, reached.stderr
+    address = f"use the address the daemon listens on, such as {daemon.url}"
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "localhost is a name" in refused.stderr and address in refused.stderr, refused.stderr
+    assert rendered.returncode == 2 and rendered.stdout == "" and token not in rendered.stderr, rendered
+    assert "mcpServers.bash.url: localhost is a name" in rendered.stderr and address in rendered.stderr
+    assert (daemon.tasks_dir / f"{squatter_id}.out").read_text() == "listening\n"  # nobody connected to it
+
+
+def test_a_host_name_is_refused_at_start(tmp_path: Path) -> None:
+    """HIVE_BASH_HOST=localhost was bound (at 127.0.0.1) and announced as http://localhost:P/mcp,
+    a name a client can resolve to ::1, where a task can listen on the same port."""
+    with reserve_port() as held:
+        port = str(held.getsockname()[1])
+        proc = start_daemon_process(tmp_path, "--port", port, env={"HIVE_BASH_HOST": "localhost"})
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("hive-bash-daemon: host: ") and "must be an IP address" in lines[0], lines[0]
+    assert "not a name" in lines[0] and "'localhost'" in lines[0], lines[0]

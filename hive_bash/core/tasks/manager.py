@@ -123,10 +123,10 @@ class TaskManager:
             self._life.wait_over(task, result_seen)
         return task.ended.is_set()
 
-    async def wait_for_end(self, task: Task, seconds: float) -> None:
-        """Wait up to `seconds` for the task to end: one step of a caller's poll, which hands over no
-        result (no todo bookkeeping, unlike wait_for_result)."""
-        await task.wait_for_end(seconds)
+    async def wait_for_end(self, task: Task, seconds: float, abandon: asyncio.Event | None = None) -> None:
+        """Wait up to `seconds` for the task to end (or until `abandon`): one step of a caller's poll,
+        which hands over no result (no todo bookkeeping, unlike wait_for_result)."""
+        await task.wait_for_end(seconds, abandon)
 
     async def listening(self, tasks: Sequence[Task]) -> list[Listening]:
         """What each running task's processes listen on now (hive_bash.core.processes.listening), read in a

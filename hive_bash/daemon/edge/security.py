@@ -16,9 +16,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
 
+# Host headers, so the names a client may have used: `localhost` too. Whether that name led it here
+# or to a task listening on ::1 is the client's to get right (hive-bash and hive-bash-mcp-config
+# refuse loopback names); the daemon binds and announces an address (Settings.host).
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
-LOOPBACK_BINDS = ("127.0.0.1", "::1", "localhost")
+LOOPBACK_BINDS = ("127.0.0.1", "::1")
 OPEN_ON_LOOPBACK = frozenset({"/healthz"})
 
 
