@@ -182,6 +182,31 @@ let
     message = "${opt}.extraMcpServers.${name}.url (${toString (field server "url" null)}) uses loopback port ${toString port}, where hive-bash-daemon listens (${opt}.mcp.bashHttpPort); give one of them another port.";
   }) servers;
 
+  # An http entry sending credentials to a loopback name: the name may resolve to ::1 where a task
+  # listens on the daemon's port; hive-bash-mcp-config would refuse the entry on every turn.
+  namedLoopbackAssertions = mapAttrsToList (
+    name: server:
+    let
+      url = field server "url" null;
+      m = if url == null then null else builtins.match "https?://([^/:]+)(:[0-9]+)?(/.*)?" url;
+      host = if m == null then "" else lib.toLower (builtins.head m);
+      named = builtins.elem host loopbackNames || lib.hasSuffix ".localhost" host;
+      credentials =
+        field server "bearerTokenFile" null != null
+        || builtins.any (key: lib.toLower key == "authorization") (builtins.attrNames (field server "headers" { }));
+    in
+    {
+      assertion = !bashEnabled || field server "type" "stdio" != "http" || !credentials || !named;
+      message = "${opt}.extraMcpServers.${name}.url (${toString url}) sends a token to the name ${host}, which can resolve to ::1 where a task may listen on the same port; use the address, e.g. http://127.0.0.1:${toString port}/mcp.";
+    }
+  ) servers;
+  loopbackNames = [
+    "localhost"
+    "localhost.localdomain"
+    "ip6-localhost"
+    "ip6-loopback"
+  ];
+
   usedReservedSettings = builtins.filter (name: cfg.bash.settings ? ${name}) reservedSettings;
   # Where the daemon keeps task records and output (HIVE_BASH_TASKS_DIR).
   tasksDir = "${stateDir}/harness/bash-tasks";
@@ -439,7 +464,7 @@ in
           // optionalAttrs entryCarriesToken { bearerTokenFile = if requireToken then tokenFile else null; }
         );
 
-        assertions = portAssertions ++ [
+        assertions = portAssertions ++ namedLoopbackAssertions ++ [
           {
             assertion = usedReservedSettings == [ ];
             message = "${opt}.bash.settings: ${concatStringsSep ", " usedReservedSettings} cannot be set here; the daemon listens on 127.0.0.1:${opt}.mcp.bashHttpPort, keeps tasks under ${opt}.bash.stateDir and reaches the harness at ${opt}.bash.agentSocket.";

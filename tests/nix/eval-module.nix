@@ -159,6 +159,14 @@ lib.mapAttrs (_: summarizeWith ../../nixos/standalone.nix) {
     };
   };
 
+  tokenToLocalhost = withAgent {
+    extraMcpServers.other = {
+      type = "http";
+      url = "http://LocalHost:7600/mcp";
+      headers.authorization = "Bearer x";
+    };
+  };
+
   portClashAfterMove = withAgent {
     mcp.bashHttpPort = 7600;
     extraMcpServers.other = {

@@ -291,6 +291,11 @@ def test_hardening_is_overridable_without_mkforce(cases: dict[str, Any]) -> None
             ),
         ),
         ("portClashAfterMove", None),
+        (
+            "tokenToLocalhost",
+            f"{OPT}.extraMcpServers.other.url (http://LocalHost:7600/mcp) sends a token to the name localhost, "
+            "which can resolve to ::1",
+        ),
         ("hyperhivePortClash", f"{OPT}.mcp.bashHttpPort (7523) equals {OPT}.mcp.httpPort"),
         ("unknownPermission", f'{OPT}.extraMcpServers.m.requiredPermission = "root" is not a tool group; use one of'),
         ("unknownToolGroup", f"{OPT}.toolGroups: unknown tool group(s) sudo; known: messaging, meta"),
