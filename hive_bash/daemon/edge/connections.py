@@ -11,7 +11,7 @@ accept. Here:
 - at most `max_connections` connections are open; a new one beyond that closes another,
   so the agent and /healthz always get in. At once: the one that has waited longest without
   ever completing a request or sending a request's headers (silent or half the headers, as a
-  flood's are), else the one waiting longest between requests of no session. Otherwise a moment
+  flood's are), else the one of no session answered longest ago. Otherwise a moment
   later (once the requests that came with the newcomer are read, at most TRIM_PATIENCE_SECS),
   from the MCP session holding the most connections: its oldest connection between requests
   (kept alive, or a body still on its way), else its oldest request (a tool call, an event
@@ -209,13 +209,12 @@ class ConnectionGuard:
     def _idle_of_no_session(self) -> Iterator[GuardedH11Protocol]:
         """The connections waiting for a request that belong to no session, in the order to close them:
         those that have waited longest without a request's headers, never having completed one (a
-        flood's: silent, or half the headers), then those waiting longest between requests (refused,
-        /healthz, a made-up session). One whose bytes wait in the kernel is spared: its request is
-        about to be read (under a flood the event loop lags behind)."""
-        for silent in (True, False):
-            for connection in list(self.waiting):
-                if connection.silent is silent and connection.session is None and not connection.has_unread_bytes():
-                    yield connection
+        flood's: silent, or half the headers), then those answered longest ago (refused, /healthz, a
+        made-up session). One whose bytes wait in the kernel is spared: its request is about to be
+        read (under a flood the event loop lags behind)."""
+        silent = [c for c in self.waiting if c.silent]
+        answered = [c for c in self.waiting if not c.silent and c.cycle.response_complete and c.session is None]
+        yield from (connection for connection in [*silent, *answered] if not connection.has_unread_bytes())
 
     def _trim(self, loop: asyncio.AbstractEventLoop) -> None:
         """Close connections until the bound holds, in the order of _victims. While requests wait unread
