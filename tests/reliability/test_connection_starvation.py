@@ -6,6 +6,9 @@ fail 40 of 40 times over 20 s and a new agent connection get ReadError: every co
 serving a request, and past the connection bound the daemon closed the newcomer. A liveness probe
 would then restart the daemon and interrupt every task. Here the bound is lowered to its minimum
 (HIVE_BASH_MAX_CONNECTIONS=8) so twice as many holders stay cheap; the attack is the same.
+
+Made-up sessions (issue 45, finding 1): a client without the token flooding connections that each
+name a session of its own making must not cost the agent its calls.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ pytestmark = pytest.mark.anyio
 
 MAX_CONNECTIONS = 8  # the setting's minimum
 HOLDERS = 2 * MAX_CONNECTIONS
+FLOOD_PER_SEC = 40  # new connections of the made-up-session flood (the red team's: about 50)
+FLOOD_REFRESH_SECS = 2.0  # each kept alive by a request this often, well inside the request timeout
+AGENT_CALLS = 5
 PROTOCOL = "2025-06-18"
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 INIT = {
@@ -231,7 +237,7 @@ def flood_fake_sessions(port: int, what: str, stop: threading.Event, counts: Cou
     """Issue 45, finding 1, as the red team ran it: a client without the token opens kept-alive
     connections, each a request (`what`: GET /healthz, or a POST /mcp the daemon refuses) naming a
     session of its own making, keeps them alive with another request now and then, and opens new
-    ones past the connection bound, about FLOOD_PER_SEC a second."""
+    ones past the connection bound, about FLOOD_PER_SEC a second, until `stop`."""
     held: deque[tuple[http.client.HTTPConnection, float]] = deque()
     number = 0
 
@@ -283,11 +289,6 @@ def fake_session_flood(port: int, what: str) -> Iterator[Counter[str]]:
         flooder.join(30)
 
 
-FLOOD_PER_SEC = 40
-FLOOD_REFRESH_SECS = 2.0
-AGENT_CALLS = 5
-
-
 @pytest.mark.parametrize(
     ("token", "what", "refused"),
     [
@@ -307,8 +308,9 @@ async def test_a_flood_of_made_up_sessions_does_not_cost_the_agent_its_calls(
     daemon = make_daemon(
         env={"HIVE_BASH_MAX_CONNECTIONS": str(MAX_CONNECTIONS)}, args=["--generate-token"] if token else []
     )
-    auth = {"Authorization": f"Bearer {(daemon.workdir / 'harness' / 'bash-token').read_text().strip()}"} if token else {}
-    async with open_client(daemon.url, auth, legacy=True) as client:
+    token_file = daemon.workdir / "harness" / "bash-token"
+    auth = {"Authorization": f"Bearer {token_file.read_text().strip()}"} if token else {}
+    async with open_client(daemon.url, auth, legacy=True) as client:  # the initialize handshake
         await call_ok(client, "run", {"cmd": "sleep 300", "name": "held", "wait_seconds": 0})
         failures: list[str] = []
         with fake_session_flood(daemon.port, what) as counts:
