@@ -110,7 +110,8 @@ class Settings(BaseSettings):
         ge=8,
         description="HTTP connections open at once (lowered to a quarter of the open files limit if that is "
         "smaller); past it, the one that has waited longest without ever completing a request is closed, else "
-        "the oldest idle keep-alive, or else the oldest request, of the MCP session holding the most.",
+        "the oldest kept alive after a request of no MCP session (refused, /healthz, a session the daemon did "
+        "not issue), else the oldest idle keep-alive, or else the oldest request, of the session holding the most.",
     )
     request_timeout_secs: float = Field(
         10.0,

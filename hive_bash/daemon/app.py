@@ -89,7 +89,7 @@ def create_app(settings: Settings, token: str | None = None) -> Starlette:
             await manager.shutdown()
             logger.info("hive-bash-daemon stopped")
 
-    return Starlette(
+    app = Starlette(
         routes=[Route("/healthz", healthz, methods=["GET"]), Mount("/", app=mcp_sessions)],
         middleware=[
             Middleware(RequestGuard, bind_host=settings.host, port=settings.port, token=token),
@@ -100,3 +100,5 @@ def create_app(settings: Settings, token: str | None = None) -> Starlette:
         ],
         lifespan=lifespan,
     )
+    app.state.mcp_sessions = mcp_sessions.sessions  # the connection guard counts only these as sessions
+    return app

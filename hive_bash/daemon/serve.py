@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from collections.abc import Container
 
 import uvicorn
 
@@ -28,7 +29,7 @@ GRACEFUL_SHUTDOWN_SECS = 2
 def serve(settings: Settings, token: str | None) -> int:
     """Run the daemon; the exit status: 0 after a clean stop, 1 if it could not listen or start."""
     app = create_app(settings, token)
-    guard, backlog = connection_guard(settings)
+    guard, backlog = connection_guard(settings, sessions=app.state.mcp_sessions)
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -64,8 +65,9 @@ def _stopped_cleanly(signum: int, frame: object) -> None:
     logger.debug("signal %d handled after shutdown", signum)
 
 
-def connection_guard(settings: Settings) -> tuple[ConnectionGuard, int]:
-    """The guard for HTTP connections, and the accept backlog, sized to the open files limit."""
+def connection_guard(settings: Settings, *, sessions: Container[str]) -> tuple[ConnectionGuard, int]:
+    """The guard for HTTP connections, and the accept backlog, sized to the open files limit;
+    `sessions`: the MCP sessions the daemon holds (their ids)."""
     open_files = raise_open_files_limit()
     allowed, backlog = connection_budget(settings.max_connections, open_files)
     if allowed < settings.max_connections:
@@ -75,4 +77,4 @@ def connection_guard(settings: Settings) -> tuple[ConnectionGuard, int]:
             allowed,
             open_files,
         )
-    return ConnectionGuard(allowed, settings.request_timeout_secs), backlog
+    return ConnectionGuard(allowed, settings.request_timeout_secs, sessions=sessions), backlog

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hive_bash.daemon.edge.security import REFUSAL, RequestGuard, allowed_hosts, allowed_origins
+from hive_bash.daemon.edge.security import AUTHENTICATED, REFUSAL, RequestGuard, allowed_hosts, allowed_origins
 from hivetest import asgi_messages
 
 pytestmark = pytest.mark.anyio
@@ -92,6 +92,34 @@ async def test_healthz_is_open_on_loopback_only() -> None:
     everywhere = RequestGuard(app, "0.0.0.0", 7523, token="secret")
     assert (await call(everywhere, "/healthz", host="10.0.0.5:7523"))[0] == 401
     assert (await call(everywhere, "/healthz", host="10.0.0.5:7523", authorization="Bearer secret"))[2] == "passed"
+
+
+@pytest.mark.parametrize(
+    ("token", "path", "headers", "marked"),
+    [
+        ("secret", "/mcp", {"authorization": "Bearer secret"}, True),
+        ("secret", "/mcp", {"authorization": "Bearer wrong"}, False),  # 401
+        ("secret", "/mcp", {"authorization": "Bearer secret", "origin": "http://evil.example"}, False),  # 403
+        ("secret", "/healthz", {"authorization": "Bearer secret"}, False),  # needs no token on loopback
+        (None, "/mcp", {}, True),
+        (None, "/healthz", {}, False),
+    ],
+)
+async def test_only_a_request_let_through_to_a_path_taking_the_token_is_marked_authenticated(
+    token: str | None, path: str, headers: dict[str, str], marked: bool
+) -> None:
+    """The connection guard counts a connection for the session its request names only if it is marked
+    (hive_bash.daemon.edge.connections): a client's header on a refused request never does."""
+    guard = RequestGuard(app, "127.0.0.1", 7523, token=token)
+    request = {"host": "localhost:7523", "mcp-session-id": "made-up", **headers}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": path,
+        "headers": [(key.encode(), value.encode()) for key, value in request.items()],
+    }
+    await asgi_messages(guard, scope)
+    assert scope.get(AUTHENTICATED, False) is marked
 
 
 async def test_other_scope_types_pass_through_untouched() -> None:

@@ -6,6 +6,9 @@ fail 40 of 40 times over 20 s and a new agent connection get ReadError: every co
 serving a request, and past the connection bound the daemon closed the newcomer. A liveness probe
 would then restart the daemon and interrupt every task. Here the bound is lowered to its minimum
 (HIVE_BASH_MAX_CONNECTIONS=8) so twice as many holders stay cheap; the attack is the same.
+
+Made-up sessions (issue 45, finding 1): a client without the token flooding connections that each
+name a session of its own making must not cost the agent its calls.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import threading
+import time
+from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -26,6 +32,9 @@ pytestmark = pytest.mark.anyio
 
 MAX_CONNECTIONS = 8  # the setting's minimum
 HOLDERS = 2 * MAX_CONNECTIONS
+FLOOD_PER_SEC = 40  # new connections of the made-up-session flood (the red team's: about 50)
+FLOOD_REFRESH_SECS = 2.0  # each kept alive by a request this often, well inside the request timeout
+AGENT_CALLS = 5
 PROTOCOL = "2025-06-18"
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 INIT = {
@@ -222,3 +231,97 @@ def test_the_agents_call_whose_body_is_on_its_way_is_not_the_one_closed_to_make_
         finally:
             agent.close()
     assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+
+
+def flood_fake_sessions(port: int, what: str, stop: threading.Event, counts: Counter[str]) -> None:
+    """Issue 45, finding 1, as the red team ran it: a client without the token opens kept-alive
+    connections, each a request (`what`: GET /healthz, or a POST /mcp the daemon refuses) naming a
+    session of its own making, keeps them alive with another request now and then, and opens new
+    ones past the connection bound, about FLOOD_PER_SEC a second, until `stop`."""
+    held: deque[tuple[http.client.HTTPConnection, float]] = deque()
+    number = 0
+
+    def ask(connection: http.client.HTTPConnection) -> bool:
+        nonlocal number
+        number += 1
+        headers = {"mcp-session-id": f"fake-{number}", "mcp-protocol-version": PROTOCOL}
+        try:
+            if what == "healthz":
+                connection.request("GET", "/healthz", headers=headers)
+            else:
+                body = {"jsonrpc": "2.0", "id": number, "method": "tools/list"}
+                connection.request("POST", "/mcp", body=json.dumps(body), headers={**MCP_HEADERS, **headers})
+            response = connection.getresponse()
+            response.read()
+        except OSError:  # the daemon closed it to make room
+            connection.close()
+            counts["closed"] += 1
+            return False
+        counts[str(response.status)] += 1
+        return True
+
+    try:
+        while not stop.wait(1 / FLOOD_PER_SEC):
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            if ask(connection):
+                held.append((connection, time.monotonic()))
+            # Kept alive well inside the request timeout: the oldest few are asked again.
+            while held and time.monotonic() - held[0][1] > FLOOD_REFRESH_SECS:
+                connection, _ = held.popleft()
+                if ask(connection):
+                    held.append((connection, time.monotonic()))
+    finally:
+        for connection, _ in held:
+            connection.close()
+
+
+@contextmanager
+def fake_session_flood(port: int, what: str) -> Iterator[Counter[str]]:
+    stop = threading.Event()
+    counts: Counter[str] = Counter()
+    flooder = threading.Thread(target=flood_fake_sessions, args=(port, what, stop, counts))
+    flooder.start()
+    try:
+        wait_until(lambda: counts["closed"] >= MAX_CONNECTIONS, 30, 0.05, "the flood to pass the connection bound")
+        yield counts
+    finally:
+        stop.set()
+        flooder.join(30)
+
+
+@pytest.mark.parametrize(
+    ("token", "what", "refused"),
+    [
+        (True, "healthz", "200"),  # needs no session: the header is the client's say-so
+        (True, "post", "401"),  # refused: no token
+        (False, "post", "404"),  # no token configured: a session id the daemon never issued
+    ],
+    ids=["healthz-with-a-token", "refused-posts", "unknown-sessions-without-a-token"],
+)
+async def test_a_flood_of_made_up_sessions_does_not_cost_the_agent_its_calls(
+    make_daemon, token: bool, what: str, refused: str
+) -> None:
+    """Each made-up session held one connection and the agent's two (its event stream and a call), so
+    the agent's session was the one holding the most, and lost its connections: 0 of 16 `status`
+    calls succeeded ("SSE stream ended without a response"). A session the daemon never issued, or a
+    request refused or needing none, now counts for no session: those connections go first."""
+    daemon = make_daemon(
+        env={"HIVE_BASH_MAX_CONNECTIONS": str(MAX_CONNECTIONS)}, args=["--generate-token"] if token else []
+    )
+    token_file = daemon.workdir / "harness" / "bash-token"
+    auth = {"Authorization": f"Bearer {token_file.read_text().strip()}"} if token else {}
+    async with open_client(daemon.url, auth, legacy=True) as client:  # the initialize handshake
+        await call_ok(client, "run", {"cmd": "sleep 300", "name": "held", "wait_seconds": 0})
+        failures: list[str] = []
+        with fake_session_flood(daemon.port, what) as counts:
+            for _ in range(AGENT_CALLS):
+                try:
+                    with anyio.fail_after(60):
+                        reply = await client.call("status", {"id": "held", "wait_seconds": 3}, timeout=15)
+                    if reply.is_error:
+                        failures.append(reply.text)
+                except Exception as exc:  # what the agent saw: a transport error, or a timeout
+                    failures.append(f"{type(exc).__name__}: {exc}")
+        assert not failures, f"{len(failures)} of {AGENT_CALLS} status calls failed: {failures[:3]}"
+        assert counts[refused] > AGENT_CALLS, counts  # the flood ran all along, answered as it expected
+        await call_ok(client, "kill", {"id": "held", "force": True})

@@ -11,16 +11,22 @@ accept. Here:
 - at most `max_connections` connections are open; a new one beyond that closes another,
   so the agent and /healthz always get in. At once: the one that has waited longest without
   ever completing a request or sending a request's headers (silent or half the headers, as a
-  flood's are). Otherwise a moment later (once the requests that came with the newcomer are
-  read, at most TRIM_PATIENCE_SECS), from the MCP session holding the most connections: its
-  oldest connection between requests (kept alive, or a body still on its way), else its oldest
-  request (a tool call, an event stream). Connections that each hold a long-poll and never read
-  the reply used to lock everyone out (the newcomer was closed, and /healthz failed until they
-  let go); now their holder loses them first, and the agent, holding few, keeps its own. An idle
-  keep-alive is not closed just for being idle: its client may be sending its next request on it
-  that very moment, and a request sent on a connection being closed is lost (the agent's next
-  call failed "Server disconnected without sending a response"), and so is one whose body
-  is still on its way;
+  flood's are), else the one of no session answered longest ago. Otherwise a moment
+  later (once the requests that came with the newcomer are read, at most TRIM_PATIENCE_SECS),
+  from the MCP session holding the most connections: its oldest connection between requests
+  (kept alive, or a body still on its way), else its oldest request (a tool call, an event
+  stream). Connections that each hold a long-poll and never read the reply used to lock everyone
+  out (the newcomer was closed, and /healthz failed until they let go); now their holder loses
+  them first, and the agent, holding few, keeps its own. An idle keep-alive of a session is not
+  closed just for being idle: its client may be sending its next request on it that very moment,
+  and a request sent on a connection being closed is lost (the agent's next call failed "Server
+  disconnected without sending a response"), and so is one whose body is still on its way;
+- a connection's session is one the daemon holds, named by a request that passed the token check
+  (GuardedH11Protocol.session). The mcp-session-id header is the client's say-so: a client without
+  the token once sent /healthz or refused POSTs, each connection naming a session of its own
+  making, so each "session" held one connection, the agent's two (its event stream and a call),
+  and the agent's were closed as the session holding the most (0 of 16 `status` calls succeeded).
+  Now such a connection belongs to no session and is closed first;
 - a connection the guard closes is aborted: a reply its client never reads cannot
   keep the descriptor open while the kernel waits to send it;
 - the kernel hands a connection over only once it has sent something (TCP_DEFER_ACCEPT),
@@ -47,11 +53,12 @@ import socket
 import termios
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from typing import Any, ClassVar
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from hive_bash.daemon.edge.security import AUTHENTICATED
 from hive_bash.errors import ListenError
 
 logger = logging.getLogger(__name__)
@@ -159,11 +166,14 @@ def log_accept_errors_once_per_burst(loop: asyncio.AbstractEventLoop) -> None:
 
 class ConnectionGuard:
     """The daemon's open connections: which of them wait for a whole request, and which serve one,
-    each oldest first."""
+    each oldest first; `sessions`: the MCP sessions the daemon holds (their ids)."""
 
-    def __init__(self, max_connections: int, request_timeout_secs: float) -> None:
+    def __init__(
+        self, max_connections: int, request_timeout_secs: float, *, sessions: Container[str] = frozenset()
+    ) -> None:
         self.max_connections = max_connections
         self.request_timeout_secs = request_timeout_secs
+        self.sessions = sessions
         self.open: set[GuardedH11Protocol] = set()
         self.waiting: dict[GuardedH11Protocol, asyncio.TimerHandle] = {}  # insertion order: oldest first
         self.serving: dict[GuardedH11Protocol, None] = {}  # insertion order: the oldest request first
@@ -192,14 +202,19 @@ class ConnectionGuard:
             self._trim_since = connection.loop.time()
             self._trim_timer = connection.loop.call_later(TRIM_DELAY_SECS, self._trim, connection.loop)
 
-    def _flood_victim(self, newcomer: GuardedH11Protocol | None) -> GuardedH11Protocol | None:
-        """The connection that has waited longest without a request's headers, never having completed
-        one (a flood's: silent, or half the headers). One whose bytes wait in the kernel is spared: its
-        request is about to be read (under a flood the event loop lags behind)."""
-        for connection in self.waiting:
-            if connection is not newcomer and connection.silent and not connection.has_unread_bytes():
-                return connection
-        return None
+    def _flood_victim(self, newcomer: GuardedH11Protocol) -> GuardedH11Protocol | None:
+        """The first of _idle_of_no_session but the newcomer."""
+        return next((connection for connection in self._idle_of_no_session() if connection is not newcomer), None)
+
+    def _idle_of_no_session(self) -> Iterator[GuardedH11Protocol]:
+        """The connections waiting for a request that belong to no session, in the order to close them:
+        those that have waited longest without a request's headers, never having completed one (a
+        flood's: silent, or half the headers), then those answered longest ago (refused, /healthz, a
+        made-up session). One whose bytes wait in the kernel is spared: its request is about to be
+        read (under a flood the event loop lags behind)."""
+        silent = [c for c in self.waiting if c.silent]
+        answered = [c for c in self.waiting if not c.silent and c.cycle.response_complete and c.session is None]
+        yield from (connection for connection in [*silent, *answered] if not connection.has_unread_bytes())
 
     def _trim(self, loop: asyncio.AbstractEventLoop) -> None:
         """Close connections until the bound holds, in the order of _victims. While requests wait unread
@@ -219,17 +234,17 @@ class ConnectionGuard:
                 self.close(victim)
 
     def _victims(self) -> Iterator[GuardedH11Protocol]:
-        """The open connections in the order to close them: a flood's (see _flood_victim) first; then,
-        session by session, whichever holds the most connections (kept alive after a request, receiving
-        one's body, or serving one; those without a session count as one) loses its oldest connection
-        waiting, else its oldest request; the ones whose next bytes wait unread in the kernel last. A
-        client holding many connections loses them before the agent, whose session holds a few (its
-        event stream, a call or two, a keep-alive it is about to reuse, a call whose body is still on
-        its way), loses any."""
+        """The open connections in the order to close them: those waiting of no session first (see
+        _idle_of_no_session); then, session by session, whichever holds the most connections (kept
+        alive after a request, receiving one's body, or serving one; requests of no session in flight,
+        such as /healthz, count as one session) loses its oldest connection waiting, else its oldest
+        request; the ones whose next bytes wait unread in the kernel last. A client holding many
+        connections loses them before the agent, whose session holds a few (its event stream, a call
+        or two, a keep-alive it is about to reuse, a call whose body is still on its way), loses any."""
+        yield from self._idle_of_no_session()
         unread = {connection: None for connection in self.waiting if connection.has_unread_bytes()}
-        yield from [connection for connection in self.waiting if connection.silent and connection not in unread]
         between = [c for c in self.waiting if not c.silent and c not in unread]
-        held: dict[bytes | None, deque[GuardedH11Protocol]] = {}
+        held: dict[str | None, deque[GuardedH11Protocol]] = {}
         for connection in [*between, *self.serving]:  # each session's, waiting ones first, oldest first
             held.setdefault(connection.session, deque()).append(connection)
         # The busiest session first, ties to the one named first: (-connections held, order, session).
@@ -309,13 +324,20 @@ class GuardedH11Protocol(H11Protocol):
         return pending[0] > 0
 
     @property
-    def session(self) -> bytes | None:
+    def session(self) -> str | None:
         """The MCP session of the request being served, or of the last one served on a kept-alive
-        connection (its mcp-session-id header), if it names one."""
+        connection: the one its mcp-session-id header names, if the request passed the token check
+        and the daemon holds that session; "" if it passed and names none (initialize, the 2026-07-28
+        protocol). None, no session, for a request refused (401, 421, 403), one that needs no token
+        (/healthz on loopback) or names a session the daemon never issued or has ended."""
         cycle = self.cycle
-        if cycle is None:
+        if cycle is None or not cycle.scope.get(AUTHENTICATED):
             return None
-        return next((value for name, value in cycle.scope["headers"] if name.lower() == SESSION_HEADER), None)
+        named = next((value for name, value in cycle.scope["headers"] if name.lower() == SESSION_HEADER), None)
+        if named is None:
+            return ""
+        session = named.decode("latin-1")
+        return session if session in self.guard.sessions else None
 
     @property
     def silent(self) -> bool:

@@ -23,6 +23,10 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 LOOPBACK_BINDS = ("127.0.0.1", "::1")
 OPEN_ON_LOOPBACK = frozenset({"/healthz"})
+# Set in the scope of a request let through to a path that takes the token (every path but the open
+# ones; when no token is configured, every such request): only such a request's session header counts
+# for the connection guard (hive_bash.daemon.edge.connections), never one it refused.
+AUTHENTICATED = "hive_bash.authenticated"
 
 
 def allowed_hosts(bind_host: str, port: int) -> frozenset[str] | None:
@@ -72,6 +76,8 @@ class RequestGuard:
             # then try OAuth (mcp-remote, Codex) print when it fails: it says what to do instead.
             await _refuse(send, 401, REFUSAL, {"www-authenticate": "Bearer"})
             return
+        if scope["path"] not in self.open_paths:
+            scope[AUTHENTICATED] = True
         await self.app(scope, receive, send)
 
 
