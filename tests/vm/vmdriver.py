@@ -40,9 +40,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
+import functools
 import hashlib
 import json
 import os
+import signal
 import shutil
 import socket
 import subprocess
@@ -71,6 +74,18 @@ MEMORY_MIB = 2048
 TIME_SCALE = float(os.environ.get("HIVE_BASH_VM_TIME_SCALE", "8"))
 APPEND = "console=ttyS0 root=/dev/nvme0n1 rootfstype=ext4 rw panic=-1 mitigations=off net.ifnames=0 quiet"
 SESSION_PREFIX = "hive-bash-vm-"
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """In the child before exec: SIGKILL when the test process dies, however it dies (a CI timeout's
+    SIGTERM or SIGKILL runs no atexit), so a booted VM never outlives its run; qemu is one process.
+    The signal follows the forking thread, so VMs are started from the test's own (main) thread."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:  # it died before the prctl
+        os._exit(1)
+
 
 # Units of the guest that a headless boot does not need (or that would wait on a console).
 MASKED = (
@@ -317,7 +332,13 @@ class Vm(MachineApi):
         self._console_file = open(self.console_log, "ab")  # noqa: SIM115 - the drain thread's, closed when qemu ends
         self._console_file.write(f"\n===== boot {self.boot_count} =====\n".encode())
         self._console = b""
-        self._qemu = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self._qemu = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            preexec_fn=functools.partial(die_with_parent, os.getpid()),
+        )
         self._drain = threading.Thread(target=self._drain_console, args=(self._qemu,), daemon=True)
         self._drain.start()
         deadline = time.monotonic() + self.scaled(timeout)
