@@ -24,8 +24,11 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Set
+from dataclasses import dataclass
 from pathlib import Path
+
+from hive_bash.core.processes.procfs import stat_fields, task_id_of
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +37,8 @@ INLINE_DIRS = 64  # removed on the loop at most when a new task takes back a nam
 SWEEP_SECS = 30.0  # one subtree's removal gives up after this (recovery tries again at the next start)
 EMPTY_POLL_SECS = 0.01
 MAX_ESCAPEES = 4096  # processes ended per look on the loop; the rest at the next look
+MAX_LINEAGE = 64  # parents followed up from a process in a task's cgroup
+MAX_MEMBER_CGROUPS = 64  # cgroups below a task's own whose processes are judged (and listening reads)
 
 
 def kill_subtree(path: Path) -> None:
@@ -221,11 +226,8 @@ def end_escapees(places: Iterable[Path]) -> list[int]:
 
 
 def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+    fields = stat_fields(pid)
+    return None if fields is None else int(fields[1])
 
 
 def _ancestors(pid: int) -> list[int]:
@@ -235,3 +237,111 @@ def _ancestors(pid: int) -> list[int]:
         found.append(parent)
         parent = _parent(parent)
     return found
+
+
+# ---- intruders: processes another task moved into a running task's cgroup ----
+
+
+@dataclass(frozen=True)
+class Owners:
+    """What tells a running task's own processes from intruders: its id, its first process, the
+    clock tick its cgroup was made in, every running task's first process (pid -> task id) and the
+    processes already found to be its own."""
+
+    task_id: str
+    leader: int
+    born_ticks: int
+    leaders: Mapping[int, str]
+    known: Set[int] = frozenset()
+
+
+def intruder_origin(pid: int, owners: Owners) -> str | None:
+    """Where a process found in a running task's cgroup came from if it is not the task's own
+    ("task web", "outside the task"); None for the task's own, and when in doubt.
+
+    The kernel keeps no birth cgroup, so the process's own lineage tells, in order: its parents up
+    to the task's first process (or one already found the task's: its own) or to another task's
+    (an intruder); failing that (an orphan), the session it was born in (the task's own or another's),
+    a start before the task's cgroup existed (born elsewhere), the task id it was started with
+    (its environment at exec). An orphan in a session of its own with none of these (a double-forked
+    daemon of the task's, or an intruder that also cleared its environment) counts as the task's:
+    a task's own process is never ended for being in its own cgroup. A task's first process, or a
+    process of the daemon's (a matcher moved there), is no intruder either (each has its keeper)."""
+    fields = stat_fields(pid)
+    if fields is None or pid in owners.leaders:
+        return None
+    daemon = os.getpid()
+    parent = int(fields[1])
+    for _ in range(MAX_LINEAGE):
+        if parent == owners.leader or parent == daemon:
+            return None
+        if parent in owners.leaders:
+            return f"task {owners.leaders[parent]}"
+        if parent in owners.known:
+            return None
+        if parent <= 1:
+            break
+        parent = _parent(parent) or 0
+    session = int(fields[3])
+    if session == owners.leader:
+        return None
+    if session in owners.leaders:
+        return f"task {owners.leaders[session]}"
+    if int(fields[19]) < owners.born_ticks:
+        return "outside the task (it started before the task did)"
+    started_for = task_id_of(pid)
+    return None if started_for in (None, owners.task_id) else f"task {started_for}"
+
+
+def cgroup_members(path: Path) -> list[int]:
+    """The processes in the cgroup `path` and, where it has any, the cgroups below it (at most
+    MAX_MEMBER_CGROUPS of them, as the listening look reads)."""
+    pids = _procs(path)
+    try:
+        stat = (path / "cgroup.stat").read_text()
+    except OSError:
+        return pids
+    if "nr_descendants 0\n" in stat:
+        return pids
+    below: list[Path] = [path]
+    for where in below:
+        if len(below) > MAX_MEMBER_CGROUPS:
+            break
+        with contextlib.suppress(OSError), os.scandir(where) as entries:
+            below.extend(Path(entry.path) for entry in entries if entry.is_dir(follow_symlinks=False))
+    for where in below[1 : MAX_MEMBER_CGROUPS + 1]:
+        pids.extend(_procs(where))
+    return pids
+
+
+def end_intruders(pids: Iterable[int], owners: Owners, budget: int) -> tuple[list[int], list[tuple[int, str]]]:
+    """Judge at most `budget` of `pids` (those not in `owners.known`); SIGKILL the intruders, each
+    held by a pidfd while it is judged and signalled. (the task's own, [(intruder, where from)])."""
+    own: list[int] = []
+    ended: list[tuple[int, str]] = []
+    ancestors: set[int] | None = None  # the daemon's (a wrapper that started it), read once needed
+    for pid in pids:
+        if pid in owners.known:
+            continue
+        if len(own) + len(ended) >= budget:
+            break
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            continue  # gone
+        try:
+            origin = intruder_origin(pid, owners)
+            if origin is None:
+                if pid not in owners.leaders:  # another task's first process is put back by its own watch
+                    own.append(pid)
+                continue
+            if ancestors is None:
+                ancestors = set(_ancestors(os.getpid()))
+            if pid not in ancestors:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                ended.append((pid, origin))
+        except OSError:
+            pass
+        finally:
+            os.close(pidfd)
+    return own, ended

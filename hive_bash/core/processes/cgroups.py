@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hive_bash.core import wording
-from hive_bash.core.processes import cgroup_sweep
+from hive_bash.burst_log import BurstLog
+from hive_bash.core.processes import cgroup_sweep, procfs
 from hive_bash.errors import CgroupError
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,8 @@ MAX_FOREIGN_PER_LOOK = 1024  # cgroups a task made in the tree handed to the swe
 # where its first process is (one /proc read).
 WATCH_SECS = 1.0
 TASKS_PER_LOOK = 128
+# Processes new in those tasks' cgroups that one look judges (each a few /proc reads; the rest at the next).
+JUDGED_PER_LOOK = 1024
 
 
 @dataclass(frozen=True)
@@ -91,10 +94,13 @@ class CgroupEnd:
 class TaskCgroup:
     """One task's cgroup directory, held open from its creation to its removal."""
 
-    def __init__(self, tree: CgroupTree, path: Path, limits: Limits) -> None:
+    def __init__(self, tree: CgroupTree, path: Path, limits: Limits, task_id: str) -> None:
         self.tree = tree
         self.path = path
         self.limits = limits
+        self.task_id = task_id
+        self.born_ticks = procfs.ticks_now()  # nothing started before this tick was born in it
+        self._own: set[int] = set()  # processes in it found to be the task's own (the watch's `end_intruders`)
         self.tampered: str | None = None  # why the task was ended: it changed its own limit
         self.limit_files: dict[str, str] = {}  # each limit file the daemon wrote, as the kernel reads it back
         self.leader: int | None = None  # the task's first process (the daemon's child) until it is reaped
@@ -147,10 +153,44 @@ class TaskCgroup:
     def led_by(self, pid: int) -> None:
         """The task's first process, started into this cgroup (or on its way in: a placing bash)."""
         self.leader = pid
+        self.tree.leaders[pid] = self.task_id
 
     def leader_reaped(self) -> None:
         """Called before the daemon reaps it: from then on its pid may name another process."""
+        if self.leader is not None:
+            self.tree.leaders.pop(self.leader, None)
         self.leader = None
+
+    def owners(self) -> cgroup_sweep.Owners | None:
+        """What tells its own processes from intruders, frozen (for the listening look's thread);
+        None once its first process is gone (the task is ending: everything in it is killed)."""
+        if self.leader is None:
+            return None
+        return cgroup_sweep.Owners(
+            self.task_id, self.leader, self.born_ticks, dict(self.tree.leaders), frozenset(self._own)
+        )
+
+    def end_intruders(self, budget: int) -> int:
+        """End what another task moved into this running task's cgroup (cgroup_sweep.intruder_origin),
+        at once: moved back, it could move in again each second, and its task may be gone. How many
+        processes were judged (at most `budget`; each only once, the task's own are remembered)."""
+        if self.leader is None or self._dir_fd < 0:
+            return 0
+        pids = cgroup_sweep.cgroup_members(self.path)
+        self._own.intersection_update(pids)
+        owners = cgroup_sweep.Owners(self.task_id, self.leader, self.born_ticks, self.tree.leaders, self._own)
+        own, ended = cgroup_sweep.end_intruders(pids, owners, budget)
+        self._own.update(own)
+        if ended and (said := self.tree.intruder_log.starts_burst(len(ended)))[0]:
+            logger.warning(
+                "task cgroup %s: ended %d processes another task had moved into it: %s (logged once per burst; "
+                "%d in the previous one)",
+                self.path,
+                len(ended),
+                ", ".join(f"pid {pid} from {origin}" for pid, origin in ended[:20]),
+                said[1],
+            )
+        return len(own) + len(ended)
 
     def hold_leader(self) -> None:
         """Put the task's first process back if it moved itself out (it stays the daemon's child, so
@@ -329,6 +369,9 @@ class CgroupTree:
         self._watched: dict[Path, TaskCgroup] = {}  # their TaskCgroups, looked at by the watch
         self._watch_queue: collections.deque[TaskCgroup] = collections.deque()  # this round's rest
         self._sweeper = cgroup_sweep.Sweeper()
+        self.leaders: dict[int, str] = {}  # every running task's first process -> its task id
+        self.intruder_log = BurstLog()
+        self._stray_log = BurstLog()
 
     def return_home(self) -> None:
         os.write(self._home, b"0")
@@ -352,7 +395,7 @@ class CgroupTree:
         path.mkdir()
         self._live.add(path)
         try:
-            cgroup = TaskCgroup(self, path, limits)
+            cgroup = TaskCgroup(self, path, limits, task_id)
         except OSError:
             self.discard(path)
             raise
@@ -380,7 +423,9 @@ class CgroupTree:
     def discard(self, path: Path) -> None:
         """A task's cgroup is done with: removed (below it too, off the loop), then escapees ended."""
         self._live.discard(path)
-        self._watched.pop(path, None)
+        cgroup = self._watched.pop(path, None)
+        if cgroup is not None:
+            cgroup.leader_reaped()
         try:
             os.rmdir(path)
         except FileNotFoundError:
@@ -411,6 +456,7 @@ class CgroupTree:
         scan of the root only when it holds more cgroups than the running tasks'."""
         if not self._watch_queue:
             self._watch_queue.extend(self._watched.values())
+        budget = JUDGED_PER_LOOK
         for _ in range(min(TASKS_PER_LOOK, len(self._watch_queue))):
             cgroup = self._watch_queue.popleft()
             if self._watched.get(cgroup.path) is not cgroup:
@@ -418,6 +464,7 @@ class CgroupTree:
             if (reason := cgroup.check_limits()) is not None:
                 logger.warning("task cgroup %s: %s", cgroup.path, reason)
             cgroup.hold_leader()
+            budget -= cgroup.end_intruders(max(budget, 1))
         self.end_escapees()
 
     def end_escapees(self) -> None:
@@ -428,10 +475,19 @@ class CgroupTree:
         descendants = _key_value(_read_text(self.root / "cgroup.stat"), "nr_descendants")
         if self._whole_root and descendants is not None and descendants <= 1 + len(self._live):
             return
+        new = []
         for path in self._foreign(MAX_FOREIGN_PER_LOOK):
             if not self._sweeper.pending(path):
-                logger.warning("cgroup %s belongs to no running task: ending what is in it and removing it", path)
+                new.append(path)
             self._sweeper.add(path)  # killed and removed by the sweeping thread
+        if new and (said := self._stray_log.starts_burst(len(new)))[0]:
+            logger.warning(
+                "cgroup %s belongs to no running task: ending what is in it and removing it (with %d more found "
+                "now; logged once per burst, %d in the previous one)",
+                new[0],
+                len(new) - 1,
+                said[1],
+            )
 
     def _foreign(self, limit: int | None = None) -> list[Path]:
         """Cgroups in the tree that are neither the leaf nor a running task's: a task made them."""
