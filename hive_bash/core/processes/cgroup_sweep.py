@@ -1,4 +1,4 @@
-"""Clearing the daemon's cgroup subtree of what tasks left in it: sub-cgroups and escapees.
+"""Clearing the daemon's cgroup subtree of what tasks left in it: sub-cgroups, escapees, intruders.
 
 A task runs as the daemon's uid, so it can write anywhere in the subtree: make cgroups
 under its own (or under `<root>/task-<a name it never used>`), and move its processes
@@ -12,6 +12,10 @@ sub-cgroups (20,000 are made in 1.7 s and take 0.9 s to remove here) are removed
 daemon thread, `Sweeper`, never on the event loop; on the loop at most `INLINE_DIRS` are
 tried (a name taken back), and at most `MAX_ESCAPEES` processes are ended per look (the
 rest at the next).
+
+An intruder is a process another task moved into a running task's cgroup: `intruder_origin`
+tells it from the task's own by its lineage (the kernel keeps no birth cgroup), erring towards
+the task's own: a task's own process must never be ended for being where it was born.
 """
 
 from __future__ import annotations
@@ -245,14 +249,15 @@ def _ancestors(pid: int) -> list[int]:
 @dataclass(frozen=True)
 class Owners:
     """What tells a running task's own processes from intruders: its id, its first process, the
-    clock tick its cgroup was made in, every running task's first process (pid -> task id) and the
-    processes already found to be its own."""
+    clock tick its cgroup was made in, every running task's first process (pid -> task id), the
+    processes already found to be its own and the ids of the tasks the daemon ran lately."""
 
     task_id: str
     leader: int
     born_ticks: int
     leaders: Mapping[int, str]
     known: Set[int] = frozenset()
+    tasks: Set[str] = frozenset()
 
 
 def intruder_origin(pid: int, owners: Owners) -> str | None:
@@ -262,8 +267,9 @@ def intruder_origin(pid: int, owners: Owners) -> str | None:
     The kernel keeps no birth cgroup, so the process's own lineage tells, in order: its parents up
     to the task's first process (or one already found the task's: its own) or to another task's
     (an intruder); failing that (an orphan), the session it was born in (the task's own or another's),
-    a start before the task's cgroup existed (born elsewhere), the task id it was started with
-    (its environment at exec). An orphan in a session of its own with none of these (a double-forked
+    a start before the task's cgroup existed (born elsewhere), the id of another task of the
+    daemon's it was started with (its environment at exec; a hive-bash daemon a task runs has
+    tasks of its own). An orphan in a session of its own with none of these (a double-forked
     daemon of the task's, or an intruder that also cleared its environment) counts as the task's:
     a task's own process is never ended for being in its own cgroup. A task's first process, or a
     process of the daemon's (a matcher moved there), is no intruder either (each has its keeper)."""
@@ -290,7 +296,7 @@ def intruder_origin(pid: int, owners: Owners) -> str | None:
     if int(fields[19]) < owners.born_ticks:
         return "outside the task (it started before the task did)"
     started_for = task_id_of(pid)
-    return None if started_for in (None, owners.task_id) else f"task {started_for}"
+    return f"task {started_for}" if started_for in owners.tasks and started_for != owners.task_id else None
 
 
 def cgroup_members(path: Path) -> list[int]:

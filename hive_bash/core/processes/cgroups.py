@@ -2,7 +2,11 @@
 
 A process group is left by any child that calls setsid; a cgroup is not (only a write
 to another cgroup's ``cgroup.procs`` moves a process, and a task never has a reason
-to; one that does is found and ended, see cgroup_sweep). Where the daemon owns a cgroup
+to; one that does is found and ended, see cgroup_sweep: into the leaf, the root or a cgroup
+of its own, and into another running task's cgroup, where it would be counted, listed and
+waited for as that task's. The kernel keeps no birth cgroup and a task can chmod any file of
+the tree, so no permission keeps an intruder out: the watch's look at each running task
+judges what is new in its cgroup by its lineage, `cgroup_sweep.intruder_origin`). Where the daemon owns a cgroup
 v2 subtree (its own cgroup when systemd delegated it, ``Delegate=yes``, or
 ``HIVE_BASH_CGROUP_ROOT``) the tree is::
 
@@ -68,12 +72,13 @@ EMPTY_POLL_MAX_SECS = 0.05
 LEFTOVER_WAIT_SECS = 5.0
 MAX_FOREIGN_PER_LOOK = 1024  # cgroups a task made in the tree handed to the sweeper per task's end
 # The watch (CgroupTree.watch): how often it looks, and how many running tasks one look checks,
-# round-robin, on the loop: each its limits read back (three tiny cgroupfs reads, ~10 us apiece) and
-# where its first process is (one /proc read).
+# round-robin, on the loop: each its limits read back (three tiny cgroupfs reads, ~10 us apiece),
+# where its first process is (one /proc read) and what its cgroup holds (cgroup.procs, cgroup.stat).
 WATCH_SECS = 1.0
 TASKS_PER_LOOK = 128
 # Processes new in those tasks' cgroups that one look judges (each a few /proc reads; the rest at the next).
 JUDGED_PER_LOOK = 1024
+TASK_IDS_KEPT = 4096  # ids of the tasks lately given a cgroup, that an intruder's environment may name
 
 
 @dataclass(frozen=True)
@@ -166,8 +171,9 @@ class TaskCgroup:
         None once its first process is gone (the task is ending: everything in it is killed)."""
         if self.leader is None:
             return None
+        tree = self.tree
         return cgroup_sweep.Owners(
-            self.task_id, self.leader, self.born_ticks, dict(self.tree.leaders), frozenset(self._own)
+            self.task_id, self.leader, self.born_ticks, dict(tree.leaders), frozenset(self._own), tree.task_ids()
         )
 
     def end_intruders(self, budget: int) -> int:
@@ -178,7 +184,10 @@ class TaskCgroup:
             return 0
         pids = cgroup_sweep.cgroup_members(self.path)
         self._own.intersection_update(pids)
-        owners = cgroup_sweep.Owners(self.task_id, self.leader, self.born_ticks, self.tree.leaders, self._own)
+        tree = self.tree
+        owners = cgroup_sweep.Owners(
+            self.task_id, self.leader, self.born_ticks, tree.leaders, self._own, tree.task_ids()
+        )
         own, ended = cgroup_sweep.end_intruders(pids, owners, budget)
         self._own.update(own)
         if ended and (said := self.tree.intruder_log.starts_burst(len(ended)))[0]:
@@ -370,6 +379,8 @@ class CgroupTree:
         self._watch_queue: collections.deque[TaskCgroup] = collections.deque()  # this round's rest
         self._sweeper = cgroup_sweep.Sweeper()
         self.leaders: dict[int, str] = {}  # every running task's first process -> its task id
+        self._task_ids: dict[str, None] = {}  # the last TASK_IDS_KEPT tasks given a cgroup, oldest first
+        self._task_ids_now: frozenset[str] | None = frozenset()
         self.intruder_log = BurstLog()
         self._stray_log = BurstLog()
 
@@ -390,7 +401,18 @@ class CgroupTree:
                 logger.warning("cgroup controller %s not enabled under %s: %s", name, self.root, exc)
         return frozenset(enabled)
 
+    def task_ids(self) -> frozenset[str]:
+        """The ids of the tasks lately given a cgroup: an intruder started for one of them is that task's."""
+        if self._task_ids_now is None:
+            self._task_ids_now = frozenset(self._task_ids)
+        return self._task_ids_now
+
     def create(self, task_id: str, limits: Limits) -> TaskCgroup:
+        self._task_ids.pop(task_id, None)
+        self._task_ids[task_id] = None
+        if len(self._task_ids) > TASK_IDS_KEPT:
+            del self._task_ids[next(iter(self._task_ids))]
+        self._task_ids_now = None
         path = self._free_path(self.root / f"{TASK_PREFIX}{task_id}")
         path.mkdir()
         self._live.add(path)
@@ -448,9 +470,10 @@ class CgroupTree:
 
     def look(self) -> None:
         """Undo a limit a task changed (and end that task), put back a task's first process that
-        moved itself out, end what left its task's cgroup.
+        moved itself out, end what another task moved into its cgroup, end what left its task's cgroup.
 
-        Bounded: at most TASKS_PER_LOOK running tasks, each its limits then its first process; a round
+        Bounded: at most TASKS_PER_LOOK running tasks, each its limits, its first process, then what is
+        new in its cgroup (JUDGED_PER_LOOK processes judged in all); a round
         takes the tasks running when it starts, so each is looked at within ceil(N / TASKS_PER_LOOK) looks
         (a task started meanwhile, in the next round). Then a few reads for the leaf and the root, a
         scan of the root only when it holds more cgroups than the running tasks'."""

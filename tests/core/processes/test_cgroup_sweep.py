@@ -52,7 +52,7 @@ def sleeper(started: list[int]) -> int:
 
 
 def owners(leader: int, *, others: dict[int, str] | None = None, born_ticks: int = 0) -> Owners:
-    return Owners("mine", leader, born_ticks, {leader: "mine", **(others or {})})
+    return Owners("mine", leader, born_ticks, {leader: "mine", **(others or {})}, tasks=frozenset({"mine", "web"}))
 
 
 def session_of(pid: int) -> int:
@@ -86,6 +86,9 @@ def test_the_tasks_own_processes_the_daemons_and_first_processes_are_never_intru
     assert intruder_origin(in_session, owners(session_of(in_session))) is None  # born in the task's session
     started_for_me = orphan(started, setsid=True, env={**BARE_ENV, procfs.TASK_ID_ENV: "mine"})
     assert intruder_origin(started_for_me, owners(leader)) is None
+    # Started for a task of another hive-bash daemon (one a task runs, its tree inside the task's cgroup).
+    nested = orphan(started, setsid=True, env={**BARE_ENV, procfs.TASK_ID_ENV: "nested-task"})
+    assert intruder_origin(nested, owners(leader)) is None
     # Double-forked into a session of its own with an empty environment after the task's cgroup was
     # made: the task's own daemon as much as anyone's, so it is left alone.
     bare = orphan(started, setsid=True, env=BARE_ENV)
