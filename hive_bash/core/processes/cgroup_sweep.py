@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from pathlib import Path
 
+from hive_bash.burst_log import BurstLog
 from hive_bash.core.processes.procfs import stat_fields, task_id_of
 
 logger = logging.getLogger(__name__)
@@ -250,7 +251,8 @@ def _ancestors(pid: int) -> list[int]:
 class Owners:
     """What tells a running task's own processes from intruders: its id, its first process, the
     clock tick its cgroup was made in, every running task's first process (pid -> task id), the
-    processes already found to be its own and the ids of the tasks the daemon ran lately."""
+    processes already found to be its own and the ids of the tasks the daemon ran lately. The
+    collections may be the tree's live ones: they are only looked up in, never iterated."""
 
     task_id: str
     leader: int
@@ -281,8 +283,8 @@ def intruder_origin(pid: int, owners: Owners) -> str | None:
     for _ in range(MAX_LINEAGE):
         if parent == owners.leader or parent == daemon:
             return None
-        if parent in owners.leaders:
-            return f"task {owners.leaders[parent]}"
+        if (task := owners.leaders.get(parent)) is not None:
+            return f"task {task}"
         if parent in owners.known:
             return None
         if parent <= 1:
@@ -291,8 +293,8 @@ def intruder_origin(pid: int, owners: Owners) -> str | None:
     session = int(fields[3])
     if session == owners.leader:
         return None
-    if session in owners.leaders:
-        return f"task {owners.leaders[session]}"
+    if (task := owners.leaders.get(session)) is not None:
+        return f"task {task}"
     if int(fields[19]) < owners.born_ticks:
         return "outside the task (it started before the task did)"
     started_for = task_id_of(pid)
@@ -320,9 +322,10 @@ def cgroup_members(path: Path) -> list[int]:
     return pids
 
 
-def end_intruders(pids: Iterable[int], owners: Owners, budget: int) -> tuple[list[int], list[tuple[int, str]]]:
+def end_intruders(pids: Iterable[int], owners: Owners, budget: int, burst: BurstLog) -> tuple[list[int], int]:
     """Judge at most `budget` of `pids` (those not in `owners.known`); SIGKILL the intruders, each
-    held by a pidfd while it is judged and signalled. (the task's own, [(intruder, where from)])."""
+    held by a pidfd while it is judged and signalled, and say so once per burst. (the task's own,
+    how many were ended)."""
     own: list[int] = []
     ended: list[tuple[int, str]] = []
     ancestors: set[int] | None = None  # the daemon's (a wrapper that started it), read once needed
@@ -350,4 +353,13 @@ def end_intruders(pids: Iterable[int], owners: Owners, budget: int) -> tuple[lis
             pass
         finally:
             os.close(pidfd)
-    return own, ended
+    if ended and (said := burst.starts_burst(len(ended)))[0]:
+        logger.warning(
+            "task %s: ended %d processes another task had moved into its cgroup: %s (logged once per burst; %d in "
+            "the previous one)",
+            owners.task_id,
+            len(ended),
+            ", ".join(f"pid {pid} from {origin}" for pid, origin in ended[:20]),
+            said[1],
+        )
+    return own, len(ended)

@@ -2,11 +2,10 @@
 
 A process group is left by any child that calls setsid; a cgroup is not (only a write
 to another cgroup's ``cgroup.procs`` moves a process, and a task never has a reason
-to; one that does is found and ended, see cgroup_sweep: into the leaf, the root or a cgroup
-of its own, and into another running task's cgroup, where it would be counted, listed and
-waited for as that task's. The kernel keeps no birth cgroup and a task can chmod any file of
-the tree, so no permission keeps an intruder out: the watch's look at each running task
-judges what is new in its cgroup by its lineage, `cgroup_sweep.intruder_origin`). Where the daemon owns a cgroup
+to; one that does is found and ended, see cgroup_sweep: into the leaf, the root, a cgroup of
+its own, or another running task's cgroup, where it would be counted, listed and waited for as
+that task's; the kernel keeps no birth cgroup and a task can chmod any file of the tree, so the
+watch's look at each running task judges what is new in it by its lineage). Where the daemon owns a cgroup
 v2 subtree (its own cgroup when systemd delegated it, ``Delegate=yes``, or
 ``HIVE_BASH_CGROUP_ROOT``) the tree is::
 
@@ -167,39 +166,23 @@ class TaskCgroup:
         self.leader = None
 
     def owners(self) -> cgroup_sweep.Owners | None:
-        """What tells its own processes from intruders, frozen (for the listening look's thread);
-        None once its first process is gone (the task is ending: everything in it is killed)."""
+        """What tells its own processes from intruders (live views, read by lookups only, also from the
+        listening look's thread); None once its first process is gone (then everything in it is killed)."""
         if self.leader is None:
             return None
         tree = self.tree
-        return cgroup_sweep.Owners(
-            self.task_id, self.leader, self.born_ticks, dict(tree.leaders), frozenset(self._own), tree.task_ids()
-        )
+        return cgroup_sweep.Owners(self.task_id, self.leader, self.born_ticks, tree.leaders, self._own, tree.task_ids)
 
     def end_intruders(self, budget: int) -> int:
-        """End what another task moved into this running task's cgroup (cgroup_sweep.intruder_origin),
-        at once: moved back, it could move in again each second, and its task may be gone. How many
-        processes were judged (at most `budget`; each only once, the task's own are remembered)."""
-        if self.leader is None or self._dir_fd < 0:
+        """End what another task moved into this running task's cgroup, at once (moved back, it could
+        move in again each second, and its task may be gone); how many processes were judged (each once)."""
+        if (owners := self.owners()) is None or self._dir_fd < 0:
             return 0
         pids = cgroup_sweep.cgroup_members(self.path)
         self._own.intersection_update(pids)
-        tree = self.tree
-        owners = cgroup_sweep.Owners(
-            self.task_id, self.leader, self.born_ticks, tree.leaders, self._own, tree.task_ids()
-        )
-        own, ended = cgroup_sweep.end_intruders(pids, owners, budget)
+        own, ended = cgroup_sweep.end_intruders(pids, owners, budget, self.tree.intruder_log)
         self._own.update(own)
-        if ended and (said := self.tree.intruder_log.starts_burst(len(ended)))[0]:
-            logger.warning(
-                "task cgroup %s: ended %d processes another task had moved into it: %s (logged once per burst; "
-                "%d in the previous one)",
-                self.path,
-                len(ended),
-                ", ".join(f"pid {pid} from {origin}" for pid, origin in ended[:20]),
-                said[1],
-            )
-        return len(own) + len(ended)
+        return len(own) + ended
 
     def hold_leader(self) -> None:
         """Put the task's first process back if it moved itself out (it stays the daemon's child, so
@@ -380,7 +363,7 @@ class CgroupTree:
         self._sweeper = cgroup_sweep.Sweeper()
         self.leaders: dict[int, str] = {}  # every running task's first process -> its task id
         self._task_ids: dict[str, None] = {}  # the last TASK_IDS_KEPT tasks given a cgroup, oldest first
-        self._task_ids_now: frozenset[str] | None = frozenset()
+        self.task_ids = self._task_ids.keys()
         self.intruder_log = BurstLog()
         self._stray_log = BurstLog()
 
@@ -401,18 +384,11 @@ class CgroupTree:
                 logger.warning("cgroup controller %s not enabled under %s: %s", name, self.root, exc)
         return frozenset(enabled)
 
-    def task_ids(self) -> frozenset[str]:
-        """The ids of the tasks lately given a cgroup: an intruder started for one of them is that task's."""
-        if self._task_ids_now is None:
-            self._task_ids_now = frozenset(self._task_ids)
-        return self._task_ids_now
-
     def create(self, task_id: str, limits: Limits) -> TaskCgroup:
         self._task_ids.pop(task_id, None)
         self._task_ids[task_id] = None
         if len(self._task_ids) > TASK_IDS_KEPT:
             del self._task_ids[next(iter(self._task_ids))]
-        self._task_ids_now = None
         path = self._free_path(self.root / f"{TASK_PREFIX}{task_id}")
         path.mkdir()
         self._live.add(path)
