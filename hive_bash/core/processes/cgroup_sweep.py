@@ -126,11 +126,28 @@ def _procs(cgroup: str | Path, dir_fd: int | None = None) -> list[int]:
         fd = os.open(os.path.join(cgroup, "cgroup.procs"), os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
         return []
+    chunks = []
     try:
-        with os.fdopen(fd, "rb") as procs:
-            return [int(line) for line in procs if line.strip().isdigit()]
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
     except OSError:
         return []
+    finally:
+        os.close(fd)
+    return [int(pid) for pid in b"".join(chunks).split() if pid.isdigit()]
+
+
+def _read_at(dir_fd: int, name: str) -> str | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096).decode("ascii", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def sweep(path: Path, limit_secs: float = SWEEP_SECS) -> bool:
@@ -301,15 +318,11 @@ def intruder_origin(pid: int, owners: Owners) -> str | None:
     return f"task {started_for}" if started_for in owners.tasks and started_for != owners.task_id else None
 
 
-def cgroup_members(path: Path) -> list[int]:
-    """The processes in the cgroup `path` and, where it has any, the cgroups below it (at most
-    MAX_MEMBER_CGROUPS of them, as the listening look reads)."""
-    pids = _procs(path)
-    try:
-        stat = (path / "cgroup.stat").read_text()
-    except OSError:
-        return pids
-    if "nr_descendants 0\n" in stat:
+def cgroup_members(path: Path, dir_fd: int, maybe_below: bool) -> list[int]:
+    """The processes in the cgroup `path` (open as `dir_fd`) and, where it has any (only looked for if
+    `maybe_below`), in the cgroups below it: at most MAX_MEMBER_CGROUPS, as the listening look reads."""
+    pids = _procs(".", dir_fd)
+    if not maybe_below or "nr_descendants 0\n" in (_read_at(dir_fd, "cgroup.stat") or "nr_descendants 0\n"):
         return pids
     below: list[Path] = [path]
     for where in below:
@@ -330,7 +343,7 @@ def end_intruders(pids: Iterable[int], owners: Owners, budget: int, burst: Burst
     ended: list[tuple[int, str]] = []
     ancestors: set[int] | None = None  # the daemon's (a wrapper that started it), read once needed
     for pid in pids:
-        if pid in owners.known:
+        if pid in owners.known or pid in owners.leaders:  # a first process is put back by its own task's watch
             continue
         if len(own) + len(ended) >= budget:
             break
@@ -341,8 +354,7 @@ def end_intruders(pids: Iterable[int], owners: Owners, budget: int, burst: Burst
         try:
             origin = intruder_origin(pid, owners)
             if origin is None:
-                if pid not in owners.leaders:  # another task's first process is put back by its own watch
-                    own.append(pid)
+                own.append(pid)
                 continue
             if ancestors is None:
                 ancestors = set(_ancestors(os.getpid()))

@@ -76,7 +76,7 @@ MAX_FOREIGN_PER_LOOK = 1024  # cgroups a task made in the tree handed to the swe
 WATCH_SECS = 1.0
 TASKS_PER_LOOK = 128
 # Processes new in those tasks' cgroups that one look judges (each a few /proc reads; the rest at the next).
-JUDGED_PER_LOOK = 1024
+JUDGED_PER_LOOK = 256
 TASK_IDS_KEPT = 4096  # ids of the tasks lately given a cgroup, that an intruder's environment may name
 
 
@@ -173,12 +173,13 @@ class TaskCgroup:
         tree = self.tree
         return cgroup_sweep.Owners(self.task_id, self.leader, self.born_ticks, tree.leaders, self._own, tree.task_ids)
 
-    def end_intruders(self, budget: int) -> int:
-        """End what another task moved into this running task's cgroup, at once (moved back, it could
-        move in again each second, and its task may be gone); how many processes were judged (each once)."""
+    def end_intruders(self, budget: int, maybe_below: bool) -> int:
+        """End what another task moved into this running task's cgroup (below it too, if `maybe_below`:
+        the tree holds more cgroups than the running tasks'), at once: moved back, it could move in
+        again each second, and its task may be gone. How many processes were judged (each once)."""
         if (owners := self.owners()) is None or self._dir_fd < 0:
             return 0
-        pids = cgroup_sweep.cgroup_members(self.path)
+        pids = cgroup_sweep.cgroup_members(self.path, self._dir_fd, maybe_below)
         self._own.intersection_update(pids)
         own, ended = cgroup_sweep.end_intruders(pids, owners, budget, self.tree.intruder_log)
         self._own.update(own)
@@ -189,7 +190,7 @@ class TaskCgroup:
         `end_escapees` spares it): into the leaf, the root, another cgroup. One /proc read."""
         if self.leader is None or self.tree.relative_root is None:
             return
-        expected = f"{self.tree.relative_root}/{self.path.relative_to(self.tree.root)}"
+        expected = f"{self.tree.relative_root}/{self.path.name}"
         now = _proc_cgroup(self.leader)
         if now is None or now == expected or now.startswith(expected + "/"):
             return
@@ -456,6 +457,8 @@ class CgroupTree:
         if not self._watch_queue:
             self._watch_queue.extend(self._watched.values())
         budget = JUDGED_PER_LOOK
+        descendants = _key_value(_read_text(self.root / "cgroup.stat"), "nr_descendants")
+        nested = not self._whole_root or descendants is None or descendants > 1 + len(self._live)
         for _ in range(min(TASKS_PER_LOOK, len(self._watch_queue))):
             cgroup = self._watch_queue.popleft()
             if self._watched.get(cgroup.path) is not cgroup:
@@ -463,15 +466,16 @@ class CgroupTree:
             if (reason := cgroup.check_limits()) is not None:
                 logger.warning("task cgroup %s: %s", cgroup.path, reason)
             cgroup.hold_leader()
-            budget -= cgroup.end_intruders(max(budget, 1))
-        self.end_escapees()
+            budget -= cgroup.end_intruders(max(budget, 1), nested)
+        self.end_escapees(descendants)
 
-    def end_escapees(self) -> None:
+    def end_escapees(self, descendants: int | None = None) -> None:
         """End what moved out of its task's cgroup: into the leaf, the root, or a cgroup of its own."""
         cgroup_sweep.end_escapees([self.leaf, self.root] if self._whole_root else [self.leaf])
         # One read says whether there is anything to look for: the leaf and the running tasks'
         # cgroups are all the tree holds unless a task made more (or a removal is under way).
-        descendants = _key_value(_read_text(self.root / "cgroup.stat"), "nr_descendants")
+        if descendants is None:
+            descendants = _key_value(_read_text(self.root / "cgroup.stat"), "nr_descendants")
         if self._whole_root and descendants is not None and descendants <= 1 + len(self._live):
             return
         new = []
