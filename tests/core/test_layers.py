@@ -1,5 +1,5 @@
 """The layers import downwards only: the shared base (hive_bash.model, errors, settings,
-private_files, tokens) imports no layer, the task engine (hive_bash.core) none of the tool
+private_files, tokens, burst_log) imports no layer, the task engine (hive_bash.core) none of the tool
 layer, the daemon, the client or the SDK shim, so what the model reads (hive_bash.mcp.replies)
 is built on the core's types, never the other way round; and the layers above the engine
 (mcp, client, daemon) import only the names its face (hive_bash/core/__init__.py) exports."""
@@ -17,7 +17,7 @@ import hive_bash.core
 
 PACKAGE = Path(hive_bash.__file__).parent
 ABOVE_THE_CORE = ("hive_bash.mcp", "hive_bash.daemon", "hive_bash.client", "hive_bash.sdk")
-# The shared base (model, errors, settings, private_files, tokens) sits below the core too.
+# The shared base (model, errors, settings, private_files, tokens, burst_log) sits below the core too.
 ABOVE_THE_BASE = ("hive_bash.core", *ABOVE_THE_CORE)
 
 

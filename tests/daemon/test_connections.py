@@ -9,11 +9,9 @@ import socket
 
 import pytest
 
-from hive_bash.daemon.edge import connections
 from hive_bash.daemon.edge.connections import (
     ACCEPT_BACKLOG,
     OPEN_FILES_CEILING,
-    BurstLog,
     ListenError,
     connection_budget,
     listening_socket,
@@ -73,14 +71,3 @@ def test_the_soft_open_files_limit_is_raised_towards_the_hard_one() -> None:
         assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == max(expected, lowered)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
-def test_a_burst_is_logged_once_then_counted(monkeypatch: pytest.MonkeyPatch) -> None:
-    burst = BurstLog()
-    assert burst.starts_burst() == (True, 0)
-    for _ in range(3):
-        assert burst.starts_burst() == (False, 0)
-    # No quiet spell needed to end a burst: the next error starts one, and says how many were left out.
-    monkeypatch.setattr(connections, "QUIET_SECS_ENDING_A_BURST", -1.0)
-    assert burst.starts_burst() == (True, 3)
-    assert burst.starts_burst() == (True, 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -375,3 +376,95 @@ async def test_tasks_started_while_the_watch_ends_escapees_are_never_taken_for_o
         await call_ok(client, "kill", {"id": "escaper", "force": True})
     wrong = [reply for reply in replies if reply["status"] != "done" or not str(reply["stdout"]).startswith("started-")]
     assert len(replies) == 120 and not wrong, wrong[:3]
+
+
+# ---- intruders: another task's process moved into a running task's cgroup (issue 45, finding 2) ----
+
+# Listens on 127.0.0.1 (its port into the file argv[1]) and spins: all its CPU would be charged
+# to the cgroup it hides in.
+SPINNING_SERVER = (
+    'python3 -c "import socket, sys; s = socket.socket(); s.bind((\\"127.0.0.1\\", 0)); s.listen(); '
+    'open(sys.argv[1], \\"w\\").write(str(s.getsockname()[1]))\n'
+    'while True: pass"'
+)
+# How the intruder's task goes on once it moved it: it ends at once (its shell gone, the intruder an
+# orphan in a session of its own), runs on, or put it below the victim's cgroup (a cgroup it made there).
+INTRUDER_TASKS = ("ends", "runs", "below")
+
+
+def alive_and_not_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("intruder_task", INTRUDER_TASKS)
+async def test_a_process_moved_into_another_running_tasks_cgroup_is_ended_and_never_counted_as_its(
+    tree: tuple[Daemon, Path], intruder_task: str
+) -> None:
+    """Before, it ran on until the victim ended: the victim listed its port as its own, a wait_for_port on
+    the victim returned, and its CPU was charged to the victim. The victim's own orphans (double-forked,
+    in sessions of their own, one with an empty environment, one in a cgroup below its own) are spared."""
+    daemon, root = tree
+    victim_cg = root / "task-victim"
+    marks = daemon.workdir / f"intruder-{uuid.uuid4().hex[:8]}"
+    marks.mkdir()
+    victim = (
+        f"cg={victim_cg}; (setsid sleep 301 & echo $! > {marks}/own1); "
+        f"(env -i setsid sleep 302 & echo $! > {marks}/own2); "
+        f'mkdir "$cg/mine" && (setsid sleep 303 & echo $! > "$cg/mine/cgroup.procs"; echo $! > {marks}/own3); '
+        "echo ready; exec sleep 300"
+    )
+    procs = victim_cg / "cgroup.procs"
+    if intruder_task == "below":
+        procs = victim_cg / "hidden" / "cgroup.procs"
+    intruder = (
+        f"mkdir -p {procs.parent}; setsid sh -c 'echo $$ > {procs}; exec {SPINNING_SERVER} {marks}/port' & "
+        f"until [ -s {marks}/port ]; do sleep 0.01; done; echo intruder=$!"
+    )
+    if intruder_task == "runs":
+        intruder += "; exec sleep 300"
+    async with daemon.client() as client:
+        await call_ok(client, "run", {"cmd": victim, "name": "victim", "wait_for": "ready", "wait_seconds": 30})
+        own = [int((marks / f"own{n}").read_text()) for n in (1, 2, 3)]
+        started = await call_ok(client, "run", {"cmd": intruder, "name": "intruder", "wait_seconds": 0})
+        out = daemon.tasks_dir / f"{started.structured['id']}.out"
+        wait_until(lambda: "intruder=" in out.read_text(), 20, what="the intruder listening in the victim's cgroup")
+        pid, port = int(out.read_text().split("intruder=", 1)[1].split()[0]), int((marks / "port").read_text())
+        moved_at = time.monotonic()
+        # Until the watch ends it, it is not the victim's: a wait for its port does not return, nor is it listed.
+        waited = await call_ok(client, "status", {"id": "victim", "wait_for_port": port, "wait_seconds": 2})
+        assert str(port) not in str(waited.structured.get("listening", [])), waited.text
+        assert waited.structured["status"] == "running", waited.text
+        wait_until(lambda: not alive_and_not_zombie(pid), WATCH_GONE_SECS, what=f"the intruder {pid} ended")
+        in_victim_secs = time.monotonic() - moved_at
+        listed = await call_ok(client, "list", {})
+        assert str(port) not in str(listed.structured.get("listening", {})), listed.text
+        assert all(alive_and_not_zombie(mine) for mine in own), [(mine, alive_and_not_zombie(mine)) for mine in own]
+        victim_status = await call_ok(client, "status", {"id": "victim"})
+        assert victim_status.structured["status"] == "running", victim_status.text
+        await call_ok(client, "kill", {"id": "victim", "force": True})
+        final = await call_ok(client, "status", {"id": "victim", "wait_seconds": 30})
+    # Its CPU is the victim's only for the moment before the watch ended it (cpu.stat cannot be split).
+    assert final.structured.get("cpu_secs", 0) <= in_victim_secs + 0.5, (final.text, in_victim_secs)
+    log = daemon.log()
+    assert log.count(f"pid {pid} from task ") == 1, log[-3000:]
+    assert not any(f"pid {mine} from" in log for mine in own), log[-3000:]
+
+
+async def test_cgroups_made_under_the_daemons_leaf_are_logged_once_per_burst(tree: tuple[Daemon, Path]) -> None:
+    """Before, one warning each: 22,990 lines (4.2 MB) in 20 s."""
+    daemon, root = tree
+    leaf = root / "daemon"
+    maker = (
+        f"end=$((SECONDS + 3)); i=0; while [ $SECONDS -lt $end ]; do mkdir {leaf}/s$i 2>/dev/null; i=$((i + 1)); done; "
+        "echo made=$i"
+    )
+    async with daemon.client() as client:
+        made = await call_ok(client, "run", {"cmd": maker, "wait_seconds": 30})
+    assert made.structured["status"] == "done", made.text
+    assert int(made.structured["stdout"].split("made=")[1]) >= 100, made.text
+    wait_until(lambda: only_the_leaf(root), CLEARED_SECS, what="the cgroups under the leaf removed")
+    lines = [line for line in daemon.log().splitlines() if "belongs to no running task" in line]
+    assert 1 <= len(lines) <= 2, lines[:5]

@@ -1,4 +1,4 @@
-"""Clearing the daemon's cgroup subtree of what tasks left in it: sub-cgroups and escapees.
+"""Clearing the daemon's cgroup subtree of what tasks left in it: sub-cgroups, escapees, intruders.
 
 A task runs as the daemon's uid, so it can write anywhere in the subtree: make cgroups
 under its own (or under `<root>/task-<a name it never used>`), and move its processes
@@ -12,6 +12,10 @@ sub-cgroups (20,000 are made in 1.7 s and take 0.9 s to remove here) are removed
 daemon thread, `Sweeper`, never on the event loop; on the loop at most `INLINE_DIRS` are
 tried (a name taken back), and at most `MAX_ESCAPEES` processes are ended per look (the
 rest at the next).
+
+An intruder is a process another task moved into a running task's cgroup: `intruder_origin`
+tells it from the task's own by its lineage (the kernel keeps no birth cgroup), erring towards
+the task's own: a task's own process must never be ended for being where it was born.
 """
 
 from __future__ import annotations
@@ -24,8 +28,12 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Set
+from dataclasses import dataclass
 from pathlib import Path
+
+from hive_bash.burst_log import BurstLog
+from hive_bash.core.processes.procfs import stat_fields, task_id_of
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +42,8 @@ INLINE_DIRS = 64  # removed on the loop at most when a new task takes back a nam
 SWEEP_SECS = 30.0  # one subtree's removal gives up after this (recovery tries again at the next start)
 EMPTY_POLL_SECS = 0.01
 MAX_ESCAPEES = 4096  # processes ended per look on the loop; the rest at the next look
+MAX_LINEAGE = 64  # parents followed up from a process in a task's cgroup
+MAX_MEMBER_CGROUPS = 64  # cgroups below a task's own whose processes are judged (and listening reads)
 
 
 def kill_subtree(path: Path) -> None:
@@ -116,11 +126,28 @@ def _procs(cgroup: str | Path, dir_fd: int | None = None) -> list[int]:
         fd = os.open(os.path.join(cgroup, "cgroup.procs"), os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
         return []
+    chunks = []
     try:
-        with os.fdopen(fd, "rb") as procs:
-            return [int(line) for line in procs if line.strip().isdigit()]
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
     except OSError:
         return []
+    finally:
+        os.close(fd)
+    return [int(pid) for pid in b"".join(chunks).split() if pid.isdigit()]
+
+
+def _read_at(dir_fd: int, name: str) -> str | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096).decode("ascii", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def sweep(path: Path, limit_secs: float = SWEEP_SECS) -> bool:
@@ -221,11 +248,8 @@ def end_escapees(places: Iterable[Path]) -> list[int]:
 
 
 def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+    fields = stat_fields(pid)
+    return None if fields is None else int(fields[1])
 
 
 def _ancestors(pid: int) -> list[int]:
@@ -235,3 +259,119 @@ def _ancestors(pid: int) -> list[int]:
         found.append(parent)
         parent = _parent(parent)
     return found
+
+
+# ---- intruders: processes another task moved into a running task's cgroup ----
+
+
+@dataclass(frozen=True)
+class Owners:
+    """What tells a running task's own processes from intruders: its id, its first process, the
+    clock tick its cgroup was made in, every running task's first process (pid -> task id), the
+    processes already found to be its own and the ids of the tasks the daemon ran lately. The
+    collections may be the tree's live ones: they are only looked up in, never iterated."""
+
+    task_id: str
+    leader: int
+    born_ticks: int
+    leaders: Mapping[int, str]
+    known: Set[int] = frozenset()
+    tasks: Set[str] = frozenset()
+
+
+def intruder_origin(pid: int, owners: Owners) -> str | None:
+    """Where a process found in a running task's cgroup came from if it is not the task's own
+    ("task web", "outside the task"); None for the task's own, and when in doubt.
+
+    The kernel keeps no birth cgroup, so the process's own lineage tells, in order: its parents up
+    to the task's first process (or one already found the task's: its own) or to another task's
+    (an intruder); failing that (an orphan), the session it was born in (the task's own or another's),
+    a start before the task's cgroup existed (born elsewhere), the id of another task of the
+    daemon's it was started with (its environment at exec; a hive-bash daemon a task runs has
+    tasks of its own). An orphan in a session of its own with none of these (a double-forked
+    daemon of the task's, or an intruder that also cleared its environment) counts as the task's:
+    a task's own process is never ended for being in its own cgroup. A task's first process, or a
+    process of the daemon's (a matcher moved there), is no intruder either (each has its keeper)."""
+    fields = stat_fields(pid)
+    if fields is None or pid in owners.leaders:
+        return None
+    daemon = os.getpid()
+    parent = int(fields[1])
+    for _ in range(MAX_LINEAGE):
+        if parent == owners.leader or parent == daemon:
+            return None
+        if (task := owners.leaders.get(parent)) is not None:
+            return f"task {task}"
+        if parent in owners.known:
+            return None
+        if parent <= 1:
+            break
+        parent = _parent(parent) or 0
+    session = int(fields[3])
+    if session == owners.leader:
+        return None
+    if (task := owners.leaders.get(session)) is not None:
+        return f"task {task}"
+    if int(fields[19]) < owners.born_ticks:
+        return "outside the task (it started before the task did)"
+    started_for = task_id_of(pid)
+    return f"task {started_for}" if started_for in owners.tasks and started_for != owners.task_id else None
+
+
+def cgroup_members(path: Path, dir_fd: int, maybe_below: bool) -> list[int]:
+    """The processes in the cgroup `path` (open as `dir_fd`) and, where it has any (only looked for if
+    `maybe_below`), in the cgroups below it: at most MAX_MEMBER_CGROUPS, as the listening look reads."""
+    pids = _procs(".", dir_fd)
+    if not maybe_below or "nr_descendants 0\n" in (_read_at(dir_fd, "cgroup.stat") or "nr_descendants 0\n"):
+        return pids
+    below: list[Path] = [path]
+    for where in below:
+        if len(below) > MAX_MEMBER_CGROUPS:
+            break
+        with contextlib.suppress(OSError), os.scandir(where) as entries:
+            below.extend(Path(entry.path) for entry in entries if entry.is_dir(follow_symlinks=False))
+    for where in below[1 : MAX_MEMBER_CGROUPS + 1]:
+        pids.extend(_procs(where))
+    return pids
+
+
+def end_intruders(pids: Iterable[int], owners: Owners, budget: int, burst: BurstLog) -> tuple[list[int], int]:
+    """Judge at most `budget` of `pids` (those not in `owners.known`); SIGKILL the intruders, each
+    held by a pidfd while it is judged and signalled, and say so once per burst. (the task's own,
+    how many were ended)."""
+    own: list[int] = []
+    ended: list[tuple[int, str]] = []
+    ancestors: set[int] | None = None  # the daemon's (a wrapper that started it), read once needed
+    for pid in pids:
+        if pid in owners.known or pid in owners.leaders:  # a first process is put back by its own task's watch
+            continue
+        if len(own) + len(ended) >= budget:
+            break
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            continue  # gone
+        try:
+            origin = intruder_origin(pid, owners)
+            if origin is None:
+                own.append(pid)
+                continue
+            if ancestors is None:
+                ancestors = set(_ancestors(os.getpid()))
+            if pid not in ancestors:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                ended.append((pid, origin))
+        except OSError:
+            pass
+        finally:
+            os.close(pidfd)
+    if ended and (said := burst.starts_burst(len(ended)))[0]:
+        logger.warning(
+            "task %s: ended %d processes another task had moved into its cgroup: %s (logged once per burst; %d in "
+            "the previous one)",
+            owners.task_id,
+            len(ended),
+            ", ".join(f"pid {pid} from {origin}" for pid, origin in ended[:20]),
+            said[1],
+        )
+    return own, len(ended)

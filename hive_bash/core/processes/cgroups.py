@@ -2,7 +2,10 @@
 
 A process group is left by any child that calls setsid; a cgroup is not (only a write
 to another cgroup's ``cgroup.procs`` moves a process, and a task never has a reason
-to; one that does is found and ended, see cgroup_sweep). Where the daemon owns a cgroup
+to; one that does is found and ended, see cgroup_sweep: into the leaf, the root, a cgroup of
+its own, or another running task's cgroup, where it would be counted, listed and waited for as
+that task's; the kernel keeps no birth cgroup and a task can chmod any file of the tree, so the
+watch's look at each running task judges what is new in it by its lineage). Where the daemon owns a cgroup
 v2 subtree (its own cgroup when systemd delegated it, ``Delegate=yes``, or
 ``HIVE_BASH_CGROUP_ROOT``) the tree is::
 
@@ -45,7 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hive_bash.core import wording
-from hive_bash.core.processes import cgroup_sweep
+from hive_bash.burst_log import BurstLog
+from hive_bash.core.processes import cgroup_sweep, procfs
 from hive_bash.errors import CgroupError
 
 logger = logging.getLogger(__name__)
@@ -67,10 +71,13 @@ EMPTY_POLL_MAX_SECS = 0.05
 LEFTOVER_WAIT_SECS = 5.0
 MAX_FOREIGN_PER_LOOK = 1024  # cgroups a task made in the tree handed to the sweeper per task's end
 # The watch (CgroupTree.watch): how often it looks, and how many running tasks one look checks,
-# round-robin, on the loop: each its limits read back (three tiny cgroupfs reads, ~10 us apiece) and
-# where its first process is (one /proc read).
+# round-robin, on the loop: each its limits read back (three tiny cgroupfs reads, ~10 us apiece),
+# where its first process is (one /proc read) and what its cgroup holds (cgroup.procs, cgroup.stat).
 WATCH_SECS = 1.0
 TASKS_PER_LOOK = 128
+# Processes new in those tasks' cgroups that one look judges (each a few /proc reads; the rest at the next).
+JUDGED_PER_LOOK = 256
+TASK_IDS_KEPT = 4096  # ids of the tasks lately given a cgroup, that an intruder's environment may name
 
 
 @dataclass(frozen=True)
@@ -91,10 +98,13 @@ class CgroupEnd:
 class TaskCgroup:
     """One task's cgroup directory, held open from its creation to its removal."""
 
-    def __init__(self, tree: CgroupTree, path: Path, limits: Limits) -> None:
+    def __init__(self, tree: CgroupTree, path: Path, limits: Limits, task_id: str) -> None:
         self.tree = tree
         self.path = path
         self.limits = limits
+        self.task_id = task_id
+        self.born_ticks = procfs.ticks_now()  # nothing started before this tick was born in it
+        self._own: set[int] = set()  # processes in it found to be the task's own (the watch's `end_intruders`)
         self.tampered: str | None = None  # why the task was ended: it changed its own limit
         self.limit_files: dict[str, str] = {}  # each limit file the daemon wrote, as the kernel reads it back
         self.leader: int | None = None  # the task's first process (the daemon's child) until it is reaped
@@ -147,17 +157,40 @@ class TaskCgroup:
     def led_by(self, pid: int) -> None:
         """The task's first process, started into this cgroup (or on its way in: a placing bash)."""
         self.leader = pid
+        self.tree.leaders[pid] = self.task_id
 
     def leader_reaped(self) -> None:
         """Called before the daemon reaps it: from then on its pid may name another process."""
+        if self.leader is not None:
+            self.tree.leaders.pop(self.leader, None)
         self.leader = None
+
+    def owners(self) -> cgroup_sweep.Owners | None:
+        """What tells its own processes from intruders (live views, read by lookups only, also from the
+        listening look's thread); None once its first process is gone (then everything in it is killed)."""
+        if self.leader is None:
+            return None
+        tree = self.tree
+        return cgroup_sweep.Owners(self.task_id, self.leader, self.born_ticks, tree.leaders, self._own, tree.task_ids)
+
+    def end_intruders(self, budget: int, maybe_below: bool) -> int:
+        """End what another task moved into this running task's cgroup (below it too, if `maybe_below`:
+        the tree holds more cgroups than the running tasks'), at once: moved back, it could move in
+        again each second, and its task may be gone. How many processes were judged (each once)."""
+        if (owners := self.owners()) is None or self._dir_fd < 0:
+            return 0
+        pids = cgroup_sweep.cgroup_members(self.path, self._dir_fd, maybe_below)
+        self._own.intersection_update(pids)
+        own, ended = cgroup_sweep.end_intruders(pids, owners, budget, self.tree.intruder_log)
+        self._own.update(own)
+        return len(own) + ended
 
     def hold_leader(self) -> None:
         """Put the task's first process back if it moved itself out (it stays the daemon's child, so
         `end_escapees` spares it): into the leaf, the root, another cgroup. One /proc read."""
         if self.leader is None or self.tree.relative_root is None:
             return
-        expected = f"{self.tree.relative_root}/{self.path.relative_to(self.tree.root)}"
+        expected = f"{self.tree.relative_root}/{self.path.name}"
         now = _proc_cgroup(self.leader)
         if now is None or now == expected or now.startswith(expected + "/"):
             return
@@ -329,6 +362,11 @@ class CgroupTree:
         self._watched: dict[Path, TaskCgroup] = {}  # their TaskCgroups, looked at by the watch
         self._watch_queue: collections.deque[TaskCgroup] = collections.deque()  # this round's rest
         self._sweeper = cgroup_sweep.Sweeper()
+        self.leaders: dict[int, str] = {}  # every running task's first process -> its task id
+        self._task_ids: dict[str, None] = {}  # the last TASK_IDS_KEPT tasks given a cgroup, oldest first
+        self.task_ids = self._task_ids.keys()
+        self.intruder_log = BurstLog()
+        self._stray_log = BurstLog()
 
     def return_home(self) -> None:
         os.write(self._home, b"0")
@@ -348,11 +386,15 @@ class CgroupTree:
         return frozenset(enabled)
 
     def create(self, task_id: str, limits: Limits) -> TaskCgroup:
+        self._task_ids.pop(task_id, None)
+        self._task_ids[task_id] = None
+        if len(self._task_ids) > TASK_IDS_KEPT:
+            del self._task_ids[next(iter(self._task_ids))]
         path = self._free_path(self.root / f"{TASK_PREFIX}{task_id}")
         path.mkdir()
         self._live.add(path)
         try:
-            cgroup = TaskCgroup(self, path, limits)
+            cgroup = TaskCgroup(self, path, limits, task_id)
         except OSError:
             self.discard(path)
             raise
@@ -380,7 +422,9 @@ class CgroupTree:
     def discard(self, path: Path) -> None:
         """A task's cgroup is done with: removed (below it too, off the loop), then escapees ended."""
         self._live.discard(path)
-        self._watched.pop(path, None)
+        cgroup = self._watched.pop(path, None)
+        if cgroup is not None:
+            cgroup.leader_reaped()
         try:
             os.rmdir(path)
         except FileNotFoundError:
@@ -403,14 +447,18 @@ class CgroupTree:
 
     def look(self) -> None:
         """Undo a limit a task changed (and end that task), put back a task's first process that
-        moved itself out, end what left its task's cgroup.
+        moved itself out, end what another task moved into its cgroup, end what left its task's cgroup.
 
-        Bounded: at most TASKS_PER_LOOK running tasks, each its limits then its first process; a round
+        Bounded: at most TASKS_PER_LOOK running tasks, each its limits, its first process, then what is
+        new in its cgroup (JUDGED_PER_LOOK processes judged in all); a round
         takes the tasks running when it starts, so each is looked at within ceil(N / TASKS_PER_LOOK) looks
         (a task started meanwhile, in the next round). Then a few reads for the leaf and the root, a
         scan of the root only when it holds more cgroups than the running tasks'."""
         if not self._watch_queue:
             self._watch_queue.extend(self._watched.values())
+        budget = JUDGED_PER_LOOK
+        descendants = _key_value(_read_text(self.root / "cgroup.stat"), "nr_descendants")
+        nested = not self._whole_root or descendants is None or descendants > 1 + len(self._live)
         for _ in range(min(TASKS_PER_LOOK, len(self._watch_queue))):
             cgroup = self._watch_queue.popleft()
             if self._watched.get(cgroup.path) is not cgroup:
@@ -418,20 +466,31 @@ class CgroupTree:
             if (reason := cgroup.check_limits()) is not None:
                 logger.warning("task cgroup %s: %s", cgroup.path, reason)
             cgroup.hold_leader()
-        self.end_escapees()
+            budget -= cgroup.end_intruders(max(budget, 1), nested)
+        self.end_escapees(descendants)
 
-    def end_escapees(self) -> None:
+    def end_escapees(self, descendants: int | None = None) -> None:
         """End what moved out of its task's cgroup: into the leaf, the root, or a cgroup of its own."""
         cgroup_sweep.end_escapees([self.leaf, self.root] if self._whole_root else [self.leaf])
         # One read says whether there is anything to look for: the leaf and the running tasks'
         # cgroups are all the tree holds unless a task made more (or a removal is under way).
-        descendants = _key_value(_read_text(self.root / "cgroup.stat"), "nr_descendants")
+        if descendants is None:
+            descendants = _key_value(_read_text(self.root / "cgroup.stat"), "nr_descendants")
         if self._whole_root and descendants is not None and descendants <= 1 + len(self._live):
             return
+        new = []
         for path in self._foreign(MAX_FOREIGN_PER_LOOK):
             if not self._sweeper.pending(path):
-                logger.warning("cgroup %s belongs to no running task: ending what is in it and removing it", path)
+                new.append(path)
             self._sweeper.add(path)  # killed and removed by the sweeping thread
+        if new and (said := self._stray_log.starts_burst(len(new)))[0]:
+            logger.warning(
+                "cgroup %s belongs to no running task: ending what is in it and removing it (with %d more found "
+                "now; logged once per burst, %d in the previous one)",
+                new[0],
+                len(new) - 1,
+                said[1],
+            )
 
     def _foreign(self, limit: int | None = None) -> list[Path]:
         """Cgroups in the tree that are neither the leaf nor a running task's: a task made them."""

@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from hive_bash.core.processes.process import stat_fields
+from hive_bash.core.processes.procfs import stat_fields
 
 logger = logging.getLogger(__name__)
 

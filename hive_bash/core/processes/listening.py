@@ -36,8 +36,10 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from hive_bash.core.processes.cgroup_sweep import Owners, intruder_origin
 from hive_bash.core.processes.input_wait import MAX_DESCENDANTS, descendants
-from hive_bash.core.processes.process import same_process_alive, stat_fields
+from hive_bash.core.processes.process import same_process_alive
+from hive_bash.core.processes.procfs import stat_fields
 from hive_bash.core.wording import escape_controls, shorten_middle
 
 logger = logging.getLogger(__name__)
@@ -263,6 +265,7 @@ class TaskProcesses:
     start_ticks: int | None
     pgid: int
     cgroup: str | None = None
+    owners: Owners | None = None  # what tells the cgroup's own processes from another task's intruders
 
 
 def cgroup_processes(path: str) -> list[int]:
@@ -317,6 +320,8 @@ def of_processes(processes: TaskProcesses, *, listeners: dict[int, Address], bud
     """What a task's processes listen on: its cgroup's, else its group's and their descendants'."""
     if processes.cgroup is not None:
         pids = cgroup_processes(processes.cgroup)
+        if (owners := processes.owners) is not None:  # another task's process hiding there is not this one's
+            pids = [pid for pid in pids if pid in owners.known or intruder_origin(pid, owners) is None]
     else:
         pids = group_processes(processes.leader, processes.start_ticks, processes.pgid)
     return listening(dict.fromkeys(pids), listeners=listeners, budget=budget)

@@ -29,6 +29,7 @@ from typing import Literal
 
 from hive_bash.core.processes import spawners
 from hive_bash.core.processes.cgroups import CgroupEnd, TaskCgroup
+from hive_bash.core.processes.procfs import NS_PER_CLOCK_TICK, TASK_ID_ENV, stat_fields, task_id_of
 from hive_bash.private_files import create_private
 
 logger = logging.getLogger(__name__)
@@ -44,8 +45,6 @@ STARTUP_ENV_PREFIXES = ("ZSH_",)
 # The daemon's own configuration is not the task's business (the token file above all).
 DAEMON_ENV_PREFIXES = ("HIVE_BASH_",)
 PTY_ROWS, PTY_COLUMNS = 40, 200
-# Set in every task's environment (and how records written before `boot_id` existed recognise their leaders).
-TASK_ID_ENV = "HIVE_BASH_TASK_ID"
 # How a failed write of terminal output is named in the task's end reason.
 WRITE_ERROR_NAMES = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EIO: "I/O error"}
 
@@ -109,10 +108,6 @@ def task_environment(base: Mapping[str, str], extra: Mapping[str, str], task_id:
     return env
 
 
-CLOCK_TICKS_PER_SEC = os.sysconf("SC_CLK_TCK")
-NS_PER_CLOCK_TICK = 1_000_000_000 // CLOCK_TICKS_PER_SEC
-
-
 def start_ticks_between(before_ns: int, after_ns: int) -> int | None:
     """The start time of a process forked between two CLOCK_BOOTTIME readings, in clock ticks, if they tell.
 
@@ -156,24 +151,7 @@ def same_process_alive(pid: int, start_ticks: int | None) -> bool:
 
 def carries_task_id(pid: int, task_id: str) -> bool:
     """Whether the process was started with HIVE_BASH_TASK_ID=<task_id> (and kept it)."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as environ:
-            return f"{TASK_ID_ENV}={task_id}".encode() in environ.read().split(b"\0")
-    except OSError:
-        return False
-
-
-def stat_fields(pid: int | str) -> list[bytes] | None:
-    """/proc/<pid>/stat from field 3 on: state(0) ppid(1) pgrp(2) session(3) ... starttime(19); None if gone.
-
-    The one parser of that file: the command name (field 2) may contain spaces and
-    parentheses, so the fields are split after its last ')'."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            data = stat.read()
-    except OSError:  # gone, or not ours to read
-        return None
-    return data[data.rindex(b")") + 2 :].split()
+    return task_id_of(pid) == task_id
 
 
 def leftover_group_members(pgid: int, leader_start_ticks: int | None) -> list[int]:

@@ -160,5 +160,6 @@ def _processes(task: Task) -> TaskProcesses | None:
     proc = task.process
     if proc is None or task.ended.is_set() or task.status is not Status.RUNNING:
         return None
-    cgroup = str(proc.cgroup.path) if proc.cgroup is not None else None
-    return TaskProcesses(proc.pid, proc.start_ticks, proc.pgid, cgroup)
+    if proc.cgroup is None:
+        return TaskProcesses(proc.pid, proc.start_ticks, proc.pgid)
+    return TaskProcesses(proc.pid, proc.start_ticks, proc.pgid, str(proc.cgroup.path), proc.cgroup.owners())

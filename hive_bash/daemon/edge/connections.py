@@ -51,13 +51,13 @@ import math
 import resource
 import socket
 import termios
-import time
 from collections import deque
 from collections.abc import Container, Iterator
 from typing import Any, ClassVar
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from hive_bash.burst_log import BurstLog
 from hive_bash.daemon.edge.security import AUTHENTICATED
 from hive_bash.errors import ListenError
 
@@ -70,7 +70,6 @@ OPEN_FILES_CEILING = 65536
 # (pidfds, pipes, terminals), records and logs.
 CONNECTION_SHARE = 4
 ACCEPT_BACKLOG = 2048  # uvicorn's default
-QUIET_SECS_ENDING_A_BURST = 5.0
 SESSION_HEADER = b"mcp-session-id"
 # Past the bound with every connection serving a request, how long the newcomers' requests have to be
 # read before one connection is chosen to close: long enough for a burst's requests to be read.
@@ -120,25 +119,6 @@ def connection_budget(max_connections: int, open_files: int) -> tuple[int, int]:
     """
     share = max(8, open_files // CONNECTION_SHARE)
     return min(max_connections, share), min(ACCEPT_BACKLOG, share)
-
-
-class BurstLog:
-    """Says whether an event starts a burst (none for QUIET_SECS_ENDING_A_BURST before it)."""
-
-    def __init__(self) -> None:
-        self._last = -math.inf
-        self.suppressed = 0
-
-    def starts_burst(self) -> tuple[bool, int]:
-        """(whether to log this one, how many were not logged in the burst before)."""
-        now = time.monotonic()
-        quiet = now - self._last > QUIET_SECS_ENDING_A_BURST
-        self._last = now
-        if not quiet:
-            self.suppressed += 1
-            return False, 0
-        before, self.suppressed = self.suppressed, 0
-        return True, before
 
 
 def log_accept_errors_once_per_burst(loop: asyncio.AbstractEventLoop) -> None:

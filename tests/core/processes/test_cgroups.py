@@ -382,7 +382,7 @@ async def test_a_task_whose_cgroup_cannot_be_made_leaves_no_file(own_cgroup_daem
 def limited_cgroup(path: Path, limits: cgroups.Limits) -> cgroups.TaskCgroup:
     for name in ("memory.max", "memory.swap.max", "memory.oom.group", "pids.max"):
         (path / name).write_text("")
-    cgroup = cgroups.TaskCgroup(cast(cgroups.CgroupTree, None), path, limits)
+    cgroup = cgroups.TaskCgroup(cast(cgroups.CgroupTree, None), path, limits, "limited")
     cgroup.apply_limits()
     return cgroup
 
