@@ -137,7 +137,8 @@ def _procs(cgroup: str | Path, dir_fd: int | None = None) -> list[int]:
     return [int(pid) for pid in b"".join(chunks).split() if pid.isdigit()]
 
 
-def _read_at(dir_fd: int, name: str) -> str | None:
+def read_at(dir_fd: int, name: str) -> str | None:
+    """The first 4 KiB of the cgroup file `name` in the directory open as `dir_fd`; None if unreadable."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
@@ -322,7 +323,7 @@ def cgroup_members(path: Path, dir_fd: int, maybe_below: bool) -> list[int]:
     """The processes in the cgroup `path` (open as `dir_fd`) and, where it has any (only looked for if
     `maybe_below`), in the cgroups below it: at most MAX_MEMBER_CGROUPS, as the listening look reads."""
     pids = _procs(".", dir_fd)
-    if not maybe_below or "nr_descendants 0\n" in (_read_at(dir_fd, "cgroup.stat") or "nr_descendants 0\n"):
+    if not maybe_below or "nr_descendants 0\n" in (read_at(dir_fd, "cgroup.stat") or "nr_descendants 0\n"):
         return pids
     below: list[Path] = [path]
     for where in below:

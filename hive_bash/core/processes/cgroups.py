@@ -278,16 +278,7 @@ class TaskCgroup:
         return int(text) if text is not None and text.strip().isdigit() else None
 
     def _read(self, name: str) -> str | None:
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=self._dir_fd)
-        except OSError:
-            return None
-        try:
-            return os.read(fd, 4096).decode("ascii", "replace")
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
+        return cgroup_sweep.read_at(self._dir_fd, name)
 
     def _write(self, name: str, value: str, missing_ok: bool = False) -> bool:
         """Write `value` into the cgroup's file `name`; False if it is missing and that is fine."""
