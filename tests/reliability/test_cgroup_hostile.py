@@ -412,7 +412,7 @@ async def test_a_process_moved_into_another_running_tasks_cgroup_is_ended_and_ne
     marks.mkdir()
     victim = (
         f"cg={victim_cg}; (setsid sleep 301 & echo $! > {marks}/own1); "
-        f"(env -i setsid sleep 302 & echo $! > {marks}/own2); "
+        f'(env -i PATH="$PATH" setsid sleep 302 & echo $! > {marks}/own2); '
         f'mkdir "$cg/mine" && (setsid sleep 303 & echo $! > "$cg/mine/cgroup.procs"; echo $! > {marks}/own3); '
         "echo ready; exec sleep 300"
     )
@@ -420,7 +420,7 @@ async def test_a_process_moved_into_another_running_tasks_cgroup_is_ended_and_ne
     if intruder_task == "below":
         procs = victim_cg / "hidden" / "cgroup.procs"
     intruder = (
-        f"mkdir -p {procs.parent}; setsid sh -c 'echo $$ > {procs}; exec {SPINNING_SERVER} {marks}/port' & "
+        f"mkdir -p {procs.parent}; setsid bash -c 'echo $$ > {procs}; exec {SPINNING_SERVER} {marks}/port' & "
         f"until [ -s {marks}/port ]; do sleep 0.01; done; echo intruder=$!"
     )
     if intruder_task == "runs":

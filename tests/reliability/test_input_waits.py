@@ -220,10 +220,10 @@ async def test_a_background_reader_beside_a_silent_foreground_does_not_end_an_in
 # `; echo end`: bash execs a last command itself, so a lone `setsid` would be the group leader (it
 # forks and leaves at once) and `set -m` would not give it a group of its own.
 OWN_GROUP_OR_SESSION = {
-    "setsid-pipe": ("setsid sh -c 'read -r x; echo got $x'; echo end", {"stdin": "pipe"}),
-    "setsid-pty": ("setsid sh -c 'read -r x; echo got $x'; echo end", {"pty": True}),
-    "set-m-pipe": ("set -m; sh -c 'read -r x; echo got $x'; echo end", {"stdin": "pipe"}),
-    "set-m-pty": ("set -m; sh -c 'read -r x; echo got $x'; echo end", {"pty": True}),
+    "setsid-pipe": ("setsid bash -c 'read -r x; echo got $x'; echo end", {"stdin": "pipe"}),
+    "setsid-pty": ("setsid bash -c 'read -r x; echo got $x'; echo end", {"pty": True}),
+    "set-m-pipe": ("set -m; bash -c 'read -r x; echo got $x'; echo end", {"stdin": "pipe"}),
+    "set-m-pty": ("set -m; bash -c 'read -r x; echo got $x'; echo end", {"pty": True}),
 }
 
 

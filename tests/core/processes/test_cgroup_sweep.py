@@ -32,7 +32,7 @@ def orphan(started: list[int], *, setsid: bool, env: dict[str, str], new_session
     """A `sleep` whose parent has exited (double-forked), in a session of its own or its starter's."""
     line = f"({'setsid ' if setsid else ''}sleep 300 >/dev/null 2>&1 & echo $!)"
     done = subprocess.run(
-        ["sh", "-c", line], env=env, capture_output=True, text=True, check=True, start_new_session=new_session
+        ["bash", "-c", line], env=env, capture_output=True, text=True, check=True, start_new_session=new_session
     )
     started.append(int(done.stdout))
     return started[-1]
@@ -40,7 +40,7 @@ def orphan(started: list[int], *, setsid: bool, env: dict[str, str], new_session
 
 def a_child(started: list[int]) -> tuple[int, int]:
     """(a shell, its `sleep` child that left the shell's session)."""
-    shell = subprocess.Popen(["sh", "-c", "setsid sleep 300 & echo $!; wait"], stdout=subprocess.PIPE, text=True)
+    shell = subprocess.Popen(["bash", "-c", "setsid sleep 300 & echo $!; wait"], stdout=subprocess.PIPE, text=True)
     assert shell.stdout is not None
     started.extend((shell.pid, int(shell.stdout.readline())))
     return started[-2], started[-1]
