@@ -292,14 +292,20 @@ def intruder_origin(pid: int, owners: Owners) -> str | None:
     tasks of its own). An orphan in a session of its own with none of these (a double-forked
     daemon of the task's, or an intruder that also cleared its environment) counts as the task's:
     a task's own process is never ended for being in its own cgroup. A task's first process, or a
-    process of the daemon's (a matcher moved there), is no intruder either (each has its keeper)."""
+    process of the daemon's (a matcher moved there: its child in its session), is no intruder either
+    (each has its keeper). An orphan the daemon inherited (it is PID 1 of a pid namespace, as in a
+    sandbox or a container without an init) is judged as an orphan."""
     fields = stat_fields(pid)
     if fields is None or pid in owners.leaders:
         return None
     daemon = os.getpid()
     parent = int(fields[1])
     for _ in range(MAX_LINEAGE):
-        if parent == owners.leader or parent == daemon:
+        if parent == daemon:
+            if int(fields[3]) == os.getsid(0):
+                return None
+            break
+        if parent == owners.leader:
             return None
         if (task := owners.leaders.get(parent)) is not None:
             return f"task {task}"
