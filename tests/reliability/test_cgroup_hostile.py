@@ -380,11 +380,13 @@ async def test_tasks_started_while_the_watch_ends_escapees_are_never_taken_for_o
 
 # ---- intruders: another task's process moved into a running task's cgroup (issue 45, finding 2) ----
 
-# Listens on 127.0.0.1 (its port into the file argv[1]) and spins: all its CPU would be charged
-# to the cgroup it hides in.
+# Listens on 127.0.0.1 and spins (all its CPU would be charged to the cgroup it hides in); once it
+# listens it moves itself into cgroup.procs (argv[2]), then writes its port (argv[1]): the watch may
+# end it within a second of the move, and one that moved first was ended before it said its port
+# when python was slow to start (CI, under load).
 SPINNING_SERVER = (
-    'python3 -c "import socket, sys; s = socket.socket(); s.bind((\\"127.0.0.1\\", 0)); s.listen(); '
-    'open(sys.argv[1], \\"w\\").write(str(s.getsockname()[1]))\n'
+    'python3 -c "import os, socket, sys; s = socket.socket(); s.bind((\\"127.0.0.1\\", 0)); s.listen(); '
+    'open(sys.argv[2], \\"w\\").write(str(os.getpid())); open(sys.argv[1], \\"w\\").write(str(s.getsockname()[1]))\n'
     'while True: pass"'
 )
 # How the intruder's task goes on once it moved it: it ends at once (its shell gone, the intruder an
@@ -420,7 +422,7 @@ async def test_a_process_moved_into_another_running_tasks_cgroup_is_ended_and_ne
     if intruder_task == "below":
         procs = victim_cg / "hidden" / "cgroup.procs"
     intruder = (
-        f"mkdir -p {procs.parent}; setsid bash -c 'echo $$ > {procs}; exec {SPINNING_SERVER} {marks}/port' & "
+        f"mkdir -p {procs.parent}; setsid {SPINNING_SERVER} {marks}/port {procs} & "
         f"until [ -s {marks}/port ]; do sleep 0.01; done; echo intruder=$!"
     )
     if intruder_task == "runs":
