@@ -9,13 +9,15 @@ import contextlib
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from hivetest import wait_until
 
 from hive_bash.core.processes import procfs
 from hive_bash.core.processes.cgroup_sweep import Owners, intruder_origin
 
-BARE_ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+BARE_ENV = {"PATH": os.environ["PATH"]}  # the test run's own: the sandboxed build has no /usr/bin
 
 
 @pytest.fixture
@@ -35,6 +37,10 @@ def orphan(started: list[int], *, setsid: bool, env: dict[str, str], new_session
         ["bash", "-c", line], env=env, capture_output=True, text=True, check=True, start_new_session=new_session
     )
     started.append(int(done.stdout))
+    # Judged only once it is `sleep`: before its exec (and setsid's setsid()) it is still its shell's
+    # copy, in its starter's session, which where the test process is PID 1 of a pid namespace (and so
+    # its parent) reads as the test process's own.
+    wait_until(lambda: Path(f"/proc/{started[-1]}/comm").read_text().strip() == "sleep", 10, what="the orphan's exec")
     return started[-1]
 
 
