@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from hive_bash.burst_log import BurstLog
+from hive_bash.daemon.edge.mcp_sessions import SESSION_HEADER
 from hive_bash.daemon.edge.security import AUTHENTICATED
 from hive_bash.errors import ListenError
 
@@ -37,7 +38,6 @@ OPEN_FILES_CEILING = 65536
 # Share of the descriptor limit connections may hold; the rest is for tasks, records and logs.
 CONNECTION_SHARE = 4
 ACCEPT_BACKLOG = 2048  # uvicorn's default
-SESSION_HEADER = b"mcp-session-id"
 # Past the bound with no connection to close at once, the newcomers' requests are read first
 # (their sessions known), for at most TRIM_PATIENCE_SECS: a flood cannot put the choice off longer.
 TRIM_DELAY_SECS = 0.1

@@ -1,15 +1,8 @@
-"""MCP sessions sized for one agent: a cap with least-recently-used eviction, and an idle timeout.
+"""MCP sessions sized for one agent: a cap ending the least recently used, and an idle timeout.
 
-The SDK keeps a session (~31 KB) for 30 idle minutes and refuses new ones with
-503 once 10,000 are open: a local flood of `initialize` calls then locks the agent
-out, since its harness opens a new session every turn. One agent needs a handful
-at a time, so the daemon keeps at most `max_mcp_sessions`: a new session beyond that
-ends the one used least recently, preferring sessions with no request in flight
-(the agent's live session has its event stream or a tool call open). A session
-with nothing in flight for `mcp_session_idle_secs` is ended too.
-
-Sessions are ended the way a client ends one, with a DELETE carrying its id sent
-to the SDK's own endpoint: that works the same on every SDK line.
+The SDK keeps a session 30 idle minutes and refuses new ones once 10,000 are open: a flood of
+`initialize` calls locked out the agent, whose harness opens a session every turn. Sessions are
+ended as a client ends one, by a DELETE to the SDK's endpoint: the same on every SDK line.
 """
 
 from __future__ import annotations
@@ -85,12 +78,8 @@ class SessionLimit:
             others = [key for key in self.sessions if key != newcomer]
             victim = next((key for key in others if not self.sessions[key].in_flight), others[0])
             del self.sessions[victim]
-            logger.debug(
-                "ending session %s: %d sessions open, the limit is %d",
-                victim,
-                len(self.sessions) + 1,
-                self.max_sessions,
-            )
+            open_now = len(self.sessions) + 1
+            logger.debug("ending session %s: %d sessions open, the limit is %d", victim, open_now, self.max_sessions)
             await self._end(victim)
 
     async def reap_idle(self) -> None:
