@@ -1,7 +1,5 @@
-"""`hive-bash-mcp-config`: the agent's Claude Code MCP config, rendered each turn from the NixOS
-module's server file for the tool groups the agent holds now (docs/nixos.md says how). Standard
-library only: it runs every turn and must stay fast.
-"""
+"""`hive-bash-mcp-config`: the agent's Claude Code MCP config, rendered each turn from the NixOS module's
+server file for the tool groups the agent holds now (docs/nixos.md); standard library only, to be fast."""
 
 from __future__ import annotations
 
@@ -19,7 +17,7 @@ from typing import Any
 
 from hive_bash import tokens
 from hive_bash.errors import ConfigError, TokenError
-from hive_bash.private_files import write_atomically
+from hive_bash.private_files import read_at_most, write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +38,13 @@ TOOL_RE = re.compile(r"[A-Za-z0-9_.-]+")
 # RFC 9110 field names; values without control characters (no header injection into Claude's requests).
 HEADER_NAME_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 HEADER_VALUE_RE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+_FILE_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 ENTRY_FIELDS = frozenset(
     {"type", "command", "args", "env", "url", "headers", "allowedTools", "availableToSubagents"}
     | {"requiredPermission", "bearerTokenFile"}
@@ -60,8 +65,7 @@ class ServerEntry:
     allowed_tools: tuple[str, ...] = ()
     available_to_subagents: bool = False
     required_permission: str | None = None
-    # http entries: a file holding the daemon's token, rendered as "Authorization: Bearer <token>".
-    bearer_token_file: str | None = None
+    bearer_token_file: str | None = None  # http: the daemon's token, rendered as "Authorization: Bearer"
 
 
 @dataclass(frozen=True)
@@ -154,11 +158,6 @@ def parse_server(name: str, entry: Any) -> ServerEntry:
     return server
 
 
-def parse_tool_groups(value: str) -> frozenset[str]:
-    """``"a, b,,c"`` -> {"a", "b", "c"}; an empty string means no groups."""
-    return frozenset(part.strip() for part in value.split(",") if part.strip())
-
-
 def parse_servers_file(data: Any) -> ServersFile:
     """Validate the decoded JSON document written by the NixOS module."""
     if not isinstance(data, dict):
@@ -195,32 +194,18 @@ def read_servers_bytes(path: Path) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"cannot read: not a regular file ({_file_kind(info.st_mode)})")
+            kind = _FILE_KINDS.get(stat.S_IFMT(info.st_mode), "not a file")
+            raise ConfigError(f"cannot read: not a regular file ({kind})")
         if info.st_size > MAX_SERVERS_FILE_BYTES:
             raise ConfigError(f"cannot read: {info.st_size} bytes, the limit is {MAX_SERVERS_FILE_BYTES}")
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := os.read(fd, MAX_SERVERS_FILE_BYTES + 1 - size):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > MAX_SERVERS_FILE_BYTES:  # grew while being read
-                raise ConfigError(f"cannot read: over {MAX_SERVERS_FILE_BYTES} bytes, the limit")
-        return b"".join(chunks)
+        data = read_at_most(fd, MAX_SERVERS_FILE_BYTES + 1)
+        if len(data) > MAX_SERVERS_FILE_BYTES:  # grew while being read
+            raise ConfigError(f"cannot read: over {MAX_SERVERS_FILE_BYTES} bytes, the limit")
+        return data
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror or exc}") from exc
     finally:
         os.close(fd)
-
-
-def _file_kind(mode: int) -> str:
-    kinds = (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    )
-    return next((name for test, name in kinds if test(mode)), "not a file")
 
 
 def load_servers_file(path: Path) -> ServersFile:
@@ -245,58 +230,36 @@ def load_servers_file(path: Path) -> ServersFile:
 def resolve_tool_groups(
     flag: str | None, environ: Mapping[str, str], file_groups: frozenset[str] | None
 ) -> frozenset[str]:
-    """--tool-groups, else $HIVE_TOOL_GROUPS, else the file's toolGroups, else none."""
-    if flag is not None:
-        return parse_tool_groups(flag)
-    if TOOL_GROUPS_ENV in environ:
-        return parse_tool_groups(environ[TOOL_GROUPS_ENV])
-    return file_groups or frozenset()
+    """--tool-groups, else $HIVE_TOOL_GROUPS (`"a, b,,c"`; empty: no groups), else the file's, else none."""
+    value = flag if flag is not None else environ.get(TOOL_GROUPS_ENV)
+    if value is None:
+        return file_groups or frozenset()
+    return frozenset(part.strip() for part in value.split(",") if part.strip())
 
 
 def select_servers(
     servers: Mapping[str, ServerEntry], tool_groups: Iterable[str], *, subagent: bool = False
 ) -> dict[str, ServerEntry]:
-    """Entries the agent may see: permission held, and (for subagents) marked available."""
+    """Entries the agent may see: permission held, and (for subagents) marked available. An entry whose
+    token file the daemon has not written yet (first boot, a crash-looping daemon) is left out with a
+    warning: failing the render would take every other server from the agent."""
     held = frozenset(tool_groups)
     selected: dict[str, ServerEntry] = {}
     for name, server in sorted(servers.items()):
         if server.required_permission is not None and server.required_permission not in held:
             log.debug("dropping %s: tool group %s not held", name, server.required_permission)
-            continue
-        if subagent and not server.available_to_subagents:
+        elif subagent and not server.available_to_subagents:
             log.debug("dropping %s: not available to subagents", name)
-            continue
-        selected[name] = server
-    return selected
-
-
-def without_unwritten_tokens(servers: Mapping[str, ServerEntry]) -> dict[str, ServerEntry]:
-    """Leave out (one warning line each) the entries whose token file the daemon has not written yet
-    (first boot, a crash-looping daemon): failing the render would take every other server from the
-    agent. A file that exists but cannot be used is still an error: a broken setup."""
-    kept: dict[str, ServerEntry] = {}
-    for name, server in servers.items():
-        path = server.bearer_token_file
-        if path is not None and not os.path.lexists(path):
+        elif server.bearer_token_file is not None and not os.path.lexists(server.bearer_token_file):
             log.warning(
                 "warning: %s: %s does not exist yet (the server writes it when it first starts); left out %r this time",
                 _where(name, "bearerTokenFile"),
-                path,
+                server.bearer_token_file,
                 name,
             )
-            continue
-        kept[name] = server
-    return kept
-
-
-def read_bearer_token(server: ServerEntry) -> str:
-    """The token in the entry's bearerTokenFile; a ConfigError naming the entry when it cannot be used."""
-    assert server.bearer_token_file is not None
-    try:
-        token, _ = tokens.read_token_file(Path(server.bearer_token_file))
-    except TokenError as exc:
-        raise ConfigError(f"{_where(server.name, 'bearerTokenFile')}: {server.bearer_token_file}: {exc}") from None
-    return token
+        else:
+            selected[name] = server
+    return selected
 
 
 def render_server(server: ServerEntry) -> dict[str, Any]:
@@ -305,15 +268,17 @@ def render_server(server: ServerEntry) -> dict[str, Any]:
         rendered: dict[str, Any] = {"type": "http", "url": server.url}
         headers = dict(server.headers)
         if server.bearer_token_file is not None:
-            headers["Authorization"] = f"Bearer {read_bearer_token(server)}"
+            try:
+                token, _ = tokens.read_token_file(Path(server.bearer_token_file))
+            except TokenError as exc:
+                raise ConfigError(
+                    f"{_where(server.name, 'bearerTokenFile')}: {server.bearer_token_file}: {exc}"
+                ) from None
+            headers["Authorization"] = f"Bearer {token}"
         if headers:
             rendered["headers"] = headers
         return rendered
     return {"type": "stdio", "command": server.command, "args": list(server.args), "env": dict(server.env)}
-
-
-def render_mcp_config(servers: Mapping[str, ServerEntry]) -> dict[str, Any]:
-    return {"mcpServers": {name: render_server(server) for name, server in sorted(servers.items())}}
 
 
 def render_allowed_tools(servers: Mapping[str, ServerEntry]) -> list[str]:
@@ -329,8 +294,9 @@ def render_allowed_tools(servers: Mapping[str, ServerEntry]) -> list[str]:
 
 def render(servers_file: ServersFile, tool_groups: Iterable[str], *, subagent: bool = False) -> dict[str, Any]:
     """The combined result: ``{"allowedTools": [...], "mcpConfig": {"mcpServers": {...}}}``."""
-    selected = without_unwritten_tokens(select_servers(servers_file.servers, tool_groups, subagent=subagent))
-    return {"allowedTools": render_allowed_tools(selected), "mcpConfig": render_mcp_config(selected)}
+    selected = select_servers(servers_file.servers, tool_groups, subagent=subagent)
+    config = {"mcpServers": {name: render_server(server) for name, server in sorted(selected.items())}}
+    return {"allowedTools": render_allowed_tools(selected), "mcpConfig": config}
 
 
 def dumps(value: Any) -> str:

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hive_bash import harness_config, tokens
-from hive_bash.client.commands import PORT_WAIT_DEFAULT_SECS
-from hive_bash.client.writes import WRITE_IDLE_TIMEOUT_SECS
+from hive_bash.client.commands import PORT_WAIT_DEFAULT_SECS, WRITE_IDLE_TIMEOUT_SECS
 from hive_bash.core import DEFAULT_MAX_MATCHES
 from hive_bash.errors import ConfigError, TokenError
 from hive_bash.mcp import limits

@@ -8,10 +8,10 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import NoReturn, TextIO
 
-from hive_bash.client import commands, writes
+from hive_bash.client.commands import COMMANDS
 from hive_bash.client.arguments import PROG, Connection, build_parser, connection_for, lone_port_options
 from hive_bash.client.replies import (
     EXIT_BROKEN_PIPE,
@@ -23,17 +23,10 @@ from hive_bash.client.replies import (
     Unreachable,
 )
 from hive_bash.core import escape_controls
-from hive_bash.sdk.client import BashClient, open_client
+from hive_bash.sdk.client import open_client
 
-COMMANDS: dict[str, Callable[[BashClient, argparse.Namespace, Output], Awaitable[int]]] = {
-    "run": commands.cmd_run,
-    "status": commands.cmd_status,
-    "kill": commands.cmd_kill,
-    "ls": commands.cmd_ls,
-    "list": commands.cmd_ls,
-    "logs": commands.cmd_logs,
-    "write": writes.cmd_write,
-}
+
+TRANSPORT_MODULES = ("httpx", "httpx2", "httpcore", "httpcore2", "anyio")
 
 
 def leaf_errors(exc: BaseException) -> list[BaseException]:
@@ -46,9 +39,7 @@ def leaf_errors(exc: BaseException) -> list[BaseException]:
 
 def is_connection_error(exc: BaseException) -> bool:
     """httpx/httpx2 transport errors (refused, reset, timeout) and plain OS socket errors."""
-    if isinstance(exc, OSError):
-        return True
-    return type(exc).__module__.split(".")[0] in ("httpx", "httpx2", "httpcore", "httpcore2", "anyio")
+    return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in TRANSPORT_MODULES
 
 
 async def execute(args: argparse.Namespace, connection: Connection, out: Output) -> int:

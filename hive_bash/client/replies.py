@@ -34,8 +34,7 @@ ACTIVE_STATUSES = frozenset(status.value for status in Status if not status.is_t
 
 
 class ToolFailed(Exception):
-    """The daemon answered with a tool error; `facts`, its structured content when it has one
-    (a full input backlog says so as keys)."""
+    """A tool error; `facts`, its structured content (a full input backlog says so as keys)."""
 
     def __init__(self, message: str, facts: Mapping[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -56,10 +55,6 @@ async def call(client: BashClient, tool: str, arguments: Mapping[str, Any]) -> T
     return reply
 
 
-def is_active(reply: ToolReply) -> bool:
-    return reply.structured is not None and reply.structured.get("status") in ACTIVE_STATUSES
-
-
 def task_exit_code(structured: Mapping[str, Any]) -> int:
     """The exit status a shell script expects for a task's status: its own, 128+N for signal N."""
     status = structured.get("status")
@@ -70,24 +65,16 @@ def task_exit_code(structured: Mapping[str, Any]) -> int:
     exit_code = structured.get("exit_code")
     if isinstance(exit_code, int):
         return exit_code & 0xFF
-    signal_name = structured.get("signal")
-    if signal_name:
-        return EXIT_SIGNAL_BASE + signal_number(str(signal_name))
-    return EXIT_NO_STATUS
-
-
-def signal_number(name: str) -> int:
-    """SIGKILL -> 9; an unknown name gives 0 (exit 128: "some signal")."""
-    try:
-        return int(signal.Signals[name if name.startswith("SIG") else f"SIG{name}"])
-    except KeyError:
-        return 0
+    name = str(structured.get("signal") or "")
+    if not name:
+        return EXIT_NO_STATUS
+    number = signal.Signals.__members__.get(name if name.startswith("SIG") else f"SIG{name}")
+    return EXIT_SIGNAL_BASE + (0 if number is None else int(number))  # an unknown name: 128, "some signal"
 
 
 @dataclass(frozen=True)
 class Output:
-    """Where results go and how they are shaped. To a terminal, task output and the daemon's text
-    have their control characters escaped; --json and a pipe get them unchanged."""
+    """Where results go: to a terminal with control characters escaped, to --json and a pipe unchanged."""
 
     stdout: TextIO
     json: bool

@@ -379,7 +379,7 @@ def test_token_file_sends_a_bearer_token(hb: HB, token_daemon: tuple[Daemon, Pat
 def test_write_sends_input_to_a_piped_task(hb: HB, daemon: Daemon) -> None:
     async def tool_names() -> list[str]:
         async with daemon.client() as client:
-            return await client.tool_names()
+            return [tool.name for tool in await client.tools()]
 
     if "write" not in anyio.run(tool_names):
         result = hb(daemon, "write", "some-task", "data")

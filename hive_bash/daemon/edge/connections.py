@@ -1,12 +1,7 @@
-"""Connections a hostile local client cannot use to lock the agent out (docs/records-and-guarantees.md).
-
-uvicorn keeps a connection that never sends a request, or half of one, open as long as the client
-likes; a thousand of them once exhausted the descriptors. Here a request must arrive whole within
-`request_timeout_secs`, at most `max_connections` are open (a newcomer past that closes the one of
-least worth, see ConnectionGuard._victims), a closed connection is aborted, the kernel hands one over
-only once it sent something (TCP_DEFER_ACCEPT), the open files limit is raised at start, and failed
-accepts are logged once per burst.
-"""
+"""Connections a hostile local client cannot use to lock the agent out (docs/records-and-guarantees.md):
+uvicorn keeps a connection that sends nothing, or half a request, open as long as the client likes,
+and a thousand of them once exhausted the descriptors. Here a request must arrive whole in time, and
+past `max_connections` a newcomer closes the connection of least worth (ConnectionGuard._victims)."""
 
 from __future__ import annotations
 
@@ -27,7 +22,7 @@ from typing import Any, ClassVar
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from hive_bash.burst_log import BurstLog
-from hive_bash.daemon.edge.mcp_sessions import SESSION_HEADER
+from hive_bash.daemon.edge.mcp_sessions import SESSION_HEADER, header
 from hive_bash.daemon.edge.security import AUTHENTICATED
 from hive_bash.errors import ListenError
 
@@ -58,7 +53,7 @@ def raise_open_files_limit() -> int:
     return OPEN_FILES_CEILING if soft == resource.RLIM_INFINITY else soft
 
 
-def listening_socket(host: str, port: int, request_timeout_secs: float) -> socket.socket:
+def listening_socket(host: str, port: int, *, request_timeout_secs: float) -> socket.socket:
     """The listening socket: a connection that sends nothing costs no descriptor until the request
     timeout (TCP_DEFER_ACCEPT). Not inherited by tasks, which must never hold the daemon's port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -77,7 +72,7 @@ def listening_socket(host: str, port: int, request_timeout_secs: float) -> socke
     return sock
 
 
-def connection_budget(max_connections: int, open_files: int) -> tuple[int, int]:
+def connection_budget(*, max_connections: int, open_files: int) -> tuple[int, int]:
     """(connections allowed at once, accept backlog) for a descriptor limit; the backlog is also how
     many connections asyncio accepts in one go before any can be closed, so the share bounds it too."""
     share = max(8, open_files // CONNECTION_SHARE)
@@ -112,7 +107,7 @@ class ConnectionGuard:
     first; `sessions`: the MCP sessions the daemon holds (their ids)."""
 
     def __init__(
-        self, max_connections: int, request_timeout_secs: float, *, sessions: Container[str] = frozenset()
+        self, *, max_connections: int, request_timeout_secs: float, sessions: Container[str] = frozenset()
     ) -> None:
         self.max_connections = max_connections
         self.request_timeout_secs = request_timeout_secs
@@ -168,11 +163,11 @@ class ConnectionGuard:
                 self.close(victim)
 
     def _victims(self) -> Iterator[GuardedH11Protocol]:
-        """The open connections in the order to close them: those of _idle_of_no_session; then, session
-        by session, whichever holds the most (requests of no session count as one) loses its oldest
-        connection waiting, else its oldest request; those with unread bytes last. A client holding many
-        connections loses them before the agent, whose session holds a few, loses any. An idle keep-alive
-        is not closed first: its client may be sending its next request on it, which would be lost."""
+        """The open connections in the order to close them: those of _idle_of_no_session, then the oldest
+        waiting, else the oldest request, of the session holding the most (requests of no session count as
+        one), so a client holding many loses
+        them before the agent loses any; those with unread bytes last. An idle keep-alive is not closed
+        first: its client may be sending its next request on it, which would be lost."""
         yield from self._idle_of_no_session()
         unread = {connection: None for connection in self.waiting if connection.has_unread_bytes()}
         between = [c for c in self.waiting if not c.silent and c not in unread]
@@ -267,10 +262,9 @@ class GuardedH11Protocol(H11Protocol):
         scope = None if self.cycle is None else self.cycle.scope
         if scope is None or not scope.get(AUTHENTICATED):
             return None
-        named = next((value for name, value in scope["headers"] if name.lower() == SESSION_HEADER), None)
-        if named is None:
+        session = header(scope, SESSION_HEADER)
+        if session is None:
             return ""
-        session = named.decode("latin-1")
         return session if session in self.guard.sessions else None
 
     @property

@@ -1,14 +1,8 @@
-"""Request bodies the SDK should never see: too large, nested too deep, too many values, or numbers
-that are not JSON (docs/records-and-guarantees.md).
-
-Python's json module (and so the SDK) takes NaN, Infinity and 1e999, and mcp 1.x then turns them
-into null, silently "the default": a `timeout_secs: NaN` would mean no timeout. Depth and values
-are counted over the raw bytes (C-level passes), not by parsing: the parser recurses, and parsing
-2 million numbers took 60 to 200 ms of the event loop; a body is parsed only when its bytes could
-spell a non-finite number. An oversized body is read and dropped up to DRAIN_BODY_BYTES and then
-answered for its id: answering with the body unread closes the connection, which both SDK lines
-take for the end of the session.
-"""
+"""Request bodies the SDK should never see: too large, too deep, too many values, or NaN, Infinity and
+1e999, which mcp 1.x turns into null, the default (`timeout_secs: NaN`: no timeout). Depth and values
+are counted over the raw bytes: the parser recurses, and 2 million numbers took it 60 to 200 ms of the
+event loop. An oversized body is drained, then answered: one answered unread closes the connection,
+which both SDK lines take for the end of the session."""
 
 from __future__ import annotations
 
@@ -22,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from hive_bash.daemon.edge.security import send_json
 
 logger = logging.getLogger(__name__)
 
@@ -116,8 +112,11 @@ def _non_finite(document: bytes) -> tuple[Any, list[tuple[str, str, str]]]:
         return None, []
     if not found:  # "NaN" inside a string, a large finite exponent
         return parsed, []
-    paths = itertools.islice(_paths(parsed), MAX_REPORTED_PATHS)  # none when duplicate keys replaced them all
-    return parsed, [(_dotted(path), _nearest_key(path), text) for path, text in paths]
+    named = []
+    for path, text in itertools.islice(_paths(parsed), MAX_REPORTED_PATHS):  # none if duplicate keys hid all
+        nearest = next((_short(key) for key in reversed(path) if isinstance(key, str)), "(top level)")
+        named.append((_dotted(path), nearest, text))  # `x` for `params.arguments.x[2]`
+    return parsed, named
 
 
 def _paths(node: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], str]]:
@@ -141,11 +140,6 @@ def _dotted(path: tuple[str | int, ...]) -> str:
         else:
             text = f"{text}.{_short(key)}" if text else _short(key)
     return text
-
-
-def _nearest_key(path: tuple[str | int, ...]) -> str:
-    """The key naming the value: `x` for `params.arguments.x[2]`."""
-    return next((_short(key) for key in reversed(path) if isinstance(key, str)), "(top level)")
 
 
 def non_finite_values(document: bytes) -> list[tuple[str, str, str]]:
@@ -192,22 +186,12 @@ class StrictJsonBodies:
         await self.app(scope, _replay(body, receive), send)
 
 
-def _declared_length(scope: Scope) -> int | None:
-    for key, value in scope["headers"]:
-        if key.lower() == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None  # the HTTP layer refuses a malformed length before we run
-    return None
-
-
 async def _read_body(scope: Scope, receive: Receive) -> bytes | None:
     """The whole body, never more than MAX_BODY_BYTES of it kept; None if the client disconnected.
     Past the limit the rest is read and dropped up to DRAIN_BODY_BYTES, then BodyRefused."""
-    declared = _declared_length(scope)
-    if declared is not None and declared > DRAIN_BODY_BYTES:
-        raise _too_large(scope, size=declared, head=b"", tail=b"", drained=False)
+    declared = next((value for key, value in scope["headers"] if key.lower() == b"content-length"), b"")
+    if declared.isdigit() and int(declared) > DRAIN_BODY_BYTES:  # the HTTP layer refused a malformed one
+        raise _too_large(scope, size=int(declared), head=b"", tail=b"", drained=False)
     kept = bytearray()
     tail: bytes | None = None  # the last bytes, once over the limit (the head is all that is kept then)
     size, more = 0, True
@@ -233,7 +217,7 @@ def _too_large(scope: Scope, *, size: int, head: bytes, tail: bytes, drained: bo
     """The refusal of an oversized body, logged in one line naming the call. With the request's id
     known and the body read to its end, a JSON-RPC error at status 200: mcp 1.x's client ends the
     whole session on any 4xx (mcp 2.x reads either)."""
-    request = called(head, tail)
+    request = called(head=head, tail=tail)
     said = f"{size} bytes" if drained else f"over {min(size, DRAIN_BODY_BYTES)} bytes"
     message = (
         f"request too large: {said}, the limit is {MAX_BODY_BYTES} bytes (4 MiB) per request; "
@@ -277,7 +261,7 @@ _TRAILING_ID = re.compile(
 )
 
 
-def called(head: bytes, tail: bytes) -> CalledRequest:
+def called(*, head: bytes, tail: bytes) -> CalledRequest:
     """Which request an oversized body carries: its top-level members that lie whole in `head`
     (and those of its params), else an id at the very end of `tail`."""
     text = head.decode("utf-8", "replace")
@@ -317,23 +301,16 @@ def leading_members(text: str, start: int) -> tuple[dict[str, Any], tuple[str, i
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
+    first: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
 
     async def replayed() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
+        return first.pop() if first else await receive()
 
     return replayed
 
 
 async def _refuse(send: Send, refused: BodyRefused) -> None:
     payload = {"jsonrpc": "2.0", "id": refused.request_id, "error": {"code": refused.code, "message": str(refused)}}
-    data = json.dumps(payload).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-    if refused.close:
-        headers.append((b"connection", b"close"))  # the rest of the body is not read: nothing follows it
-    await send({"type": "http.response.start", "status": refused.status, "headers": headers})
-    await send({"type": "http.response.body", "body": data})
+    # With `close`, the rest of the body is not read: nothing can follow it on the connection.
+    headers = [(b"connection", b"close")] if refused.close else []
+    await send_json(send, status=refused.status, payload=payload, headers=headers)
