@@ -114,8 +114,9 @@ def _non_finite(document: bytes) -> tuple[Any, list[tuple[str, str, str]]]:
         return parsed, []
     named = []
     for path, text in itertools.islice(_paths(parsed), MAX_REPORTED_PATHS):  # none if duplicate keys hid all
+        # The nearest key names the argument: `x` for `params.arguments.x[2]`.
         nearest = next((_short(key) for key in reversed(path) if isinstance(key, str)), "(top level)")
-        named.append((_dotted(path), nearest, text))  # `x` for `params.arguments.x[2]`
+        named.append((_dotted(path), nearest, text))
     return parsed, named
 
 
