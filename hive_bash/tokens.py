@@ -76,8 +76,7 @@ def read_token_file(path: Path, *, check_mode: bool = True) -> tuple[str, str | 
 def generate_token_file(path: Path) -> str:
     """Write a fresh random token to `path` (mode 0600, owned by this user), replacing the file atomically."""
     token = secrets.token_urlsafe(GENERATED_TOKEN_BYTES)
-    # Unique temp: two daemons starting at once never write one temp file. Durable: a token lost
-    # to a power cut would lock out every client configured with it.
+    # Unique temp: two daemons may start at once. Durable: a token lost to a power cut locks clients out.
     write_atomically(path, f"{token}\n".encode(), mode=0o600, durable=True, unique_temp=True)
     return token
 

@@ -130,9 +130,8 @@ class ConnectionGuard:
             return
         victim = next((c for c in self._idle_of_no_session() if c is not connection), None)
         if victim is not None:
-            logger.debug(
-                "closing %s, waiting longest, to admit a new connection (%d open)", victim.peer, len(self.open)
-            )
+            count = len(self.open)
+            logger.debug("closing %s, waiting longest, to admit a new connection (%d open)", victim.peer, count)
             self.close(victim)
         elif self._trim_timer is None:
             self._trim_since = connection.loop.time()
