@@ -1,20 +1,6 @@
-"""Files in the tasks dir: created fresh and private, read only when they are ours.
-
-Whatever a name in the tasks dir points at is never trusted: a planted symlink
-(`build.out -> ~/.bashrc`), a hard link or a world-writable file left there is
-unlinked, not opened, and a new 0600 file owned by the daemon takes its place
-(O_EXCL + O_NOFOLLOW, so a name re-planted in between fails the open instead of
-being followed). `write_atomically` replaces a file whole the same way, and is the one
-write-temp-then-rename of the package (records, session states, the token, the
-rendered Claude Code config).
-
-Every file there is also hostile input when read: a task runs as the daemon's user and
-can put a FIFO, a directory, a symlink or a sparse 100 GB file under any name. A read
-opens with O_NOFOLLOW | O_NONBLOCK (a FIFO's open returns at once instead of waiting
-for a writer), checks with fstat that it is a regular file the daemon's user owns, and
-checks its size before reading a byte. A record or state file that fails a check is
-set aside (renamed, one log line), so it is never tried again and never stops a start.
-"""
+"""Files in the tasks dir, created fresh and private and read only when they are ours: a task runs as
+the daemon's user and can plant a symlink (`build.out -> ~/.bashrc`), a FIFO or a sparse 100 GB file
+under any name. `write_atomically` is the package's one write-temp-then-rename."""
 
 from __future__ import annotations
 
@@ -55,19 +41,16 @@ def _create(path: Path, mode: int) -> int:
 
 
 def write_atomically(
-    path: Path, data: bytes, mode: int = FILE_MODE, durable: bool = False, unique_temp: bool = False
+    path: Path, data: bytes, *, mode: int = FILE_MODE, durable: bool = False, unique_temp: bool = False
 ) -> None:
-    """Replace `path` with `data`: a reader (or a restart after SIGKILL) sees the old file or the new, never half.
+    """Replace `path` with `data`: a reader, or a restart after SIGKILL, sees the old file or the new.
 
-    The data goes into a temp file beside `path`, created fresh with exactly `mode` and
-    never through a planted name, written whole (a write to a filling disk may be short
-    before it fails), fsynced first when `durable` (the file must survive a power loss,
-    not only a crash), then renamed over `path` (a symlink there is replaced, never
-    followed). On any failure the temp file is unlinked (a partial one holds disk space)
-    and the error raised; `path` is as it was. The temp file is `.<name>.tmp`, replaced
-    at each write, in a directory with one writer (the tasks dir); with `unique_temp` it
-    has a random name, for a directory where other writers may be at work at once."""
-    fd, temp = _create_temp(path, mode, unique_temp)
+    Through a fresh temp file beside it (`.<name>.tmp`; a random name with `unique_temp`, where
+    other writers may be at work), fsynced when `durable` (the file must survive a power loss),
+    unlinked on any failure, leaving `path` as it was."""
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp" if unique_temp else f".{path.name}.tmp")
+    # A unique name is O_EXCL: another writer's temp file is never touched.
+    fd = _create(temp, mode) if unique_temp else create_private(temp, mode)
     try:
         try:
             write_all(fd, data)
@@ -81,18 +64,9 @@ def write_atomically(
         raise
 
 
-def _create_temp(path: Path, mode: int, unique: bool) -> tuple[int, Path]:
-    if not unique:
-        temp = path.with_name(f".{path.name}.tmp")
-        return create_private(temp, mode), temp
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    return _create(temp, mode), temp  # O_EXCL: another writer's temp file is never touched
-
-
 def open_own(path: Path, flags: int = os.O_RDONLY) -> int:
     """An fd on `path` if it is a regular file this user owns; never follows a symlink, never blocks.
-
-    Raises FileNotFoundError, OSError(ELOOP) for a symlink, NotOurs for anything else."""
+    FileNotFoundError, OSError(ELOOP) for a symlink, NotOurs for anything else."""
     fd = os.open(path, flags | _OPEN_FLAGS)
     try:
         info = os.fstat(fd)
@@ -107,10 +81,8 @@ def open_own(path: Path, flags: int = os.O_RDONLY) -> int:
 
 
 def read_own_file(path: Path, max_bytes: int) -> bytes:
-    """The content of `path` if it is a regular file owned by this user of at most `max_bytes`.
-
-    Raises NotOurs or TooLarge otherwise (checked before anything is read; a file that
-    grows meanwhile is read no further than one byte past the limit)."""
+    """The content of `path` if it is a regular file of this user's of at most `max_bytes`, else
+    NotOurs or TooLarge (checked before a byte is read; one growing meanwhile is read one byte past)."""
     fd = open_own(path)
     try:
         size = os.fstat(fd).st_size
@@ -124,7 +96,7 @@ def read_own_file(path: Path, max_bytes: int) -> bytes:
     return data
 
 
-def read_at_most(fd: int, limit: int, offset: int = 0) -> bytes:
+def read_at_most(fd: int, limit: int, *, offset: int = 0) -> bytes:
     """Up to `limit` bytes from `offset` (fewer only at the end of the file)."""
     chunks = []
     while limit > 0:
@@ -148,10 +120,8 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 def set_aside(path: Path, why: object) -> None:
-    """Rename a file that failed a check out of the daemon's way (one log line); never raises.
-
-    `<name>.set-aside` matches none of the daemon's patterns, keeps the file for a look
-    and replaces an earlier one of the same name (so they cannot pile up)."""
+    """Rename a file that failed a check to `<name>.set-aside` (one log line; never raises): none of the
+    daemon's patterns match it, and a later one replaces it, so they cannot pile up."""
     aside = path.with_name(path.name + SET_ASIDE_SUFFIX)
     try:
         os.replace(path, aside)

@@ -1,8 +1,5 @@
-"""Daemon configuration: environment variables (``HIVE_BASH_*``), overridden by flags.
-
-A ``Settings`` instance is built once by the CLI and passed explicitly to every
-component; nothing reads configuration from globals.
-"""
+"""Daemon configuration: environment variables (``HIVE_BASH_*``), overridden by flags; built once and
+passed to every component explicitly."""
 
 from __future__ import annotations
 
@@ -23,17 +20,14 @@ KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
 
-
 MEMORY_UNITS = {"": 1, "K": KIB, "M": MIB, "G": GIB, "T": 1024 * GIB}
 MIN_MEMORY_MAX = MIB  # below it, a bare number was meant as MiB more likely than bytes
 MEMORY_SIZE = re.compile(r"\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*", re.IGNORECASE)
 
 
 def memory_bytes(value: str | int) -> int:
-    """A memory size as systemd's MemoryMax= takes it: bytes, or a number with K, M, G or T (powers of 1024).
-
-    ValueError says the rule.
-    """
+    """A memory size as systemd's MemoryMax= takes it: bytes, or a number with K, M, G or T (powers of
+    1024); ValueError says the rule."""
     if isinstance(value, bool):
         raise ValueError("must be bytes or a size like 512M or 2G")
     if isinstance(value, int):

@@ -1,13 +1,5 @@
-"""The bearer token: read from a file, or generated into one, and checked the same way everywhere.
-
-Used by the daemon (it requires the token), `hive-bash` (it sends it) and
-`hive-bash-mcp-config` (it renders it into Claude Code's `headers`). Standard
-library only: the renderer runs on every agent turn.
-
-A token is printable ASCII without spaces: it travels in an HTTP header, which
-clients encode as latin-1 or refuse outright beyond ASCII (Node does), so a
-non-ASCII token could never match and is refused up front with that reason.
-"""
+"""The bearer token, read, generated and checked the same way by the daemon, `hive-bash` and
+`hive-bash-mcp-config` (standard library only: the renderer runs every agent turn)."""
 
 from __future__ import annotations
 
@@ -27,9 +19,8 @@ LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost
 
 
 def check_destination(url: str) -> None:
-    """TokenError when `url` names the loopback by a name: which address it resolves to first (::1 or
-    127.0.0.1) is the resolver's choice, and a task can listen on the daemon's port at the one the
-    daemon did not bind, to be sent the token. The daemon binds an address; clients use it."""
+    """TokenError when `url` names the loopback by a name: it may resolve to ::1 or 127.0.0.1, and a task
+    can listen on the daemon's port at the address the daemon did not bind, to be sent the token."""
     parts = urlsplit(url.strip())
     host = (parts.hostname or "").rstrip(".").lower()
     if host in LOOPBACK_NAMES or host.endswith(".localhost"):
@@ -42,6 +33,8 @@ def check_destination(url: str) -> None:
 
 
 def check_token(text: str) -> str:
+    """Printable ASCII without spaces: an HTTP header carries it, which clients encode as latin-1 or
+    refuse beyond ASCII (Node does), so a non-ASCII token could never match."""
     token = text.strip()
     if not token:
         raise TokenError("is empty")
@@ -53,7 +46,7 @@ def check_token(text: str) -> str:
     return token
 
 
-def read_token_file(path: Path, check_mode: bool = True) -> tuple[str, str | None]:
+def read_token_file(path: Path, *, check_mode: bool = True) -> tuple[str, str | None]:
     """(token, warning or None). Refuses a file others may read or anyone but its owner may write
     (`check_mode`: the daemon's and the renderer's; a client's copy of a token is its owner's business)."""
     try:
@@ -83,15 +76,14 @@ def read_token_file(path: Path, check_mode: bool = True) -> tuple[str, str | Non
 def generate_token_file(path: Path) -> str:
     """Write a fresh random token to `path` (mode 0600, owned by this user), replacing the file atomically."""
     token = secrets.token_urlsafe(GENERATED_TOKEN_BYTES)
-    # Unique temp: two daemons starting at once never write one temp file. Durable: a token lost
-    # to a power cut would lock out every client configured with it.
+    # Unique temp: two daemons may start at once. Durable: a token lost to a power cut locks clients out.
     write_atomically(path, f"{token}\n".encode(), mode=0o600, durable=True, unique_temp=True)
     return token
 
 
 def ensure_token_file(path: Path) -> tuple[str, bool]:
-    """(token, generated): keep the token already in `path` if the file is this user's own, mode 0600
-    and sound, so a restarted daemon does not lock out clients configured with it; else write a new one."""
+    """(token, generated): a sound one already in `path`, this user's and 0600, is kept, so a restarted
+    daemon does not lock out clients configured with it."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:

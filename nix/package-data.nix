@@ -67,6 +67,6 @@
 
   pythonImportsCheck = [
     "hive_bash"
-    "hive_bash.client.mcp_config"
+    "hive_bash.harness_config"
   ];
 }

@@ -80,7 +80,7 @@ def render_mcp_config(daemon: Daemon, directory: Path) -> tuple[Path, str]:
         )
     )
     config, allowed = directory / "mcp.json", directory / "allowed-tools"
-    command = installed_command("hive-bash-mcp-config", "hive_bash.client.mcp_config")
+    command = installed_command("hive-bash-mcp-config", "hive_bash.harness_config")
     subprocess.run(
         [
             *command,

@@ -57,7 +57,10 @@ def create_app(settings: Settings, token: str | None = None) -> Starlette:
     server = build_server(manager, settings)
     mcp_app = mcp_http_app(server, "/mcp")
     mcp_sessions = SessionLimit(
-        mcp_app, server.session_manager.handle_request, settings.max_mcp_sessions, settings.mcp_session_idle_secs
+        mcp_app,
+        endpoint=server.session_manager.handle_request,
+        max_sessions=settings.max_mcp_sessions,
+        idle_secs=settings.mcp_session_idle_secs,
     )
 
     async def healthz(request: Request) -> JSONResponse:

@@ -45,7 +45,7 @@ def serve(settings: Settings, token: str | None) -> int:
     )
     server = uvicorn.Server(config)
     try:
-        listener = listening_socket(settings.host, settings.port, settings.request_timeout_secs)
+        listener = listening_socket(settings.host, settings.port, request_timeout_secs=settings.request_timeout_secs)
     except ListenError as exc:
         print(f"hive-bash-daemon: {exc}", file=sys.stderr)
         return 1
@@ -69,7 +69,7 @@ def connection_guard(settings: Settings, *, sessions: Container[str]) -> tuple[C
     """The guard for HTTP connections, and the accept backlog, sized to the open files limit;
     `sessions`: the MCP sessions the daemon holds (their ids)."""
     open_files = raise_open_files_limit()
-    allowed, backlog = connection_budget(settings.max_connections, open_files)
+    allowed, backlog = connection_budget(max_connections=settings.max_connections, open_files=open_files)
     if allowed < settings.max_connections:
         logger.warning(
             "max_connections %d lowered to %d: the open files limit is %d",
@@ -77,4 +77,7 @@ def connection_guard(settings: Settings, *, sessions: Container[str]) -> tuple[C
             allowed,
             open_files,
         )
-    return ConnectionGuard(allowed, settings.request_timeout_secs, sessions=sessions), backlog
+    guard = ConnectionGuard(
+        max_connections=allowed, request_timeout_secs=settings.request_timeout_secs, sessions=sessions
+    )
+    return guard, backlog

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from hive_bash.sdk.server import SDK_2
-
-__all__ = ["BashClient", "ProgressCallback", "ToolReply", "open_client"]
 
 # (progress, total, message) of one notifications/progress on a call's token
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -24,15 +23,6 @@ class ToolReply:
     is_error: bool
 
 
-def _reply(result: Any) -> ToolReply:
-    text = "\n".join(block.text for block in result.content if getattr(block, "type", None) == "text")
-    structured = getattr(result, "structured_content", None)
-    if structured is None:
-        structured = getattr(result, "structuredContent", None)
-    is_error = bool(getattr(result, "is_error", getattr(result, "isError", False)))
-    return ToolReply(text=text, structured=structured, is_error=is_error)
-
-
 class BashClient:
     """A connected MCP client session, reduced to what hive-bash's callers need."""
 
@@ -43,34 +33,29 @@ class BashClient:
         self,
         tool: str,
         arguments: Mapping[str, Any] | None = None,
+        *,
         timeout: float = 120,
         progress: ProgressCallback | None = None,
     ) -> ToolReply:
         """`progress`: the call carries a progressToken, and each notification on it is passed here."""
+        read_timeout = timeout if SDK_2 else datetime.timedelta(seconds=timeout)
         result = await self._session.call_tool(
-            tool, dict(arguments or {}), read_timeout_seconds=_timeout(timeout), progress_callback=progress
+            tool, dict(arguments or {}), read_timeout_seconds=read_timeout, progress_callback=progress
         )
-        return _reply(result)
-
-    async def tool_names(self) -> list[str]:
-        listed = await self._session.list_tools()
-        return [tool.name for tool in listed.tools]
+        text = "\n".join(block.text for block in result.content if getattr(block, "type", None) == "text")
+        structured = getattr(result, "structured_content", None)
+        if structured is None:
+            structured = getattr(result, "structuredContent", None)
+        is_error = bool(getattr(result, "is_error", getattr(result, "isError", False)))
+        return ToolReply(text=text, structured=structured, is_error=is_error)
 
     async def tools(self) -> list[Any]:
         return list((await self._session.list_tools()).tools)
 
 
-def _timeout(seconds: float) -> Any:
-    if SDK_2:
-        return seconds
-    import datetime
-
-    return datetime.timedelta(seconds=seconds)
-
-
 @contextlib.asynccontextmanager
 async def open_client(
-    url: str, headers: Mapping[str, str] | None = None, legacy: bool = False
+    url: str, headers: Mapping[str, str] | None = None, *, legacy: bool = False
 ) -> AsyncIterator[BashClient]:
     """Connect to a streamable HTTP MCP endpoint with the installed SDK's real client. 2.x speaks
     the modern protocol (2026-07-28) where the server does; `legacy`: the initialize handshake
@@ -90,22 +75,17 @@ async def open_client(
         from mcp import ClientSession
         from mcp.client import streamable_http
 
-        if hasattr(streamable_http, "streamable_http_client"):  # 1.2x and later; the old name is deprecated there
-            import httpx
+        async with contextlib.AsyncExitStack() as stack:
+            if hasattr(streamable_http, "streamable_http_client"):  # 1.2x and later; the old name is deprecated there
+                import httpx
 
-            # The SDK's own defaults: 30 s to connect/write, 300 s to read (a reply may stream).
-            timeout = httpx.Timeout(30, read=300)
-            async with (
-                httpx.AsyncClient(headers=dict(headers or {}), timeout=timeout) as http,
-                streamable_http.streamable_http_client(url, http_client=http) as (read, write, _),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                yield BashClient(session)
-        else:
-            async with (
-                streamable_http.streamablehttp_client(url, headers=dict(headers or {})) as (read, write, _),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                yield BashClient(session)
+                # The SDK's own defaults: 30 s to connect/write, 300 s to read (a reply may stream).
+                http = httpx.AsyncClient(headers=dict(headers or {}), timeout=httpx.Timeout(30, read=300))
+                await stack.enter_async_context(http)
+                streams = streamable_http.streamable_http_client(url, http_client=http)
+            else:
+                streams = streamable_http.streamablehttp_client(url, headers=dict(headers or {}))
+            read, write, _ = await stack.enter_async_context(streams)
+            session = await stack.enter_async_context(ClientSession(read, write))
+            await session.initialize()
+            yield BashClient(session)

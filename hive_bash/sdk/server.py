@@ -1,10 +1,4 @@
-"""The server half of the SDK surface: the MCP server, its tools, its HTTP app.
-
-nixpkgs ships mcp 1.x (``mcp.server.fastmcp.FastMCP``, ``streamablehttp_client``);
-PyPI's newest is 2.x (``mcp.server.mcpserver.MCPServer``, ``mcp.Client`` over
-httpx2). Everything else in hive_bash talks to the small surface below, so a
-third line means touching this file only.
-"""
+"""The server half of the SDK surface: the MCP server, its tools, its HTTP app."""
 
 from __future__ import annotations
 
@@ -16,19 +10,18 @@ import mcp.types as mcp_types
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
-# Which line is installed. mypy takes the name for a constant (scripts/check passes
-# --always-true SDK_2 in the 2.x venv, --always-false in the 1.x one), so each line's run
+# Which line is installed; scripts/check runs mypy with --always-true/false SDK_2, so each line's run
 # type-checks the branch that line takes against that line's real types.
 SDK_2 = importlib.util.find_spec("mcp.server.mcpserver") is not None
 
 if SDK_2:
     from mcp.server.mcpserver import Context
     from mcp.server.mcpserver import MCPServer as _ServerClass
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.exceptions import ToolError as ToolError
 else:
     from mcp.server.fastmcp import Context
     from mcp.server.fastmcp import FastMCP as _ServerClass
-    from mcp.server.fastmcp.exceptions import ToolError
+    from mcp.server.fastmcp.exceptions import ToolError as ToolError
 
 
 if TYPE_CHECKING and not SDK_2:  # noqa: SIM108 (mypy reads an alias from an assignment, not a ternary)
@@ -37,21 +30,6 @@ if TYPE_CHECKING and not SDK_2:  # noqa: SIM108 (mypy reads an alias from an ass
 else:
     # The class itself at run time: the SDK finds a tool's context argument by this annotation.
     ToolContext = Context
-
-__all__ = [
-    "SDK_2",
-    "Context",
-    "ToolContext",
-    "ToolError",
-    "ToolRefusal",
-    "McpServer",
-    "create_server",
-    "add_tool",
-    "mcp_http_app",
-    "tool_result",
-    "ProgressReport",
-    "progress_reporter",
-]
 
 # (tool name, its input schema, the call's arguments); raises ToolError to refuse the call.
 ArgumentCheck = Callable[[str, dict[str, Any], dict[str, Any]], None]
@@ -67,10 +45,8 @@ class ToolRefusal(ToolError):
 
 
 class McpServer(_ServerClass):
-    """The SDK's server, with the call's raw arguments checked before the SDK validates them.
-
-    Both lines route every tools/call through `call_tool` (1.x binds it at init, 2.x calls it
-    from its handler), and both ignore unknown argument names: the check refuses them."""
+    """The SDK's server, with a call's raw arguments checked first: both lines ignore unknown argument
+    names, and both route every tools/call through `call_tool`."""
 
     check_arguments: ArgumentCheck | None = None
 
@@ -88,7 +64,7 @@ class McpServer(_ServerClass):
                 raise
             if isinstance(exc.__cause__, ToolRefusal):
                 # Returned rather than raised: both lines drop an exception's structured content.
-                return error_result(str(exc.__cause__), exc.__cause__.structured)
+                return tool_result(str(exc.__cause__), exc.__cause__.structured, is_error=True)
             raise ToolError(str(exc).removeprefix(prefix)) from exc.__cause__
 
 
@@ -97,10 +73,8 @@ ProgressReport = Callable[[float, float, str], Awaitable[None]]
 
 
 def progress_reporter(ctx: Any) -> ProgressReport | None:
-    """How to report progress on this tool call, or None when the client sent no progressToken.
-
-    Both lines send through `ctx.report_progress` (a no-op without a token); asking first lets
-    a caller start nothing at all for a call that will never hear of its progress."""
+    """How to report progress on this tool call, or None when the client sent no progressToken: a
+    caller then starts nothing for a call that will never hear of its progress."""
     if ctx is None or _progress_token(ctx) is None:
         return None
 
@@ -147,9 +121,8 @@ def create_server(
     return server
 
 
-# Requests the SDK answers by default with empty lists. While a handler is registered the
-# server advertises the capability, and Claude Code then adds its three resource tools
-# (about 2,000 characters) to every request it sends its model: hive-bash has only tools.
+# Requests the SDK answers with empty lists: while a handler is registered, Claude Code adds its three
+# resource tools (about 2,000 characters) to every request to its model, and hive-bash has only tools.
 _UNUSED_METHODS = ("prompts/list", "prompts/get", "resources/list", "resources/templates/list", "resources/read")
 
 
@@ -171,11 +144,8 @@ def _serve_tools_only(server: McpServer) -> None:
 
 
 def add_tool(server: McpServer, fn: Callable[..., Any], name: str, description: str) -> None:
-    """Register `fn` as tool `name`, its input schema cut to what a model needs to call it.
-
-    A client sends every tool's schema to its model on every turn: pydantic's `title` per
-    property and `anyOf [X, null]` for each optional argument cost characters and say nothing
-    (an omitted argument means its default, and the daemon still takes an explicit null)."""
+    """Register `fn` as tool `name`, its input schema cut to what a model needs: a client sends every
+    schema to its model each turn, and pydantic's `title`s and `anyOf [X, null]`s say nothing."""
     server.add_tool(fn, name=name, description=description, structured_output=True)
     tool = server._tool_manager.get_tool(name)
     assert tool is not None  # just added
@@ -210,26 +180,13 @@ def mcp_http_app(server: McpServer, path: str = "/mcp") -> Starlette:
     """The SDK's streamable HTTP app. Its session manager must be run by the caller's lifespan."""
     if SDK_2:
         return server.streamable_http_app(streamable_http_path=path, transport_security=_SDK_SECURITY_OFF)
-    else:
-        server.settings.streamable_http_path = path
-        return server.streamable_http_app()
+    server.settings.streamable_http_path = path
+    return server.streamable_http_app()
 
 
-def error_result(text: str, structured: Mapping[str, Any]) -> mcp_types.CallToolResult:
-    """A tool error (`isError`) whose text is `text`, with the same refusal as structured content."""
-    return mcp_types.CallToolResult.model_validate(
-        {"content": [{"type": "text", "text": text}], "structuredContent": dict(structured), "isError": True}
-    )
-
-
-def tool_result(text: str, structured: Mapping[str, Any]) -> mcp_types.CallToolResult:
+def tool_result(text: str, structured: Mapping[str, Any], *, is_error: bool = False) -> mcp_types.CallToolResult:
     """A result carrying the structured content and the same reading as a text block."""
-    # model_validate with the wire (camelCase) names works on both lines, whose
-    # Python attribute names differ (structuredContent vs structured_content).
+    # The wire (camelCase) names work on both lines, whose attribute names differ.
     return mcp_types.CallToolResult.model_validate(
-        {
-            "content": [{"type": "text", "text": text}],
-            "structuredContent": dict(structured),
-            "isError": False,
-        }
+        {"content": [{"type": "text", "text": text}], "structuredContent": dict(structured), "isError": is_error}
     )

@@ -27,7 +27,7 @@ import anyio
 import pexpect
 import pytest
 
-from hive_bash.client import cli
+from hive_bash.client import cli, commands
 from hivetest import HEALTH_PROBE_SECS, Daemon, cli_env, console_script, dead_url, reserve_port
 
 RUN_TIMEOUT_SECS = 60
@@ -379,7 +379,7 @@ def test_token_file_sends_a_bearer_token(hb: HB, token_daemon: tuple[Daemon, Pat
 def test_write_sends_input_to_a_piped_task(hb: HB, daemon: Daemon) -> None:
     async def tool_names() -> list[str]:
         async with daemon.client() as client:
-            return await client.tool_names()
+            return [tool.name for tool in await client.tools()]
 
     if "write" not in anyio.run(tool_names):
         result = hb(daemon, "write", "some-task", "data")
@@ -467,7 +467,7 @@ def test_a_unix_socket_named_like_an_address_does_not_end_a_port_wait(
     """Issue 45, item 10: a unix socket bound at the relative path `9:PORT` read, in `listening`,
     as TCP port PORT, and ended `--wait 60 --wait-for-port PORT` at the first call's end (30 s).
     Calls of 1 s here, so a wait the CLI ended early shows at once."""
-    monkeypatch.setattr(cli, "MAX_SERVER_WAIT_SECS", 1.0)
+    monkeypatch.setattr(commands, "MAX_SERVER_WAIT_SECS", 1.0)
     held = reserve_port()
     port = held.getsockname()[1]
     script = tmp_path / "serve.py"

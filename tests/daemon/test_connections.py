@@ -32,7 +32,7 @@ from hive_bash.daemon.edge.connections import (
 def test_connections_get_a_quarter_of_the_descriptors_at_most(
     max_connections: int, open_files: int, budget: tuple[int, int]
 ) -> None:
-    assert connection_budget(max_connections, open_files) == budget
+    assert connection_budget(max_connections=max_connections, open_files=open_files) == budget
 
 
 def test_the_listening_socket_defers_accept_and_is_not_inherited() -> None:
@@ -53,12 +53,12 @@ def test_a_port_in_use_is_refused_with_the_reason() -> None:
         occupied.listen()
         port = occupied.getsockname()[1]
         with pytest.raises(ListenError, match=f"cannot listen on 127.0.0.1:{port}: Address already in use"):
-            listening_socket("127.0.0.1", port, 1)
+            listening_socket("127.0.0.1", port, request_timeout_secs=1)
 
 
 def test_an_address_that_is_not_local_is_refused_with_the_reason() -> None:
     with pytest.raises(ListenError, match="cannot listen on 192.0.2.1:7523: Cannot assign requested address"):
-        listening_socket("192.0.2.1", 7523, 1)
+        listening_socket("192.0.2.1", 7523, request_timeout_secs=1)
 
 
 def test_the_soft_open_files_limit_is_raised_towards_the_hard_one() -> None:

@@ -30,7 +30,7 @@ def test_an_ipv6_bind_is_named_in_brackets_as_a_host_header_names_it() -> None:
 @pytest.mark.parametrize("wildcard", ["0.0.0.0", "::", ""])
 async def test_a_wildcard_bind_takes_any_host_and_origin(wildcard: str) -> None:
     assert allowed_hosts(wildcard, 7523) is None
-    guard = RequestGuard(app, wildcard, 7523, token="secret")
+    guard = RequestGuard(app, bind_host=wildcard, port=7523, token="secret")
     foreign = {"host": "agent.example:7523", "origin": "http://agent.example"}
     assert (await call(guard, **foreign, authorization="Bearer secret"))[2] == "passed"
     assert (await call(guard, **foreign))[0] == 401  # the token, not the Host header, keeps strangers out
@@ -60,20 +60,20 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
 
 
 async def test_a_foreign_host_gets_421_before_anything_else() -> None:
-    guard = RequestGuard(app, "127.0.0.1", 7523, token="secret")
+    guard = RequestGuard(app, bind_host="127.0.0.1", port=7523, token="secret")
     status, _, body = await call(guard, host="rebound.example:7523", origin="http://rebound.example")
     assert status == 421 and "rebound.example:7523" in body["error"]
 
 
 async def test_a_foreign_origin_gets_403_and_a_missing_origin_passes() -> None:
-    guard = RequestGuard(app, "127.0.0.1", 7523, token=None)
+    guard = RequestGuard(app, bind_host="127.0.0.1", port=7523, token=None)
     assert (await call(guard, host="localhost:7523", origin="http://evil.example"))[0] == 403
     assert (await call(guard, host="localhost:7523", origin="http://localhost:7523"))[2] == "passed"
     assert (await call(guard, host="localhost:7523"))[2] == "passed"
 
 
 async def test_the_token_is_required_and_compared_whole() -> None:
-    guard = RequestGuard(app, "127.0.0.1", 7523, token="secret")
+    guard = RequestGuard(app, bind_host="127.0.0.1", port=7523, token="secret")
     status, headers, body = await call(guard, host="localhost:7523")
     assert status == 401 and headers["www-authenticate"] == "Bearer" and body == {"error": REFUSAL}
     for wrong in ("Bearer secre", "Bearer secret2", "Basic secret", "secret"):
@@ -82,14 +82,14 @@ async def test_the_token_is_required_and_compared_whole() -> None:
 
 
 async def test_a_header_beyond_ascii_never_matches_and_never_raises() -> None:
-    guard = RequestGuard(app, "127.0.0.1", 7523, token="secret")
+    guard = RequestGuard(app, bind_host="127.0.0.1", port=7523, token="secret")
     assert (await call(guard, host="localhost:7523", authorization="Bearer s\xe9cret"))[0] == 401
 
 
 async def test_healthz_is_open_on_loopback_only() -> None:
-    loopback = RequestGuard(app, "127.0.0.1", 7523, token="secret")
+    loopback = RequestGuard(app, bind_host="127.0.0.1", port=7523, token="secret")
     assert (await call(loopback, "/healthz", host="localhost:7523"))[2] == "passed"
-    everywhere = RequestGuard(app, "0.0.0.0", 7523, token="secret")
+    everywhere = RequestGuard(app, bind_host="0.0.0.0", port=7523, token="secret")
     assert (await call(everywhere, "/healthz", host="10.0.0.5:7523"))[0] == 401
     assert (await call(everywhere, "/healthz", host="10.0.0.5:7523", authorization="Bearer secret"))[2] == "passed"
 
@@ -110,7 +110,7 @@ async def test_only_a_request_let_through_to_a_path_taking_the_token_is_marked_a
 ) -> None:
     """The connection guard counts a connection for the session its request names only if it is marked
     (hive_bash.daemon.edge.connections): a client's header on a refused request never does."""
-    guard = RequestGuard(app, "127.0.0.1", 7523, token=token)
+    guard = RequestGuard(app, bind_host="127.0.0.1", port=7523, token=token)
     request = {"host": "localhost:7523", "mcp-session-id": "made-up", **headers}
     scope = {
         "type": "http",
@@ -128,6 +128,6 @@ async def test_other_scope_types_pass_through_untouched() -> None:
     async def lifespan_app(scope: Any, receive: Any, send: Any) -> None:
         seen.append(scope["type"])
 
-    guard = RequestGuard(lifespan_app, "127.0.0.1", 7523, token="secret")
+    guard = RequestGuard(lifespan_app, bind_host="127.0.0.1", port=7523, token="secret")
     await guard({"type": "lifespan"}, None, None)
     assert seen == ["lifespan"]

@@ -60,7 +60,7 @@ async def request(limit: SessionLimit, session: str | None = None, method: str =
 
 
 def limited(app: SessionApp, cap: int) -> SessionLimit:
-    return SessionLimit(app, app, max_sessions=cap, idle_secs=1800)
+    return SessionLimit(app, endpoint=app, max_sessions=cap, idle_secs=1800)
 
 
 async def test_past_the_cap_the_least_recently_used_session_is_ended() -> None:
@@ -102,7 +102,7 @@ async def test_sessions_the_app_or_the_client_ended_are_not_tracked() -> None:
 
 async def test_the_idle_are_reaped_and_the_busy_kept() -> None:
     app = SessionApp()
-    limit = SessionLimit(app, app, max_sessions=8, idle_secs=0.01)
+    limit = SessionLimit(app, endpoint=app, max_sessions=8, idle_secs=0.01)
     idle, busy = (await request(limit))[1], (await request(limit))[1]
     assert busy is not None
     limit.sessions[busy].in_flight = 1  # a tool call still running

@@ -87,7 +87,7 @@ def test_check_body_refuses_with_the_request_id_and_one_line() -> None:
 
 def test_an_oversized_body_is_named_from_its_head() -> None:
     body = call(json.dumps({"cmd": "x" * 100_000}), request_id=42)
-    request = called(body[:65536], body[-4096:])
+    request = called(head=body[:65536], tail=body[-4096:])
     assert (request.id, request.method, request.tool) == (42, "tools/call", "run")
     assert request.describe() == "tools/call run (id 42)"
 
@@ -95,13 +95,13 @@ def test_an_oversized_body_is_named_from_its_head() -> None:
 def test_an_id_sent_last_is_read_from_the_tail() -> None:
     body = b'{"jsonrpc":"2.0","method":"tools/call","params":{"name":"run","arguments":{"cmd":"' + b"x" * 100_000
     body += b'"}},"id":"late"}'
-    request = called(body[:65536], body[-4096:])
+    request = called(head=body[:65536], tail=body[-4096:])
     assert (request.id, request.method, request.tool) == ("late", "tools/call", "run")
 
 
 def test_a_nested_or_quoted_id_in_the_tail_is_not_taken_for_the_request_id() -> None:
     nested = b'{"method":"tools/call","params":{"arguments":{"cmd":"' + b"x" * 70_000 + b'","id":5}}}'
-    assert called(nested[:65536], nested[-4096:]).id is None
-    assert called(b"not json at all", b"").describe() == "a request"
+    assert called(head=nested[:65536], tail=nested[-4096:]).id is None
+    assert called(head=b"not json at all", tail=b"").describe() == "a request"
     boolean = b'{"id":true,"method":"ping"}'
-    assert called(boolean, boolean).id is None
+    assert called(head=boolean, tail=boolean).id is None

@@ -75,7 +75,7 @@ def render(case: dict[str, Any], tmp_path: Path, *args: str) -> dict[str, Any]:
             entry["bearerTokenFile"] = str(token_file)
     servers_file = tmp_path / "mcp-servers.json"
     servers_file.write_text(json.dumps(document))
-    command = installed_command("hive-bash-mcp-config", "hive_bash.client.mcp_config")
+    command = installed_command("hive-bash-mcp-config", "hive_bash.harness_config")
     env = {k: v for k, v in os.environ.items() if k != "HIVE_TOOL_GROUPS"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.run(

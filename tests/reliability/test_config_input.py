@@ -28,7 +28,7 @@ def limit_memory() -> None:  # runs in the child before exec
 
 def render(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*installed_command("hive-bash-mcp-config", "hive_bash.client.mcp_config"), *args],
+        [*installed_command("hive-bash-mcp-config", "hive_bash.harness_config"), *args],
         capture_output=True,
         text=True,
         env=cli_env(),

@@ -344,7 +344,7 @@ async def test_a_task_on_the_daemons_port_at_another_loopback_address_is_never_s
         servers = tmp_path / "mcp-servers.json"
         entry = {"type": "http", "url": local, "bearerTokenFile": str(token_file)}
         servers.write_text(json.dumps({"version": 1, "mcpServers": {"bash": entry}}))
-        render = installed_command("hive-bash-mcp-config", "hive_bash.client.mcp_config")
+        render = installed_command("hive-bash-mcp-config", "hive_bash.harness_config")
         rendered = subprocess.run(
             [*render, "--servers-file", str(servers), "--tool-groups", "execution"],
             env=cli_env(),

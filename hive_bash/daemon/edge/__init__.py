@@ -1,5 +1,2 @@
-"""The HTTP edge: what every request passes before it reaches the MCP app.
-
-Hosts and origins (``security``), request bodies (``strict_json``), connection
-and open-file budgets (``connections``), and MCP session bookkeeping (``mcp_sessions``).
-"""
+"""The HTTP edge, what every request passes before the MCP app: hosts, origins and the token
+(security), bodies (strict_json), connections (connections) and MCP sessions (mcp_sessions)."""

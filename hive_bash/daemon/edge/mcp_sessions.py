@@ -1,16 +1,6 @@
-"""MCP sessions sized for one agent: a cap with least-recently-used eviction, and an idle timeout.
-
-The SDK keeps a session (~31 KB) for 30 idle minutes and refuses new ones with
-503 once 10,000 are open: a local flood of `initialize` calls then locks the agent
-out, since its harness opens a new session every turn. One agent needs a handful
-at a time, so the daemon keeps at most `max_mcp_sessions`: a new session beyond that
-ends the one used least recently, preferring sessions with no request in flight
-(the agent's live session has its event stream or a tool call open). A session
-with nothing in flight for `mcp_session_idle_secs` is ended too.
-
-Sessions are ended the way a client ends one, with a DELETE carrying its id sent
-to the SDK's own endpoint: that works the same on every SDK line.
-"""
+"""MCP sessions sized for one agent, a cap and an idle timeout: the SDK refuses new sessions once 10,000
+are open, so a flood of `initialize` calls locked out the agent, whose harness opens one every turn.
+A session is ended as a client ends one, by a DELETE to the SDK's endpoint: the same on both lines."""
 
 from __future__ import annotations
 
@@ -18,7 +8,9 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -37,7 +29,7 @@ class _Session:
 class SessionLimit:
     """ASGI wrapper of the MCP app: tracks sessions by their header, ends the surplus and the idle."""
 
-    def __init__(self, app: ASGIApp, endpoint: ASGIApp, max_sessions: int, idle_secs: float) -> None:
+    def __init__(self, app: ASGIApp, *, endpoint: ASGIApp, max_sessions: int, idle_secs: float) -> None:
         self.app = app
         self.endpoint = endpoint  # the SDK session manager's request handler, for the DELETEs
         self.max_sessions = max_sessions
@@ -48,7 +40,7 @@ class SessionLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        session_id = _header(scope, SESSION_HEADER)
+        session_id = header(scope, SESSION_HEADER)
         created: str | None = None
 
         async def watched_send(message: Message) -> None:
@@ -56,7 +48,7 @@ class SessionLimit:
             if message["type"] == "http.response.start":
                 status = message["status"]
                 if session_id is None and status < 400:
-                    created = _header(message, SESSION_HEADER)
+                    created = header(message, SESSION_HEADER)
                 elif session_id is not None and status == 404:
                     self.sessions.pop(session_id, None)  # the SDK no longer knows it
             await send(message)
@@ -85,12 +77,8 @@ class SessionLimit:
             others = [key for key in self.sessions if key != newcomer]
             victim = next((key for key in others if not self.sessions[key].in_flight), others[0])
             del self.sessions[victim]
-            logger.debug(
-                "ending session %s: %d sessions open, the limit is %d",
-                victim,
-                len(self.sessions) + 1,
-                self.max_sessions,
-            )
+            open_now = len(self.sessions) + 1
+            logger.debug("ending session %s: %d sessions open, the limit is %d", victim, open_now, self.max_sessions)
             await self._end(victim)
 
     async def reap_idle(self) -> None:
@@ -139,7 +127,7 @@ class SessionLimit:
             logger.exception("could not end session %s", session_id)
 
 
-def _header(scope_or_message: Scope | Message, name: bytes) -> str | None:
+def header(scope_or_message: Mapping[str, Any], name: bytes) -> str | None:
     for key, value in scope_or_message.get("headers", ()):
         if key.lower() == name:
             return bytes(value).decode("latin-1")

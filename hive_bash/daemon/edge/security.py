@@ -1,31 +1,22 @@
-"""Request guards for every route: DNS-rebinding protection and an optional bearer token.
-
-Enforced here rather than left to the SDK, whose defaults differ between
-releases: a foreign Host gets 421, a foreign Origin 403, a missing or wrong
-token 401.
-"""
+"""Request guards for every route: DNS-rebinding protection and an optional bearer token, here rather
+than left to the SDK, whose defaults differ between releases."""
 
 from __future__ import annotations
 
 import hmac
 import json
-import logging
 from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-logger = logging.getLogger(__name__)
-
-# Host headers, so the names a client may have used: `localhost` too. Whether that name led it here
-# or to a task listening on ::1 is the client's to get right (hive-bash and hive-bash-mcp-config
-# refuse loopback names); the daemon binds and announces an address (Settings.host).
+# Host headers, so `localhost` too: whether that name led here or to a task on ::1 is the client's to
+# get right (hive-bash and hive-bash-mcp-config refuse loopback names).
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 LOOPBACK_BINDS = ("127.0.0.1", "::1")
 OPEN_ON_LOOPBACK = frozenset({"/healthz"})
-# Set in the scope of a request let through to a path that takes the token (every path but the open
-# ones; when no token is configured, every such request): only such a request's session header counts
-# for the connection guard (hive_bash.daemon.edge.connections), never one it refused.
+# In the scope of a request let through to a path that takes the token (even when none is configured):
+# only such a request's session header counts for the connection guard, never one it refused.
 AUTHENTICATED = "hive_bash.authenticated"
 
 
@@ -48,7 +39,7 @@ def allowed_origins(hosts: Iterable[str] | None) -> frozenset[str] | None:
 class RequestGuard:
     """ASGI middleware: Host allow-list, Origin allow-list (when present), bearer token (when configured)."""
 
-    def __init__(self, app: ASGIApp, bind_host: str, port: int, token: str | None) -> None:
+    def __init__(self, app: ASGIApp, *, bind_host: str, port: int, token: str | None) -> None:
         self.app = app
         self.hosts = allowed_hosts(bind_host, port)
         self.origins = allowed_origins(self.hosts)
@@ -64,17 +55,18 @@ class RequestGuard:
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
         host = headers.get("host", "")
         if self.hosts is not None and host not in self.hosts:
-            await _refuse(send, 421, f"host {host!r} is not served here (DNS rebinding protection)")
+            error = f"host {host!r} is not served here (DNS rebinding protection)"
+            await send_json(send, status=421, payload={"error": error})
             return
         origin = headers.get("origin")
         if origin is not None and self.origins is not None and origin not in self.origins:
-            await _refuse(send, 403, f"origin {origin!r} is not allowed")
+            await send_json(send, status=403, payload={"error": f"origin {origin!r} is not allowed"})
             return
         token = None if scope["path"] in self.open_paths else self.token
         if token is not None and not _bearer_matches(headers.get("authorization", ""), token):
             # WWW-Authenticate stays (the MCP auth flow expects it); the body is what clients that
             # then try OAuth (mcp-remote, Codex) print when it fails: it says what to do instead.
-            await _refuse(send, 401, REFUSAL, {"www-authenticate": "Bearer"})
+            await send_json(send, status=401, payload={"error": REFUSAL}, headers=[(b"www-authenticate", b"Bearer")])
             return
         if scope["path"] not in self.open_paths:
             scope[AUTHENTICATED] = True
@@ -93,9 +85,9 @@ def _bearer_matches(header: str, token: str) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode("latin-1"), token.encode())
 
 
-async def _refuse(send: Send, status: int, message: str, extra: dict[str, str] | None = None) -> None:
-    body = json.dumps({"error": message}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers += [(key.encode(), value.encode()) for key, value in (extra or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+async def send_json(send: Send, *, status: int, payload: object, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+    """A whole JSON response, its length said."""
+    body = json.dumps(payload).encode()
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": start})
     await send({"type": "http.response.body", "body": body})

@@ -1,8 +1,8 @@
 """hive-bash-mcp-config: the renderer from the NixOS module's server file to Claude's --mcp-config.
 
-Function-level tests of hive_bash.client.mcp_config plus the real console entry run as a
+Function-level tests of hive_bash.harness_config plus the real console entry run as a
 subprocess (the installed `hive-bash-mcp-config` when on PATH, else
-`python -m hive_bash.client.mcp_config`).
+`python -m hive_bash.harness_config`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from hive_bash.client import mcp_config
+from hive_bash import harness_config
 from hive_bash.errors import ConfigError
 from hivetest import installed_command
 
@@ -58,16 +58,16 @@ def full_doc() -> dict[str, Any]:
 
 
 def render(doc: dict[str, Any], groups: list[str], subagent: bool = False) -> dict[str, Any]:
-    return mcp_config.render(mcp_config.parse_servers_file(doc), groups, subagent=subagent)
+    return harness_config.render(harness_config.parse_servers_file(doc), groups, subagent=subagent)
 
 
 def renderer_command() -> list[str]:
-    return installed_command("hive-bash-mcp-config", "hive_bash.client.mcp_config")
+    return installed_command("hive-bash-mcp-config", "hive_bash.harness_config")
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if k not in ("HIVE_TOOL_GROUPS", "HIVE_MCP_SERVERS_FILE")}
-    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), environ.get("PYTHONPATH")]))
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[1]), environ.get("PYTHONPATH")]))
     environ.update(env or {})
     return subprocess.run(
         [*renderer_command(), *args], capture_output=True, text=True, env=environ, cwd=cwd, timeout=30, check=False
@@ -151,8 +151,8 @@ def test_output_is_deterministic() -> None:
     doc = full_doc()
     reordered = dict(reversed(list(doc.items())))
     reordered["mcpServers"] = dict(reversed(list(doc["mcpServers"].items())))
-    first = mcp_config.dumps(render(doc, AGENT_DEFAULT))
-    assert first == mcp_config.dumps(render(reordered, list(reversed(AGENT_DEFAULT))))
+    first = harness_config.dumps(render(doc, AGENT_DEFAULT))
+    assert first == harness_config.dumps(render(reordered, list(reversed(AGENT_DEFAULT))))
     assert list(json.loads(first)["mcpConfig"]["mcpServers"]) == ["bash", "matrix"]
 
 
@@ -173,7 +173,7 @@ def test_output_is_deterministic() -> None:
 def test_tool_group_precedence(
     flag: str | None, environ: dict[str, str], file_groups: frozenset[str] | None, expected: set[str]
 ) -> None:
-    assert mcp_config.resolve_tool_groups(flag, environ, file_groups) == expected
+    assert harness_config.resolve_tool_groups(flag, environ, file_groups) == expected
 
 
 # --- malformed input --------------------------------------------------------------
@@ -214,7 +214,7 @@ def test_tool_group_precedence(
 )
 def test_malformed_input_names_entry_and_field(doc: Any, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        mcp_config.parse_servers_file(doc)
+        harness_config.parse_servers_file(doc)
     assert str(caught.value).startswith(message), str(caught.value)
 
 
@@ -231,7 +231,7 @@ def test_cli_prints_combined_object(servers_file: Path) -> None:
     proc = run_cli("--servers-file", str(servers_file), "--tool-groups", "messaging,execution")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == render(full_doc(), ["messaging", "execution"])
-    assert proc.stdout == mcp_config.dumps(json.loads(proc.stdout))  # sorted keys, stable layout
+    assert proc.stdout == harness_config.dumps(json.loads(proc.stdout))  # sorted keys, stable layout
 
 
 def test_cli_reads_tool_groups_from_environment(servers_file: Path) -> None:

@@ -1,46 +1,5 @@
-"""Render an agent's Claude Code MCP config from the NixOS module's server list.
-
-The NixOS module (``nixos/agent.nix``) writes every ``extraMcpServers`` entry plus
-the configured tool groups to a JSON file (``/etc/hyperhive/mcp-servers.json``)::
-
-    {"version": 1,
-     "toolGroups": ["messaging", "meta", "inbox", "execution"],
-     "mcpServers": {"bash": {"type": "http", "url": "http://127.0.0.1:7523/mcp",
-                             "allowedTools": ["*"], "requiredPermission": "execution",
-                             "availableToSubagents": false, ...}}}
-
-The harness runs ``hive-bash-mcp-config`` before every turn with the agent's
-*current* tool groups and hands the result to ``claude --mcp-config`` and
-``--allowedTools``. An entry whose ``requiredPermission`` the agent does not hold
-is dropped entirely (no server, no tool names), so removing ``execution`` removes
-every ``mcp__bash__*`` tool at the next turn. ``--subagent`` keeps only entries
-marked ``availableToSubagents``.
-
-Tool groups come from ``--tool-groups a,b``, else ``$HIVE_TOOL_GROUPS``, else the
-file's ``toolGroups``. An empty value means "no groups".
-
-Output: without ``--out-*`` flags one JSON object is printed,
-``{"allowedTools": [...], "mcpConfig": {"mcpServers": {...}}}``. With
-``--out-config PATH`` the ``{"mcpServers": ...}`` object is written to PATH, with
-``--out-allowed-tools PATH`` the tool names are written one per line (``-`` is
-stdout). Files are replaced atomically. Output is deterministic (sorted keys,
-sorted tool names).
-
-An http entry's ``bearerTokenFile`` (the daemon's token, kept out of the world-
-readable store) is read on every run and rendered as ``"Authorization": "Bearer
-<token>"`` in its ``headers``; a config file carrying one is written 0600. A token
-file that does not exist yet (the daemon writes it at its first start) leaves out
-that entry alone, with one warning line on stderr: a render at first boot, or while
-the daemon crash-loops, keeps every other server. An entry sending a token to a loopback
-name (``http://localhost:7523/mcp``) is refused: the name can lead Claude Code to a task
-listening on the daemon's port at ::1 (tokens.check_destination).
-
-Exit status: 0 on success, 2 on any bad input: unreadable, non-UTF-8, malformed or
-too deeply nested JSON, duplicate keys, an unusable token file, an unwritable
-output (one line on stderr naming the entry and field; never a traceback).
-
-Only the standard library is used: this runs every turn and must stay fast.
-"""
+"""`hive-bash-mcp-config`: the agent's Claude Code MCP config, rendered each turn from the NixOS module's
+server file for the tool groups the agent holds now (docs/nixos.md); standard library only, to be fast."""
 
 from __future__ import annotations
 
@@ -51,18 +10,18 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hive_bash import tokens
 from hive_bash.errors import ConfigError, TokenError
-from hive_bash.private_files import write_atomically
+from hive_bash.private_files import read_at_most, write_atomically
 
 log = logging.getLogger(__name__)
 
-PROG = "hive-bash-mcp-config"
+CONFIG_PROG = "hive-bash-mcp-config"
 DEFAULT_SERVERS_FILE = Path("/etc/hyperhive/mcp-servers.json")
 TOOL_GROUPS_ENV = "HIVE_TOOL_GROUPS"
 SERVERS_FILE_ENV = "HIVE_MCP_SERVERS_FILE"
@@ -79,19 +38,16 @@ TOOL_RE = re.compile(r"[A-Za-z0-9_.-]+")
 # RFC 9110 field names; values without control characters (no header injection into Claude's requests).
 HEADER_NAME_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 HEADER_VALUE_RE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+_FILE_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 ENTRY_FIELDS = frozenset(
-    {
-        "type",
-        "command",
-        "args",
-        "env",
-        "url",
-        "headers",
-        "allowedTools",
-        "availableToSubagents",
-        "requiredPermission",
-        "bearerTokenFile",
-    }
+    {"type", "command", "args", "env", "url", "headers", "allowedTools", "availableToSubagents"}
+    | {"requiredPermission", "bearerTokenFile"}
 )
 
 
@@ -109,8 +65,7 @@ class ServerEntry:
     allowed_tools: tuple[str, ...] = ()
     available_to_subagents: bool = False
     required_permission: str | None = None
-    # http entries: a file holding the daemon's token, rendered as "Authorization: Bearer <token>".
-    bearer_token_file: str | None = None
+    bearer_token_file: str | None = None  # http: the daemon's token, rendered as "Authorization: Bearer"
 
 
 @dataclass(frozen=True)
@@ -119,9 +74,6 @@ class ServersFile:
 
     servers: Mapping[str, ServerEntry]
     tool_groups: frozenset[str] | None
-
-
-# --- parsing ---------------------------------------------------------------
 
 
 def _shown(text: str) -> str:
@@ -134,47 +86,21 @@ def _where(name: str, key: str) -> str:
     return f"mcpServers.{_shown(name)}.{_shown(key)}"
 
 
-def _opt_str(entry: Mapping[str, Any], name: str, key: str) -> str | None:
+# What an entry's field must be, as an error names it, and the check.
+_STRING, _STRINGS, _STRING_MAP = "a non-empty string", "a list of strings", "an object of strings"
+_EXPECTED: dict[str, Callable[[Any], bool]] = {
+    _STRING: lambda value: isinstance(value, str) and bool(value),
+    _STRINGS: lambda value: isinstance(value, list) and all(isinstance(item, str) for item in value),
+    _STRING_MAP: lambda value: isinstance(value, dict) and all(isinstance(v, str) for v in value.values()),
+}
+
+
+def _field(entry: Mapping[str, Any], key: str, *, server: str, expected: str) -> Any:
+    """The entry's value for `key` (None when absent), if it is what `expected` names."""
     value = entry.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{_where(name, key)}: expected a non-empty string, got {value!r}")
+    if value is not None and not _EXPECTED[expected](value):
+        raise ConfigError(f"{_where(server, key)}: expected {expected}, got {value!r}")
     return value
-
-
-def _str_list(entry: Mapping[str, Any], name: str, key: str) -> tuple[str, ...]:
-    value = entry.get(key)
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ConfigError(f"{_where(name, key)}: expected a list of strings, got {value!r}")
-    return tuple(value)
-
-
-def _str_map(entry: Mapping[str, Any], name: str, key: str) -> dict[str, str]:
-    value = entry.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise ConfigError(f"{_where(name, key)}: expected an object of strings, got {value!r}")
-    return dict(value)
-
-
-def _headers(entry: Mapping[str, Any], name: str) -> dict[str, str]:
-    headers = _str_map(entry, name, "headers")
-    for key, value in headers.items():
-        if not HEADER_NAME_RE.fullmatch(key) or not HEADER_VALUE_RE.fullmatch(value):
-            raise ConfigError(f"{_where(name, 'headers')}: {key!r} is not a valid HTTP header name and value")
-    return headers
-
-
-def _allowed_tools(entry: Mapping[str, Any], name: str) -> tuple[str, ...]:
-    tools = _str_list(entry, name, "allowedTools")
-    for tool in tools:
-        if tool != "*" and not TOOL_RE.fullmatch(tool):
-            raise ConfigError(f'{_where(name, "allowedTools")}: {tool!r} is neither "*" nor a tool name')
-    return tools
 
 
 def parse_server(name: str, entry: Any) -> ServerEntry:
@@ -192,18 +118,30 @@ def parse_server(name: str, entry: Any) -> ServerEntry:
     subagents = entry.get("availableToSubagents", False)
     if not isinstance(subagents, bool):
         raise ConfigError(f"{_where(name, 'availableToSubagents')}: expected true or false, got {subagents!r}")
+    command = _field(entry, "command", server=name, expected=_STRING)
+    args = tuple(_field(entry, "args", server=name, expected=_STRINGS) or ())
+    env = dict(_field(entry, "env", server=name, expected=_STRING_MAP) or {})
+    url = _field(entry, "url", server=name, expected=_STRING)
+    headers = dict(_field(entry, "headers", server=name, expected=_STRING_MAP) or {})
+    for key, value in headers.items():
+        if not HEADER_NAME_RE.fullmatch(key) or not HEADER_VALUE_RE.fullmatch(value):
+            raise ConfigError(f"{_where(name, 'headers')}: {key!r} is not a valid HTTP header name and value")
+    tools = tuple(_field(entry, "allowedTools", server=name, expected=_STRINGS) or ())
+    for tool in tools:
+        if tool != "*" and not TOOL_RE.fullmatch(tool):
+            raise ConfigError(f'{_where(name, "allowedTools")}: {tool!r} is neither "*" nor a tool name')
     server = ServerEntry(
         name=name,
         type=kind,
-        command=_opt_str(entry, name, "command"),
-        args=_str_list(entry, name, "args"),
-        env=_str_map(entry, name, "env"),
-        url=_opt_str(entry, name, "url"),
-        headers=_headers(entry, name),
-        allowed_tools=_allowed_tools(entry, name),
+        command=command,
+        args=args,
+        env=env,
+        url=url,
+        headers=headers,
+        allowed_tools=tools,
         available_to_subagents=subagents,
-        required_permission=_opt_str(entry, name, "requiredPermission"),
-        bearer_token_file=_opt_str(entry, name, "bearerTokenFile"),
+        required_permission=_field(entry, "requiredPermission", server=name, expected=_STRING),
+        bearer_token_file=_field(entry, "bearerTokenFile", server=name, expected=_STRING),
     )
     if server.type == "http" and server.url is None:
         raise ConfigError(f"{_where(name, 'url')}: an http entry needs a url")
@@ -218,11 +156,6 @@ def parse_server(name: str, entry: Any) -> ServerEntry:
         except TokenError as exc:
             raise ConfigError(f"{_where(name, 'url')}: {exc}") from None
     return server
-
-
-def parse_tool_groups(value: str) -> frozenset[str]:
-    """``"a, b,,c"`` -> {"a", "b", "c"}; an empty string means no groups."""
-    return frozenset(part.strip() for part in value.split(",") if part.strip())
 
 
 def parse_servers_file(data: Any) -> ServersFile:
@@ -252,10 +185,8 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def read_servers_bytes(path: Path) -> bytes:
-    """The file's bytes, read only if it is a regular file within MAX_SERVERS_FILE_BYTES.
-
-    Opened without blocking (a FIFO would hang the harness's every turn until a writer came)
-    and checked with fstat before a byte is read (/dev/zero would fill memory)."""
+    """The file's bytes if it is a regular file within MAX_SERVERS_FILE_BYTES: opened without blocking
+    (a FIFO would hang every turn) and checked with fstat before a byte is read (/dev/zero)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
@@ -263,32 +194,18 @@ def read_servers_bytes(path: Path) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"cannot read: not a regular file ({_file_kind(info.st_mode)})")
+            kind = _FILE_KINDS.get(stat.S_IFMT(info.st_mode), "not a file")
+            raise ConfigError(f"cannot read: not a regular file ({kind})")
         if info.st_size > MAX_SERVERS_FILE_BYTES:
             raise ConfigError(f"cannot read: {info.st_size} bytes, the limit is {MAX_SERVERS_FILE_BYTES}")
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := os.read(fd, MAX_SERVERS_FILE_BYTES + 1 - size):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > MAX_SERVERS_FILE_BYTES:  # grew while being read
-                raise ConfigError(f"cannot read: over {MAX_SERVERS_FILE_BYTES} bytes, the limit")
-        return b"".join(chunks)
+        data = read_at_most(fd, MAX_SERVERS_FILE_BYTES + 1)
+        if len(data) > MAX_SERVERS_FILE_BYTES:  # grew while being read
+            raise ConfigError(f"cannot read: over {MAX_SERVERS_FILE_BYTES} bytes, the limit")
+        return data
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror or exc}") from exc
     finally:
         os.close(fd)
-
-
-def _file_kind(mode: int) -> str:
-    kinds = (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    )
-    return next((name for test, name in kinds if test(mode)), "not a file")
 
 
 def load_servers_file(path: Path) -> ServersFile:
@@ -310,68 +227,39 @@ def load_servers_file(path: Path) -> ServersFile:
     return parse_servers_file(data)
 
 
-# --- selection and rendering -----------------------------------------------
-
-
 def resolve_tool_groups(
     flag: str | None, environ: Mapping[str, str], file_groups: frozenset[str] | None
 ) -> frozenset[str]:
-    """--tool-groups, else $HIVE_TOOL_GROUPS, else the file's toolGroups, else none."""
-    if flag is not None:
-        return parse_tool_groups(flag)
-    if TOOL_GROUPS_ENV in environ:
-        return parse_tool_groups(environ[TOOL_GROUPS_ENV])
-    return file_groups or frozenset()
+    """--tool-groups, else $HIVE_TOOL_GROUPS (`"a, b,,c"`; empty: no groups), else the file's, else none."""
+    value = flag if flag is not None else environ.get(TOOL_GROUPS_ENV)
+    if value is None:
+        return file_groups or frozenset()
+    return frozenset(part.strip() for part in value.split(",") if part.strip())
 
 
 def select_servers(
     servers: Mapping[str, ServerEntry], tool_groups: Iterable[str], *, subagent: bool = False
 ) -> dict[str, ServerEntry]:
-    """Entries the agent may see: permission held, and (for subagents) marked available."""
+    """Entries the agent may see: permission held, and (for subagents) marked available. An entry whose
+    token file the daemon has not written yet (first boot, a crash-looping daemon) is left out with a
+    warning: failing the render would take every other server from the agent."""
     held = frozenset(tool_groups)
     selected: dict[str, ServerEntry] = {}
     for name, server in sorted(servers.items()):
         if server.required_permission is not None and server.required_permission not in held:
             log.debug("dropping %s: tool group %s not held", name, server.required_permission)
-            continue
-        if subagent and not server.available_to_subagents:
+        elif subagent and not server.available_to_subagents:
             log.debug("dropping %s: not available to subagents", name)
-            continue
-        selected[name] = server
-    return selected
-
-
-def without_unwritten_tokens(servers: Mapping[str, ServerEntry]) -> dict[str, ServerEntry]:
-    """Leave out (with one warning line each) the entries whose token file does not exist yet.
-
-    The daemon writes its token at its first start: before it (first boot, a daemon that
-    crash-loops) the entry could only be refused, and failing the whole render would take
-    every other server from the agent. A file that exists but cannot be used is still an
-    error (read_bearer_token): that is a broken setup, not one still coming up.
-    """
-    kept: dict[str, ServerEntry] = {}
-    for name, server in servers.items():
-        path = server.bearer_token_file
-        if path is not None and not os.path.lexists(path):
+        elif server.bearer_token_file is not None and not os.path.lexists(server.bearer_token_file):
             log.warning(
                 "warning: %s: %s does not exist yet (the server writes it when it first starts); left out %r this time",
                 _where(name, "bearerTokenFile"),
-                path,
+                server.bearer_token_file,
                 name,
             )
-            continue
-        kept[name] = server
-    return kept
-
-
-def read_bearer_token(server: ServerEntry) -> str:
-    """The token in the entry's bearerTokenFile; a ConfigError naming the entry when it cannot be used."""
-    assert server.bearer_token_file is not None
-    try:
-        token, _ = tokens.read_token_file(Path(server.bearer_token_file))
-    except TokenError as exc:
-        raise ConfigError(f"{_where(server.name, 'bearerTokenFile')}: {server.bearer_token_file}: {exc}") from None
-    return token
+        else:
+            selected[name] = server
+    return selected
 
 
 def render_server(server: ServerEntry) -> dict[str, Any]:
@@ -380,15 +268,17 @@ def render_server(server: ServerEntry) -> dict[str, Any]:
         rendered: dict[str, Any] = {"type": "http", "url": server.url}
         headers = dict(server.headers)
         if server.bearer_token_file is not None:
-            headers["Authorization"] = f"Bearer {read_bearer_token(server)}"
+            try:
+                token, _ = tokens.read_token_file(Path(server.bearer_token_file))
+            except TokenError as exc:
+                raise ConfigError(
+                    f"{_where(server.name, 'bearerTokenFile')}: {server.bearer_token_file}: {exc}"
+                ) from None
+            headers["Authorization"] = f"Bearer {token}"
         if headers:
             rendered["headers"] = headers
         return rendered
     return {"type": "stdio", "command": server.command, "args": list(server.args), "env": dict(server.env)}
-
-
-def render_mcp_config(servers: Mapping[str, ServerEntry]) -> dict[str, Any]:
-    return {"mcpServers": {name: render_server(server) for name, server in sorted(servers.items())}}
 
 
 def render_allowed_tools(servers: Mapping[str, ServerEntry]) -> list[str]:
@@ -404,18 +294,16 @@ def render_allowed_tools(servers: Mapping[str, ServerEntry]) -> list[str]:
 
 def render(servers_file: ServersFile, tool_groups: Iterable[str], *, subagent: bool = False) -> dict[str, Any]:
     """The combined result: ``{"allowedTools": [...], "mcpConfig": {"mcpServers": {...}}}``."""
-    selected = without_unwritten_tokens(select_servers(servers_file.servers, tool_groups, subagent=subagent))
-    return {"allowedTools": render_allowed_tools(selected), "mcpConfig": render_mcp_config(selected)}
+    selected = select_servers(servers_file.servers, tool_groups, subagent=subagent)
+    config = {"mcpServers": {name: render_server(server) for name, server in sorted(selected.items())}}
+    return {"allowedTools": render_allowed_tools(selected), "mcpConfig": config}
 
 
 def dumps(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True) + "\n"
 
 
-# --- command line ----------------------------------------------------------
-
-
-def write_output(target: str, text: str, mode: int = 0o644) -> None:
+def write_output(target: str, *, text: str, mode: int = 0o644) -> None:
     """Write to stdout for "-", else replace the file atomically (created with `mode`)."""
     if target == "-":
         sys.stdout.write(text)
@@ -426,7 +314,7 @@ def write_output(target: str, text: str, mode: int = 0o644) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG,
+        prog=CONFIG_PROG,
         description="Render Claude Code's --mcp-config JSON and allowed-tools list from the "
         "NixOS module's MCP server file, keeping only entries the agent's tool groups permit.",
     )
@@ -453,19 +341,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format=f"{PROG}: %(message)s")
+    level = logging.DEBUG if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, format=f"{CONFIG_PROG}: %(message)s")
     servers_path = args.servers_file or Path(os.environ.get(SERVERS_FILE_ENV) or DEFAULT_SERVERS_FILE)
     try:
         servers_file = load_servers_file(servers_path)
         groups = resolve_tool_groups(args.tool_groups, os.environ, servers_file.tool_groups)
         result = render(servers_file, groups, subagent=args.subagent)
     except ConfigError as exc:
-        print(f"{PROG}: error: {_shown(str(servers_path))}: {exc}", file=sys.stderr)
+        print(f"{CONFIG_PROG}: error: {_shown(str(servers_path))}: {exc}", file=sys.stderr)
         return EXIT_INPUT_ERROR
     try:
         write_results(args, result)
     except OSError as exc:
-        print(f"{PROG}: error: cannot write {exc.filename or 'the output'}: {exc.strerror or exc}", file=sys.stderr)
+        target = exc.filename or "the output"
+        print(f"{CONFIG_PROG}: error: cannot write {target}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_INPUT_ERROR
     return 0
 
@@ -479,9 +369,9 @@ def write_results(args: argparse.Namespace, result: dict[str, Any]) -> None:
         carries_token = any(
             "Authorization" in server.get("headers", {}) for server in result["mcpConfig"]["mcpServers"].values()
         )
-        write_output(args.out_config, dumps(result["mcpConfig"]), 0o600 if carries_token else 0o644)
+        write_output(args.out_config, text=dumps(result["mcpConfig"]), mode=0o600 if carries_token else 0o644)
     if args.out_allowed_tools is not None:
-        write_output(args.out_allowed_tools, "".join(f"{tool}\n" for tool in result["allowedTools"]))
+        write_output(args.out_allowed_tools, text="".join(f"{tool}\n" for tool in result["allowedTools"]))
 
 
 if __name__ == "__main__":
