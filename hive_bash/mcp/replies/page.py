@@ -46,7 +46,7 @@ class Unread:
 
 
 def log_reply(
-    task: TaskView, stream: Stream, path: Path, offset: int, max_bytes: int, budgeted: bool, unread: Unread | None
+    task: TaskView, stream: Stream, path: Path, *, offset: int, max_bytes: int, budgeted: bool, unread: Unread | None
 ) -> CallToolResult:
     """`logs`: one page of `stream` (at `path`) from `offset`, cut to LOGS_DEFAULT_BUDGET when `budgeted`
     (max_bytes was not given); `task` as it was before the page was read."""
