@@ -180,8 +180,8 @@ def search_request(
         path=str(path),
         pattern=pattern,
         offset=offset,
-        max_matches=non_negative_int("max_matches", max_matches, DEFAULT_MAX_MATCHES, MAX_MATCHES_CAP),
-        context_lines=non_negative_int("context_lines", context_lines, 0, MAX_CONTEXT_LINES),
+        max_matches=non_negative_int("max_matches", max_matches, default=DEFAULT_MAX_MATCHES, maximum=MAX_MATCHES_CAP),
+        context_lines=non_negative_int("context_lines", context_lines, default=0, maximum=MAX_CONTEXT_LINES),
         stream=stream,
     )
 
@@ -235,7 +235,7 @@ def environment(value: dict[str, str] | None) -> dict[str, str]:
     return dict(value)
 
 
-def non_negative_int(argument: str, value: int | None, default: int, maximum: int) -> int:
+def non_negative_int(argument: str, value: int | None, *, default: int, maximum: int) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
@@ -247,7 +247,7 @@ def non_negative_int(argument: str, value: int | None, default: int, maximum: in
 
 def page_size(value: int | None) -> int:
     """logs' max_bytes: at least 1, at most LOGS_MAX_BYTES."""
-    size = non_negative_int("max_bytes", value, LOGS_DEFAULT_BYTES, LOGS_MAX_BYTES)
+    size = non_negative_int("max_bytes", value, default=LOGS_DEFAULT_BYTES, maximum=LOGS_MAX_BYTES)
     if size == 0:
         raise InvalidArgument("max_bytes", "must be at least 1")
     return size
@@ -258,7 +258,7 @@ MAX_FILE_OFFSET = 2**63 - 1  # off_t: a larger offset cannot even be asked of th
 
 def byte_offset(argument: str, value: int | None) -> int:
     """A byte offset into a task's output: 0 or more, and one a file can have."""
-    offset = non_negative_int(argument, value, 0, MAX_FILE_OFFSET + 1)
+    offset = non_negative_int(argument, value, default=0, maximum=MAX_FILE_OFFSET + 1)
     if offset > MAX_FILE_OFFSET:
         raise InvalidArgument(argument, f"must be at most {MAX_FILE_OFFSET} (2**63 - 1): no file offset is larger")
     return offset

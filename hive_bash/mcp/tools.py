@@ -162,14 +162,15 @@ class BashTools:
         limit: Annotated[int | None, Field(description=descriptions.LIST_LIMIT)] = None,
         session: Annotated[str | None, Field(description="Only this session's")] = None,
     ) -> Annotated[CallToolResult, schema.TaskList]:
-        count = arguments.non_negative_int("limit", limit, limits.LIST_DEFAULT, limits.LIST_MAX)
+        count = arguments.non_negative_int("limit", limit, default=limits.LIST_DEFAULT, maximum=limits.LIST_MAX)
         name = None if session is None else arguments.task_id("session", session)
         tasks = self.manager.newest_first(status, name)
         listed = tasks[:count]
         shown = [
             task_view(task, found) for task, found in zip(listed, await self.manager.listening(listed), strict=True)
         ]
-        return listing.list_reply(shown, len(tasks), self.manager.task_count, status, self.manager.sessions(name))
+        known, sessions = self.manager.task_count, self.manager.sessions(name)
+        return listing.list_reply(shown, total=len(tasks), known=known, status=status, sessions=sessions)
 
     @tool_errors
     async def logs(
@@ -217,7 +218,7 @@ class BashTools:
     ) -> Annotated[CallToolResult, schema.WriteResult]:
         payload = arguments.input_data(data, limits.WRITE_MAX_BYTES)
         task, out_offset = self.manager.write_input(arguments.task_id("id", id), payload, bool(eof))
-        return control.write_reply(task_view(task), len(payload), out_offset, bool(eof))
+        return control.write_reply(task_view(task), accepted=len(payload), out_offset=out_offset, eof=bool(eof))
 
 
 async def status_reply(
