@@ -4,7 +4,8 @@ Each tool checks its arguments (hive_bash.mcp.arguments), asks the task manager,
 returns the reply hive_bash.mcp.replies builds (a module per reply) from a frozen view of the
 task (hive_bash.core.task_view): a live `Task` is only handed back to the manager. What the model
 is told about the tools is in hive_bash.mcp.descriptions (true for this configuration: todos only
-with a harness socket).
+with a harness socket). An inline wait is the manager's (TaskManager.wait); a tool turns its ticks into
+progress notifications (hive_bash.mcp.progress) and renders its outcome.
 Domain errors (hive_bash.errors) become MCP tool errors here and nowhere else.
 """
 

@@ -97,7 +97,8 @@ class Waits:
         loop = asyncio.get_running_loop()
         asked, deadline = seconds, loop.time() + seconds
         matched: FirstMatch | None = None
-        ported: _PortWait | None = None
+        seen: list[PortSeen] = []  # the look that found the port
+        found = asyncio.Event()
         async with contextlib.AsyncExitStack() as stack:
             if line is not None:
                 matched = await stack.enter_async_context(
@@ -105,27 +106,29 @@ class Waits:
                 )
                 deadline = loop.time() if matched.busy else deadline  # no matcher free: answered at once, saying so
             if port is not None:
-                ported = _PortWait(port)
-                stack.push_async_callback(_stopped, loop.create_task(self._poll(task, ported), name="port-wait"))
+                stack.push_async_callback(
+                    _stopped, loop.create_task(self._poll(task, port, seen, found), name="port-wait")
+                )
             if on_progress is not None:
                 stack.push_async_callback(_stopped, loop.create_task(_tick(on_progress), name="progress"))
             ends = (
                 task.ended,
                 abandon,
                 matched.found if matched is not None else None,
-                ported.over if ported is not None else None,
+                found,
                 None if grows else task.wants_input,
             )
             while not _grew(grows) and not any(end is not None and end.is_set() for end in ends):
                 if (left := deadline - loop.time()) <= 0:
                     break
                 await task.wait_for_end(min(left, GROWTH_POLL_SECS) if grows else left, *ends)
-            if matched is not None and not matched.found.is_set() and _waits_for_input(task):
+            waits_for_input = task.input_wait is not None and task.input_wait.waiting
+            if matched is not None and not matched.found.is_set() and waits_for_input:
                 # Ended by the task waiting for its input: whether what it printed so far matched is owed.
                 sizes: dict[str, int] = {stream: file_size(path) for stream, path in self._paths(task)}
                 await matched.looked_through(sizes, deadline - loop.time())
-        seen = PortSeen(ported.port, ported.found, ported.listening) if ported is not None else None
-        return WaitOutcome(_why(task, matched, seen, grows, abandon), asked, matched, seen)
+        ported = None if port is None else seen[0] if seen else PortSeen(port, None, None)
+        return WaitOutcome(_why(task, matched, ported, grows, abandon), asked, matched, ported)
 
     def _paths(self, task: Task) -> list[tuple[Stream, Path]]:
         return [(stream, self.files.output(task.id, stream)) for stream in STREAMS]
@@ -136,29 +139,19 @@ class Waits:
             StreamStart(name, str(path), 0 if line.from_start else file_size(path)) for name, path in self._paths(task)
         ]
 
-    async def _poll(self, task: Task, ported: _PortWait) -> None:
-        while not ported.over.is_set():
+    async def _poll(self, task: Task, port: int, seen: list[PortSeen], found: asyncio.Event) -> None:
+        """Look at what the task listens on every PORT_POLL_SECS until `port` is there (ANY_PORT: a TCP one)."""
+        while True:
             try:
-                ported.look(await self.look(task))
+                listening = await self.look(task)
+                for address in listening.addresses:
+                    if address.kind != "unix" and port in (ANY_PORT, address.port):
+                        seen.append(PortSeen(port, str(address), listening))
+                        found.set()
+                        return
             except Exception:  # a failed look says nothing; the wait goes on to its end
                 logger.exception("wait_for_port look failed")
-            if not ported.over.is_set():
-                await asyncio.sleep(PORT_POLL_SECS)
-
-
-class _PortWait:
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.found: str | None = None
-        self.listening: Listening | None = None
-        self.over = asyncio.Event()
-
-    def look(self, listening: Listening) -> None:
-        for address in listening.addresses:
-            if address.kind != "unix" and self.port in (ANY_PORT, address.port):
-                self.found, self.listening = str(address), listening
-                self.over.set()
-                return
+            await asyncio.sleep(PORT_POLL_SECS)
 
 
 def _why(
@@ -181,10 +174,6 @@ def _why(
 
 def _grew(grows: Sequence[Growth]) -> bool:
     return any(file_size(growth.path) > growth.size for growth in grows)
-
-
-def _waits_for_input(task: Task) -> bool:
-    return task.input_wait is not None and task.input_wait.waiting
 
 
 async def _tick(on_progress: OnProgress) -> None:
