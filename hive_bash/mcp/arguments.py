@@ -13,10 +13,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hive_bash.core import WRAPPER_ENV, compile_for
+from hive_bash.core import (
+    ANY_PORT,
+    DEFAULT_MAX_MATCHES,
+    MAX_CONTEXT_LINES,
+    MAX_MATCHES_CAP,
+    WRAPPER_ENV,
+    LineWanted,
+    SearchRequest,
+    compile_for,
+    compile_pattern,
+)
 from hive_bash.errors import InvalidArgument
-from hive_bash.mcp.limits import WAIT_CAP_SECS
-from hive_bash.model import ENV_NAME_PATTERN, NAME_MAX_CHARS, NAME_PATTERN, StdinMode, TaskOptions
+from hive_bash.mcp.limits import LOGS_DEFAULT_BYTES, LOGS_MAX_BYTES, WAIT_CAP_SECS
+from hive_bash.model import ENV_NAME_PATTERN, NAME_MAX_CHARS, NAME_PATTERN, StdinMode, Stream, TaskOptions
 from hive_bash.settings import Settings, memory_bytes
 
 PATH_MAX = 4096  # Linux: the longest path a system call takes, NUL included
@@ -26,6 +36,7 @@ SHOWN_CHARS = 200
 def task_options(
     settings: Settings,
     cmd: str,
+    *,
     name: str | None = None,
     timeout_secs: float | None = None,
     idle_timeout_secs: float | None = None,
@@ -137,19 +148,42 @@ def line_pattern(argument: str, value: str | None) -> str | None:
     return value
 
 
+def line_wanted(value: str | None, *, from_start: bool) -> LineWanted | None:
+    """wait_for: a run's looks at all its new task prints (`from_start`), a status's at what it prints from now on."""
+    pattern = line_pattern("wait_for", value)
+    return None if pattern is None else LineWanted(pattern, from_start=from_start)
+
+
 PORT_MAX = 65535
 PORT_RULE = f"must be true (any TCP port) or a port number from 1 to {PORT_MAX}"
 
 
 def port_wanted(value: bool | int | None) -> int | None:
-    """wait_for_port: true is any TCP port (0), a number that port; None: no port wait."""
+    """wait_for_port: true is any TCP port (ANY_PORT), a number that port; None: no port wait."""
     if value is None:
         return None
     if value is True:
-        return 0
+        return ANY_PORT
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= PORT_MAX:
         raise InvalidArgument("wait_for_port", PORT_RULE)
     return value
+
+
+def search_request(
+    path: Path, pattern: str | None, *, offset: int, context_lines: int | None, max_matches: int | None, stream: Stream
+) -> SearchRequest | None:
+    """logs(pattern=...)'s arguments (None: no pattern, a page): a bad pattern is refused before any wait."""
+    if pattern is None:
+        return None
+    compile_pattern(pattern)
+    return SearchRequest(
+        path=str(path),
+        pattern=pattern,
+        offset=offset,
+        max_matches=non_negative_int("max_matches", max_matches, default=DEFAULT_MAX_MATCHES, maximum=MAX_MATCHES_CAP),
+        context_lines=non_negative_int("context_lines", context_lines, default=0, maximum=MAX_CONTEXT_LINES),
+        stream=stream,
+    )
 
 
 def notify_pattern(value: str | None, settings: Settings) -> str | None:
@@ -201,7 +235,7 @@ def environment(value: dict[str, str] | None) -> dict[str, str]:
     return dict(value)
 
 
-def non_negative_int(argument: str, value: int | None, default: int, maximum: int) -> int:
+def non_negative_int(argument: str, value: int | None, *, default: int, maximum: int) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
@@ -211,12 +245,20 @@ def non_negative_int(argument: str, value: int | None, default: int, maximum: in
     return min(value, maximum)
 
 
+def page_size(value: int | None) -> int:
+    """logs' max_bytes: at least 1, at most LOGS_MAX_BYTES."""
+    size = non_negative_int("max_bytes", value, default=LOGS_DEFAULT_BYTES, maximum=LOGS_MAX_BYTES)
+    if size == 0:
+        raise InvalidArgument("max_bytes", "must be at least 1")
+    return size
+
+
 MAX_FILE_OFFSET = 2**63 - 1  # off_t: a larger offset cannot even be asked of the kernel
 
 
 def byte_offset(argument: str, value: int | None) -> int:
     """A byte offset into a task's output: 0 or more, and one a file can have."""
-    offset = non_negative_int(argument, value, 0, MAX_FILE_OFFSET + 1)
+    offset = non_negative_int(argument, value, default=0, maximum=MAX_FILE_OFFSET + 1)
     if offset > MAX_FILE_OFFSET:
         raise InvalidArgument(argument, f"must be at most {MAX_FILE_OFFSET} (2**63 - 1): no file offset is larger")
     return offset

@@ -34,7 +34,11 @@ from hive_bash.model import NAME_MAX_CHARS
 RUN_DEFAULT = secs(DEFAULT_RUN_WAIT_SECS)
 
 # One line per argument: the input schemas go to the model on every turn. Those stating a limit
-# are here, formatted from it; the others beside their argument in hive_bash.mcp.tools.
+# are here, formatted from it, and those too long to sit beside their argument in hive_bash.mcp.tools.
+TIMEOUT = "End its whole process group after this long (timed_out)"
+IDLE_TIMEOUT = "End it after this long without output (timed_out)"
+SESSION = "Shell session: cwd and exported variables carry between its runs"
+LOGS_STREAM = "Which output (default stdout; its wait ends on either)"
 RUN_WAIT = f"Wait inline for the end (default {RUN_DEFAULT}, max {WAIT_CAP}, 0: return at once)"
 NAME = f"Your task id: [a-z0-9-], 1-{NAME_MAX_CHARS} chars"
 PTY = f"Under a pseudo-terminal ({PTY_ROWS}x{PTY_COLUMNS}, TERM=dumb)"

@@ -3,28 +3,23 @@
 A client that sent a `progressToken` with the call hears, during the wait, how the task is
 doing in a line a person can read: "12s, 340 lines, last: Compiling foo v0.3" (seconds
 waited, lines of stdout so far, its last non-blank line). `progress` is the seconds waited
-(increasing), `total` the wait asked for. The first comes after PROGRESS_SECS; then one each
-PROGRESS_SECS in which stdout grew, and a heartbeat every HEARTBEAT_SECS while it does not:
-at most one a second, never a flood, and a person never waits long for a sign of life. None
-is sent after the reply: the reporter is stopped and awaited before the reply is built.
-
-A call without a token, or that does not wait, starts nothing: no task, no timer.
+(increasing), `total` the wait asked for. The wait ticks each PROGRESS_SECS (hive_bash.core.tasks.wait);
+one goes out at a tick after which stdout grew, and a heartbeat every HEARTBEAT_SECS while it does
+not: never a flood, and a person never waits long for a sign of life. The wait stops its ticks
+before it returns, so none is sent after the reply.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import re
 import unicodedata
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from hive_bash.core import PROGRESS_SECS, OnProgress
 from hive_bash.sdk.server import ProgressReport, progress_reporter
 
-PROGRESS_SECS = 1.0
 HEARTBEAT_SECS = 5.0
 LAST_LINE_CHARS = 60
 COUNT_BYTES_PER_TICK = 1024 * 1024  # newlines counted per tick at most: past that the count is a floor
@@ -42,39 +37,33 @@ _ESCAPES = re.compile(
 _CONTROLS = re.compile(r"[\x00-\x07\x0b-\x1f\x7f-\x9f]")  # but backspace, tab and newline
 
 
-@contextlib.asynccontextmanager
-async def reporting(ctx: Any, stdout: Path, seconds: float) -> AsyncIterator[None]:
-    """Report progress to the caller while the block waits up to `seconds` on a task whose stdout is `stdout`."""
+def reporter(ctx: Any, stdout: Path, seconds: float) -> OnProgress | None:
+    """What turns the ticks of a wait of up to `seconds` (TaskManager.wait) into progress notifications,
+    on a task whose stdout is `stdout`; None for a call without a token or a wait: nothing is started."""
     report = progress_reporter(ctx) if seconds > 0 else None
-    if report is None:
-        yield
-        return
-    ticker = asyncio.get_running_loop().create_task(_tick(report, stdout, seconds), name="progress")
-    try:
-        yield
-    finally:
-        ticker.cancel()
-        await asyncio.wait([ticker])  # stopped before the reply: none comes after it
+    return None if report is None else _Reporter(report, stdout, seconds)
 
 
-async def _tick(report: ProgressReport, stdout: Path, seconds: float) -> None:
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    lines = LineCount(stdout)
-    sent_size, sent_at = -1, start
-    while True:
-        await asyncio.sleep(PROGRESS_SECS)
-        now = loop.time()
-        size = lines.update()
-        if size == sent_size and now - sent_at < HEARTBEAT_SECS - PROGRESS_SECS / 2:
-            continue
-        elapsed = now - start
-        message = progress_message(elapsed, lines.count, lines.exact, last_line(stdout, size))
-        try:
-            await report(round(elapsed, 1), seconds, message)
-        except Exception:  # the client's stream is gone: the wait and its reply go on regardless
+class _Reporter:
+    def __init__(self, report: ProgressReport, stdout: Path, seconds: float) -> None:
+        self.report, self.stdout, self.seconds = report, stdout, seconds
+        self.lines = LineCount(stdout)
+        self.sent_size, self.sent_at = -1, 0.0
+        self.gone = False
+
+    async def __call__(self, elapsed: float) -> None:
+        if self.gone:
             return
-        sent_size, sent_at = size, now
+        size = self.lines.update()
+        if size == self.sent_size and elapsed - self.sent_at < HEARTBEAT_SECS - PROGRESS_SECS / 2:
+            return
+        message = progress_message(elapsed, self.lines.count, self.lines.exact, last_line(self.stdout, size))
+        try:
+            await self.report(round(elapsed, 1), self.seconds, message)
+        except Exception:  # the client's stream is gone: the wait and its reply go on regardless
+            self.gone = True
+            return
+        self.sent_size, self.sent_at = size, elapsed
 
 
 class LineCount:

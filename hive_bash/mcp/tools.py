@@ -4,17 +4,15 @@ Each tool checks its arguments (hive_bash.mcp.arguments), asks the task manager,
 returns the reply hive_bash.mcp.replies builds (a module per reply) from a frozen view of the
 task (hive_bash.core.task_view): a live `Task` is only handed back to the manager. What the model
 is told about the tools is in hive_bash.mcp.descriptions (true for this configuration: todos only
-with a harness socket).
+with a harness socket). An inline wait is the manager's (TaskManager.wait); a tool turns its ticks into
+progress notifications (hive_bash.mcp.progress) and renders its outcome.
 Domain errors (hive_bash.errors) become MCP tool errors here and nowhere else.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Annotated, Any, Literal, ParamSpec
 
 from mcp.types import CallToolResult
@@ -25,32 +23,22 @@ from hive_bash.mcp import arguments, descriptions, limits, progress
 from hive_bash.mcp.replies import control, listing, page, schema
 from hive_bash.mcp.replies import task as task_reply
 from hive_bash.core import (
-    DEFAULT_MAX_MATCHES,
-    MAX_CONTEXT_LINES,
-    MAX_MATCHES_CAP,
-    MAX_WAIT_MATCHERS,
-    FirstMatch,
-    Matchers,
-    SearchRequest,
+    Growth,
+    LineWanted,
     SearchSlots,
-    StreamStart,
     Task,
     TaskManager,
     command_warning,
-    compile_pattern,
     file_size,
-    first_match,
     task_view,
 )
 from hive_bash.mcp.disconnects import client_gone
-from hive_bash.mcp.port_wait import PortWait, port_wait
-from hive_bash.errors import HiveBashError, InvalidArgument
+from hive_bash.errors import HiveBashError
 from hive_bash.sdk.server import McpServer, ToolError, ToolContext, ToolRefusal, add_tool, create_server, hide_argument
 from hive_bash.model import StdinMode, Status, Stream
 from hive_bash.settings import Settings
 
 TOOL_NAMES = ("run", "status", "kill", "list", "logs", "write")
-LOGS_POLL_SECS = 0.05
 
 P = ParamSpec("P")
 
@@ -97,27 +85,20 @@ class BashTools:
         self.manager = manager
         self.settings = settings
         self.searches = SearchSlots()
-        self.waits = Matchers(MAX_WAIT_MATCHERS, "wait_for")
 
     @tool_errors
     async def run(
         self,
         cmd: Annotated[str, Field(description="The bash command line")],
-        timeout_secs: Annotated[
-            float | None, Field(description="End its whole process group after this long (timed_out)")
-        ] = None,
+        timeout_secs: Annotated[float | None, Field(description=descriptions.TIMEOUT)] = None,
         wait_seconds: Annotated[float | None, Field(description=descriptions.RUN_WAIT)] = None,
         name: Annotated[str | None, Field(description=descriptions.NAME)] = None,
-        idle_timeout_secs: Annotated[
-            float | None, Field(description="End it after this long without output (timed_out)")
-        ] = None,
+        idle_timeout_secs: Annotated[float | None, Field(description=descriptions.IDLE_TIMEOUT)] = None,
         cwd: Annotated[str | None, Field(description="Working directory (must exist)")] = None,
         env: Annotated[dict[str, str] | None, Field(description="Extra environment variables")] = None,
         pty: Annotated[bool, Field(description=descriptions.PTY)] = False,
         stdin: Annotated[StdinMode, Field(description="'pipe': input via write; 'null': reading gets EOF")] = "null",
-        session: Annotated[
-            str | None, Field(description="Shell session: cwd and exported variables carry between its runs")
-        ] = None,
+        session: Annotated[str | None, Field(description=descriptions.SESSION)] = None,
         memory_max: Annotated[int | str | None, Field(description="Memory limit, e.g. 512M (cgroup)")] = None,
         pids_max: Annotated[int | None, Field(description="Limit on processes at once (cgroup)")] = None,
         wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR)] = None,
@@ -128,24 +109,26 @@ class BashTools:
         options = arguments.task_options(
             self.settings,
             cmd,
-            name,
-            timeout_secs,
-            idle_timeout_secs,
-            cwd,
-            env,
-            pty,
-            stdin,
-            session,
-            memory_max,
-            pids_max,
-            notify_on,
+            name=name,
+            timeout_secs=timeout_secs,
+            idle_timeout_secs=idle_timeout_secs,
+            cwd=cwd,
+            env=env,
+            pty=pty,
+            stdin=stdin,
+            session=session,
+            memory_max=memory_max,
+            pids_max=pids_max,
+            notify_on=notify_on,
         )
         wait = arguments.wait_seconds(wait_seconds, limits.DEFAULT_RUN_WAIT_SECS)
-        pattern = arguments.line_pattern("wait_for", wait_for)
+        line = arguments.line_wanted(wait_for, from_start=True)
         port = arguments.port_wanted(wait_for_port)
         task = self.manager.submit(options)
         warning = command_warning(options.cmd)
-        return await self._status_reply(ctx, task, wait, warning, from_run=True, wait_for=pattern, port=port)
+        return await status_reply(
+            self.manager, self.settings, ctx, task, wait, line=line, port=port, from_run=True, warning=warning
+        )
 
     @tool_errors
     async def status(
@@ -157,65 +140,12 @@ class BashTools:
         wait_for_port: Annotated[bool | int | None, Field(description=descriptions.WAIT_FOR_PORT)] = None,
         ctx: ToolContext | None = None,
     ) -> Annotated[CallToolResult, schema.TaskStatus]:
-        pattern = arguments.line_pattern("wait_for", wait_for)
+        line = arguments.line_wanted(wait_for, from_start=False)
         port = arguments.port_wanted(wait_for_port)
         task = self.manager.get(arguments.task_id("id", id))
         start = arguments.byte_offset("offset", offset)
         wait = arguments.wait_seconds(wait_seconds, 0.0)
-        return await self._status_reply(ctx, task, wait, offset=start, wait_for=pattern, port=port)
-
-    async def _status_reply(
-        self,
-        ctx: ToolContext | None,
-        task: Task,
-        wait: float,
-        warning: str | None = None,
-        from_run: bool = False,
-        offset: int = 0,
-        wait_for: str | None = None,
-        port: int | None = None,
-    ) -> CallToolResult:
-        paths = self.manager.output_path(task, "stdout"), self.manager.output_path(task, "stderr")
-        waited: FirstMatch | None = None
-        ported: PortWait | None = None
-        # The wait ends at the task's end, a wait_for match, a port it listens on, or the task
-        # waiting for its input (TaskManager.wait_for_result); the caller hears how it goes if it
-        # asked (progress).
-        if (wait_for is None and port is None) or wait <= 0 or task_view(task).ended:
-            async with progress.reporting(ctx, paths[0], wait):
-                await self.manager.wait_for_result(task, wait, abandon=client_gone(ctx))
-        else:
-            async with contextlib.AsyncExitStack() as stack:
-                window, until = wait, None
-                if wait_for is not None:
-                    # New lines only: a run's task is new; a status follows on from what the files hold now.
-                    starts = [
-                        StreamStart(stream, str(path), 0 if from_run else file_size(path))
-                        for stream, path in zip(("stdout", "stderr"), paths, strict=True)
-                    ]
-                    waited = await stack.enter_async_context(first_match(wait_for, starts, self.waits))
-                    window = 0.0 if waited.busy else wait  # no matcher free: answered at once, saying so
-                    until = waited.found
-                if port is not None:  # whichever comes first: the port wait ends when the line wait does
-                    ported = await stack.enter_async_context(port_wait(self.manager, task, port, also=until))
-                    until = ported.over
-                await stack.enter_async_context(progress.reporting(ctx, paths[0], wait))
-                began = asyncio.get_running_loop().time()
-                await self.manager.wait_for_result(task, window, abandon=client_gone(ctx), until=until)
-                if waited is not None and not waited.found.is_set() and task_view(task).waiting_for_input:
-                    # Ended by the task waiting for its input: whether what it printed so far matched is owed.
-                    left = window - (asyncio.get_running_loop().time() - began)
-                    sizes = {stream: file_size(path) for stream, path in zip(("stdout", "stderr"), paths, strict=True)}
-                    await waited.looked_through(sizes, left)
-        self.manager.shown(task)
-        todos = self.settings.agent_socket is not None
-        listening = ported.listening if ported is not None and ported.found else None
-        if listening is None:
-            listening = (await self.manager.listening([task]))[0]
-        view = task_view(task, listening)
-        session = self.manager.session_state(view.session) if view.session is not None else None
-        port_found = (ported.wanted, ported.found) if ported is not None else None
-        return task_reply.status_reply(view, paths, warning, from_run, offset, todos, session, waited, wait, port_found)
+        return await status_reply(self.manager, self.settings, ctx, task, wait, line=line, port=port, offset=start)
 
     @tool_errors
     async def kill(
@@ -233,24 +163,21 @@ class BashTools:
         limit: Annotated[int | None, Field(description=descriptions.LIST_LIMIT)] = None,
         session: Annotated[str | None, Field(description="Only this session's")] = None,
     ) -> Annotated[CallToolResult, schema.TaskList]:
-        count = arguments.non_negative_int("limit", limit, limits.LIST_DEFAULT, limits.LIST_MAX)
+        count = arguments.non_negative_int("limit", limit, default=limits.LIST_DEFAULT, maximum=limits.LIST_MAX)
         name = None if session is None else arguments.task_id("session", session)
         tasks = self.manager.newest_first(status, name)
-        known = self.manager.task_count
         listed = tasks[:count]
         shown = [
             task_view(task, found) for task, found in zip(listed, await self.manager.listening(listed), strict=True)
         ]
-        return listing.list_reply(shown, len(tasks), known, status, self.manager.sessions(name))
+        known, sessions = self.manager.task_count, self.manager.sessions(name)
+        return listing.list_reply(shown, total=len(tasks), known=known, status=status, sessions=sessions)
 
     @tool_errors
     async def logs(
         self,
         id: Annotated[str, Field(description="Task id")],
-        stream: Annotated[
-            Literal["stdout", "stderr"] | None,
-            Field(description="Which output (default stdout; its wait ends on either)"),
-        ] = None,
+        stream: Annotated[Literal["stdout", "stderr"] | None, Field(description=descriptions.LOGS_STREAM)] = None,
         offset: Annotated[int, Field(description="Byte offset to start at")] = 0,
         max_bytes: Annotated[int | None, Field(description=descriptions.LOGS_MAX)] = None,
         wait_seconds: Annotated[float | None, Field(description=descriptions.LOGS_WAIT)] = None,
@@ -261,30 +188,27 @@ class BashTools:
     ) -> Annotated[CallToolResult, schema.LogPage]:
         task = self.manager.get(arguments.task_id("id", id))
         start = arguments.byte_offset("offset", offset)
-        page_size = arguments.non_negative_int("max_bytes", max_bytes, limits.LOGS_DEFAULT_BYTES, limits.LOGS_MAX_BYTES)
-        if page_size == 0:
-            raise InvalidArgument("max_bytes", "must be at least 1")
+        page_size = arguments.page_size(max_bytes)
         read: Stream = stream or "stdout"
-        path = self.manager.output_path(task, read)
         # the stream not read: with none named a wait also ends when it grows, and replies say so
-        other_name: Stream = "stderr" if read == "stdout" else "stdout"
-        other_path = self.manager.output_path(task, other_name)
-        unread = page.Unread(other_name, other_path, file_size(other_path))
-        also = (other_path, unread.size_before) if stream is None else None
+        other: Stream = "stderr" if read == "stdout" else "stdout"
+        path, other_path = self.manager.output_path(task, read), self.manager.output_path(task, other)
+        unread = page.Unread(other, other_path, file_size(other_path))
+        grows = [Growth(path, start)] + ([Growth(other_path, unread.size_before)] if stream is None else [])
         wait = arguments.wait_seconds(wait_seconds, 0.0)
+        request = arguments.search_request(
+            path, pattern, offset=start, context_lines=context_lines, max_matches=max_matches, stream=read
+        )
         gone = client_gone(ctx)
-        if pattern is not None:
-            request = search_request(path, pattern, start, context_lines, max_matches, read)
-            async with progress.reporting(ctx, path, wait):
-                await wait_for_growth(self.manager, task, path, start, wait, also, abandon=gone)
+        await self.manager.wait(task, wait, grows=grows, on_progress=progress.reporter(ctx, path, wait), abandon=gone)
+        if request is not None:
             found = await self.searches.search(request, abandon=gone)
-            other = await page.other_search(unread, request, self.searches, gone)
-            return page.search_reply(task_view(task), read, found, request, other)
-        async with progress.reporting(ctx, path, wait):
-            await wait_for_growth(self.manager, task, path, start, wait, also, abandon=gone)
-        before = task_view(task)  # whether it had ended before the page is read
-        budgeted = max_bytes is None
-        return page.log_reply(before, read, path, start, page_size, budgeted, unread if stream is None else None)
+            counted = await page.other_search(unread, request, self.searches, gone)
+            return page.search_reply(task_view(task), read, found, request, counted)
+        shown = unread if stream is None else None
+        return page.log_reply(  # the task as it was before the page is read: whether it had ended
+            task_view(task), read, path, offset=start, max_bytes=page_size, budgeted=max_bytes is None, unread=shown
+        )
 
     @tool_errors
     async def write(
@@ -295,43 +219,31 @@ class BashTools:
     ) -> Annotated[CallToolResult, schema.WriteResult]:
         payload = arguments.input_data(data, limits.WRITE_MAX_BYTES)
         task, out_offset = self.manager.write_input(arguments.task_id("id", id), payload, bool(eof))
-        return control.write_reply(task_view(task), len(payload), out_offset, bool(eof))
+        return control.write_reply(task_view(task), accepted=len(payload), out_offset=out_offset, eof=bool(eof))
 
 
-def search_request(
-    path: Path, pattern: str, offset: int, context_lines: int | None, max_matches: int | None, stream: Stream
-) -> SearchRequest:
-    """logs(pattern=...) arguments, checked: a bad pattern is refused before any wait."""
-    compile_pattern(pattern)
-    return SearchRequest(
-        path=str(path),
-        pattern=pattern,
-        offset=offset,
-        max_matches=arguments.non_negative_int("max_matches", max_matches, DEFAULT_MAX_MATCHES, MAX_MATCHES_CAP),
-        context_lines=arguments.non_negative_int("context_lines", context_lines, 0, MAX_CONTEXT_LINES),
-        stream=stream,
-    )
-
-
-async def wait_for_growth(
+async def status_reply(
     manager: TaskManager,
+    settings: Settings,
+    ctx: ToolContext | None,
     task: Task,
-    path: Path,
-    offset: int,
-    seconds: float,
-    also: tuple[Path, int] | None = None,
+    wait: float,
     *,
-    abandon: asyncio.Event,
-) -> None:
-    """Poll the file's size (cheap: one stat) until it passes `offset`, the task ends, or time runs out;
-    `also` (path, size): or that file grows past its size. Stops when `abandon` is set: a client
-    that hung up reads no reply, and a hundred such polls cost the daemon a core's tenth."""
-    if seconds <= 0:
-        return
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while file_size(path) <= offset and not task_view(task).ended and (also is None or file_size(also[0]) <= also[1]):
-        remaining = deadline - loop.time()
-        if remaining <= 0 or abandon.is_set():
-            return
-        await manager.wait_for_end(task, min(LOGS_POLL_SECS, remaining), abandon)
+    line: LineWanted | None,
+    port: int | None,
+    from_run: bool = False,
+    offset: int = 0,
+    warning: str | None = None,
+) -> CallToolResult:
+    """run's and status's reply, after a wait of up to `wait` seconds for the end, `line` or `port`."""
+    paths = manager.output_path(task, "stdout"), manager.output_path(task, "stderr")
+    reporting = progress.reporter(ctx, paths[0], wait)
+    outcome = await manager.wait(task, wait, line=line, port=port, on_progress=reporting, abandon=client_gone(ctx))
+    manager.shown(task)
+    seen = outcome.port.listening if outcome.port is not None else None  # the look that found the port
+    view = task_view(task, seen if seen is not None else (await manager.listening([task]))[0])
+    session = manager.session_state(view.session) if view.session is not None else None
+    todos = settings.agent_socket is not None
+    return task_reply.status_reply(
+        view, paths, warning=warning, from_run=from_run, offset=offset, todos=todos, session=session, wait=outcome
+    )

@@ -88,10 +88,10 @@ def test_wait_seconds_default_clamp_and_refusal() -> None:
 
 
 def test_whole_numbers_and_input_data() -> None:
-    assert arguments.non_negative_int("limit", None, 50, 500) == 50
-    assert arguments.non_negative_int("limit", 10_000, 50, 500) == 500
-    assert "whole number" in refusal(arguments.non_negative_int, "limit", True, 50, 500)
-    assert "0 or more" in refusal(arguments.non_negative_int, "limit", -1, 50, 500)
+    assert arguments.non_negative_int("limit", None, default=50, maximum=500) == 50
+    assert arguments.non_negative_int("limit", 10_000, default=50, maximum=500) == 500
+    assert "whole number" in refusal(arguments.non_negative_int, "limit", True, default=50, maximum=500)
+    assert "0 or more" in refusal(arguments.non_negative_int, "limit", -1, default=50, maximum=500)
     assert arguments.input_data("\u0003", 10) == b"\x03"
     assert "limit per write is 2" in refusal(arguments.input_data, "abc", 2)
 

@@ -141,13 +141,17 @@ def test_status_exit_code_and_signal_are_keys_the_verdict_says_in_words(tmp_path
 
 
 def test_counts_read_as_english() -> None:
-    assert control.written("t", 1, 0, 1, False)["verdict"].startswith("1 byte sent to task t (1 byte still wait")
-    assert control.written("t", 2, 0, 0, False)["verdict"].startswith("2 bytes sent to task t;")
-    one = search.SearchResult(lines((1, 0, "x", True)), 1, 1, 0, 2, 2)
-    assert page.matches_reply("t", "stdout", "x", one, Status.DONE, True)["verdict"].startswith(
-        "1 line of stdout bytes 0-2 matches 'x'"
+    assert control.written("t", accepted=1, out_offset=0, queued=1, eof=False)["verdict"].startswith(
+        "1 byte sent to task t (1 byte still wait"
     )
-    single = listing.listing([row("t", Status.DONE, "true", 0)], 1, 1, Status.DONE)
+    assert control.written("t", accepted=2, out_offset=0, queued=0, eof=False)["verdict"].startswith(
+        "2 bytes sent to task t;"
+    )
+    one = search.SearchResult(lines((1, 0, "x", True)), 1, 1, 0, 2, 2)
+    assert page.matches_reply("t", "stdout", pattern="x", found=one, status=Status.DONE, ended=True)[
+        "verdict"
+    ].startswith("1 line of stdout bytes 0-2 matches 'x'")
+    single = listing.listing([row("t", Status.DONE, "true", 0)], total=1, known=1, status=Status.DONE)
     assert single["verdict"] == "1 done task, newest first"
 
 
@@ -181,19 +185,19 @@ def test_list_rows_fit_the_budget_and_an_empty_list_says_what_exists() -> None:
         row(f"{n:012x}", Status.DONE, "pytest -q tests/test_something_rather_long.py -k case", 0, duration_secs=12.5)
         for n in range(50)
     ]
-    reply = listing.listing(rows, 50, 50, None)
+    reply = listing.listing(rows, total=50, known=50, status=None)
     assert len(model_text(reply)) <= 4000
     assert list(reply["tasks"])[0] == "000000000000" and reply["tasks"]["000000000000"].startswith(
         "done, exit 0 after 12s: pytest"
     )
-    empty = listing.listing([], 0, 7, Status.RUNNING)
+    empty = listing.listing([], total=0, known=7, status=Status.RUNNING)
     assert empty == {"verdict": "no running tasks; 7 tasks known: list() shows them", "total": 0}
 
 
 def test_logs_says_nothing_new_and_past_the_end_in_one_line() -> None:
-    caught_up = page.page_reply("abc", "stdout", budget.Page("", 120, 120, 120, 0), Status.RUNNING, ended=False)
+    caught_up = page.page_reply("abc", "stdout", budget.Page("", 120, 120, 120, 0), status=Status.RUNNING, ended=False)
     assert caught_up["verdict"] == "nothing new since offset 120 (task running)"
-    past = page.page_reply("abc", "stdout", budget.Page("", 999, 999, 120, 0), Status.DONE, ended=True)
+    past = page.page_reply("abc", "stdout", budget.Page("", 999, 999, 120, 0), status=Status.DONE, ended=True)
     assert past["verdict"] == "offset 999 is past the end: stdout is 120 bytes (the task ended)"
     assert "\n" not in render.as_text(caught_up)
 
@@ -274,7 +278,7 @@ def test_list_rows_show_cost_only_where_there_is_room() -> None:
         )
         for n in range(50)
     ]
-    reply = listing.listing(heavy, 50, 50, None)
+    reply = listing.listing(heavy, total=50, known=50, status=None)
     first = reply["tasks"]["000000000000"]
     assert first.startswith("done, exit 0 after 10m12s (cpu 9m58s, 1.5 GiB): pytest"), first
     assert all(len(task_id) + len(text) <= listing.LIST_ROW_CHARS for task_id, text in reply["tasks"].items())
@@ -295,14 +299,16 @@ def test_list_rows_show_cost_only_where_there_is_room() -> None:
 def test_search_matches_read_like_grep_nb() -> None:
     listed = lines((4, 30, "cc a.c", False), (5, 37, "a.c:3: error: x", True), (9, 80, "b.c:1: error: y", True))
     found = search.SearchResult(listed, 2, 3, 0, 200, 80)
-    reply = page.matches_reply("abc", "stderr", "error", found, Status.DONE, ended=True)
+    reply = page.matches_reply("abc", "stderr", pattern="error", found=found, status=Status.DONE, ended=True)
     assert reply["verdict"] == (
         "3 lines of stderr bytes 0-200 match 'error' (the task ended); "
         "2 listed, more: logs(id='abc', pattern='error', offset=80)"
     )
     assert reply["matches"] == ["4-30-cc a.c", "5:37:a.c:3: error: x", "--", "9:80:b.c:1: error: y"]
     assert "eof" not in reply and reply["stream"] == "stderr"
-    none = page.matches_reply("abc", "stdout", "x", search.SearchResult([], 0, 0, 0, 200, 200), Status.DONE, ended=True)
+    none = page.matches_reply(
+        "abc", "stdout", pattern="x", found=search.SearchResult([], 0, 0, 0, 200, 200), status=Status.DONE, ended=True
+    )
     assert none == {
         "verdict": "0 lines of stdout bytes 0-200 match 'x' (end of output)",
         "total_matches": 0,
@@ -343,20 +349,26 @@ def test_a_task_printing_only_to_stderr_is_followed_on_stderr(tmp_path: Path) ->
 
 def test_nothing_new_on_one_stream_says_the_other_grew() -> None:
     empty = budget.Page("", 67, 67, 67, 0)
-    grew = page.page_reply("web", "stdout", empty, Status.RUNNING, False, page.OtherStream("stderr", 100, 350))
+    grew = page.page_reply(
+        "web", "stdout", empty, status=Status.RUNNING, ended=False, other=page.OtherStream("stderr", 100, 350)
+    )
     assert grew["verdict"] == (
         "nothing new since offset 67 (task running); "
         "stderr grew by 250 bytes: logs(id='web', stream='stderr', offset=100)"
     )
     nothing = budget.Page("", 0, 0, 0, 0)
-    silent = page.page_reply("web", "stdout", nothing, Status.RUNNING, False, page.OtherStream("stderr", 90, 90))
+    silent = page.page_reply(
+        "web", "stdout", nothing, status=Status.RUNNING, ended=False, other=page.OtherStream("stderr", 90, 90)
+    )
     assert silent["verdict"].endswith("; stderr has 90 bytes: logs(id='web', stream='stderr')")
 
 
 def test_a_search_says_what_the_other_stream_holds() -> None:
     found = search.SearchResult([], 0, 0, 0, 67, 67)
     other = page.OtherStream("stderr", 500, 500, matches=5)
-    assert page.matches_reply("web", "stdout", "404", found, Status.RUNNING, False, other)["verdict"] == (
+    assert page.matches_reply(
+        "web", "stdout", pattern="404", found=found, status=Status.RUNNING, ended=False, other=other
+    )["verdict"] == (
         "0 lines of stdout bytes 0-67 match '404' (task running); "
         "stderr has 500 bytes, 5 lines match: logs(id='web', stream='stderr', pattern='404')"
     )

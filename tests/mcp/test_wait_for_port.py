@@ -1,7 +1,8 @@
 """A dev server's address as data (issue 36, items 1 and 2): the real daemon runs real servers as
 tasks (`python3 -m http.server 0`: the kernel picks the port), and `run`/`status` with
 `wait_for_port` return once the task listens; `status` and `list` say where it listens, and only
-for the task's own processes. The cgroup case runs on a private cgroup2 mount (needs root)."""
+for the task's own processes. The cgroup case runs on a private cgroup2 mount (needs root). Which
+port, or which of a line and a port, ends the wait: tests/core/tasks/test_wait.py."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import pytest
 
 from claude_cli import TOOLS, claude_binary, claude_turns
 from hive_bash.client import cli
-from hivetest import Daemon, call_error, call_ok, private_cgroup2, reserve_port, wait_until
+from hivetest import Daemon, call_error, call_ok, private_cgroup2, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -63,22 +64,6 @@ async def test_a_dev_server_address_shows_in_run_status_and_list(daemon: Daemon)
         assert "listening" not in ended and "listening" not in (await call_ok(client, "list", {})).structured
 
 
-async def test_a_port_number_waits_for_that_port_not_the_first(daemon: Daemon) -> None:
-    held = reserve_port()
-    port = held.getsockname()[1]
-    try:
-        cmd = f"{SERVER} & sleep 1; exec python3 -m http.server {port} --bind 127.0.0.1"
-        async with daemon.client() as client:
-            reply = (
-                await call_ok(client, "run", {"cmd": cmd, "name": "two", "wait_for_port": port, "wait_seconds": 30})
-            ).structured
-            assert reply["verdict"] == f"task started: id=two, running; listening on 127.0.0.1:{port}"
-            assert f"127.0.0.1:{port}" in reply["listening"] and len(reply["listening"]) == 2, reply
-            await call_ok(client, "kill", {"id": "two", "force": True})
-    finally:
-        held.close()
-
-
 async def test_a_task_that_never_listens_ends_the_wait_at_its_end_or_at_wait_seconds(daemon: Daemon) -> None:
     async with daemon.client() as client:
         ended = (
@@ -95,24 +80,6 @@ async def test_a_task_that_never_listens_ends_the_wait_at_its_end_or_at_wait_sec
         ).structured
         assert polled["verdict"].endswith("; not listening on a TCP port within 500ms"), polled
         await call_ok(client, "kill", {"id": "quiet", "force": True})
-
-
-async def test_wait_for_and_wait_for_port_return_on_whichever_comes_first(daemon: Daemon) -> None:
-    async with daemon.client() as client:
-        line = {
-            "cmd": "echo READY; sleep 60",
-            "name": "line",
-            "wait_for": "READY",
-            "wait_for_port": True,
-            "wait_seconds": 30,
-        }
-        first = (await call_ok(client, "run", line)).structured
-        assert first["verdict"] == "task started: id=line, running; matched 'READY' at stdout line 1"
-        port = {"cmd": SERVER, "name": "port", "wait_for": "NEVER PRINTED", "wait_for_port": True, "wait_seconds": 30}
-        second = (await call_ok(client, "run", port)).structured
-        assert second["verdict"] == f"task started: id=port, running; listening on {second['listening'][0]}"
-        for name in ("line", "port"):
-            await call_ok(client, "kill", {"id": name, "force": True})
 
 
 async def test_another_tasks_server_never_shows(daemon: Daemon) -> None:

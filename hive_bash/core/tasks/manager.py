@@ -3,7 +3,7 @@
 A task's life, submit -> start -> exited -> ended -> forgotten, is in one module,
 hive_bash.core.tasks.lifecycle, read in order there; this class starts and stops it, finds
 tasks, waits for their ends and hands on what a reply asks for (`submit`, `kill`,
-`write_input`, `wait_for_result`, `shown`).
+`write_input`, `wait`, `shown`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from hive_bash.core.sessions import SessionState
 from hive_bash.core.storage import TaskFiles
 from hive_bash.core.tasks.lifecycle import Lifecycle
 from hive_bash.core.tasks.task import KillAction, Task
+from hive_bash.core.tasks.wait import Growth, LineWanted, OnProgress, WaitOutcome, Waits
 from hive_bash.errors import TaskFinished, TaskNotFound
 from hive_bash.model import Status, Stream, TaskOptions
 from hive_bash.settings import Settings
@@ -39,6 +40,7 @@ class TaskManager:
         self._watching: asyncio.Task[None] | None = None
         self._watching_cgroups: asyncio.Task[None] | None = None
         self._listening = ListeningReader()  # read only when a reply or a wait_for_port asks
+        self._waits = Waits(self.files, self._look)
 
     async def start(self) -> None:
         """Load the records a previous daemon left (what was pending or running is now interrupted), then serve."""
@@ -104,34 +106,37 @@ class TaskManager:
         calls this once a response has gone out."""
         self._life.write_settled()
 
-    async def wait_for_result(
-        self, task: Task, seconds: float, abandon: asyncio.Event | None = None, until: asyncio.Event | None = None
-    ) -> bool:
-        """Wait up to `seconds` for the task to end (or until `abandon`: the caller left, or `until`: a
-        wait_for line matched, or the task waits for its input: nothing can come before it does);
-        True if it has ended.
-
-        A caller that gets the terminal result hands it to the agent, so the todo state
-        machine hears of the wait and whether its reply carries the result.
-        """
-        result_seen = False
-        self._life.todos.wait_begins(task.record)
+    async def wait(
+        self,
+        task: Task,
+        seconds: float,
+        *,
+        line: LineWanted | None = None,
+        port: int | None = None,
+        grows: Sequence[Growth] = (),
+        on_progress: OnProgress | None = None,
+        abandon: asyncio.Event | None = None,
+    ) -> WaitOutcome:
+        """An inline wait (hive_bash.core.tasks.wait). A run's or status's reply hands the agent the end if it
+        came, so the todo state machine hears of the wait; a logs wait (`grows`) hands over a page."""
+        result = not grows
+        if result:
+            self._life.todos.wait_begins(task.record)
         try:
-            await task.wait_for_end(seconds, abandon, until, task.wants_input)
-            result_seen = task.ended.is_set() and not (abandon is not None and abandon.is_set())
+            return await self._waits.wait(
+                task, seconds, line=line, port=port, grows=grows, on_progress=on_progress, abandon=abandon
+            )
         finally:
-            self._life.wait_over(task, result_seen)
-        return task.ended.is_set()
-
-    async def wait_for_end(self, task: Task, seconds: float, abandon: asyncio.Event | None = None) -> None:
-        """Wait up to `seconds` for the task to end (or until `abandon`): one step of a caller's poll,
-        which hands over no result (no todo bookkeeping, unlike wait_for_result)."""
-        await task.wait_for_end(seconds, abandon)
+            if result:
+                self._life.wait_over(task, task.ended.is_set() and not (abandon is not None and abandon.is_set()))
 
     async def listening(self, tasks: Sequence[Task]) -> list[Listening]:
         """What each running task's processes listen on now (hive_bash.core.processes.listening), read in a
         worker thread: its cgroup's processes, else its process group's and their descendants'."""
         return await self._listening.read([_processes(task) for task in tasks])
+
+    async def _look(self, task: Task) -> Listening:
+        return (await self.listening([task]))[0]
 
     def shown(self, task: Task) -> None:
         """A reply showed the task to the agent (what it printed so far): its notify_on notice is seen."""

@@ -28,11 +28,11 @@ def killed(task_id: str, status: Status, action: str) -> dict[str, Any]:
     return in_schema_order(KillResult, {"verdict": head, "id": task_id, "status": status.value, "action": action})
 
 
-def write_reply(task: TaskView, accepted: int, out_offset: int, eof: bool) -> CallToolResult:
-    return reply(written(task.id, accepted, out_offset, task.queued_input_bytes, eof))
+def write_reply(task: TaskView, *, accepted: int, out_offset: int, eof: bool) -> CallToolResult:
+    return reply(written(task.id, accepted=accepted, out_offset=out_offset, queued=task.queued_input_bytes, eof=eof))
 
 
-def written(task_id: str, accepted: int, out_offset: int, queued: int, eof: bool) -> dict[str, Any]:
+def written(task_id: str, *, accepted: int, out_offset: int, queued: int, eof: bool) -> dict[str, Any]:
     head = f"{counted(accepted, 'byte')} sent to task {task_id}"
     if eof:
         head += " and input closed"

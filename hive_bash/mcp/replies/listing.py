@@ -28,6 +28,7 @@ SESSION_CWD_CHARS = 120
 
 def list_reply(
     tasks: Sequence[TaskView],
+    *,
     total: int,
     known: int,
     status: Status | None,
@@ -35,11 +36,12 @@ def list_reply(
 ) -> CallToolResult:
     """`list`: the first tasks of `total` matching, newest first, then the shell sessions with their
     task counts; `known` says what exists when none match."""
-    return reply(listing(tasks, total, known, status, sessions))
+    return reply(listing(tasks, total=total, known=known, status=status, sessions=sessions))
 
 
 def listing(
     rows: Sequence[TaskView],
+    *,
     total: int,
     known: int,
     status: Status | None,

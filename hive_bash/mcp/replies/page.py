@@ -46,13 +46,13 @@ class Unread:
 
 
 def log_reply(
-    task: TaskView, stream: Stream, path: Path, offset: int, max_bytes: int, budgeted: bool, unread: Unread | None
+    task: TaskView, stream: Stream, path: Path, *, offset: int, max_bytes: int, budgeted: bool, unread: Unread | None
 ) -> CallToolResult:
     """`logs`: one page of `stream` (at `path`) from `offset`, cut to LOGS_DEFAULT_BUDGET when `budgeted`
     (max_bytes was not given); `task` as it was before the page was read."""
     page = read_page(path, offset, max_bytes, LOGS_DEFAULT_BUDGET if budgeted else None)
     other = None if unread is None else OtherStream(unread.name, unread.size_before, file_size(unread.path))
-    return reply(page_reply(task.id, stream, page, task.status, task.ended, other))
+    return reply(page_reply(task.id, stream, page, status=task.status, ended=task.ended, other=other))
 
 
 def search_reply(
@@ -60,7 +60,11 @@ def search_reply(
 ) -> CallToolResult:
     """`logs` with a pattern: what `request` found, and how many lines of the stream it did not search
     match (other_search)."""
-    return reply(matches_reply(task.id, stream, request.pattern, found, task.status, task.ended, other))
+    return reply(
+        matches_reply(
+            task.id, stream, pattern=request.pattern, found=found, status=task.status, ended=task.ended, other=other
+        )
+    )
 
 
 async def other_search(
@@ -99,7 +103,7 @@ def other_news(task_id: str, other: OtherStream | None, this_size: int) -> str:
 
 
 def page_reply(
-    task_id: str, stream: Stream, page: Page, status: Status, ended: bool, other: OtherStream | None = None
+    task_id: str, stream: Stream, page: Page, *, status: Status, ended: bool, other: OtherStream | None = None
 ) -> dict[str, Any]:
     """One page of output; with nothing new at the offset, one short line that says so. `other`: the
     stream not read, when the call named none."""
@@ -152,6 +156,7 @@ def match_rows(lines: Sequence[Line]) -> list[str]:
 def matches_reply(
     task_id: str,
     stream: Stream,
+    *,
     pattern: str,
     found: SearchResult,
     status: Status,

@@ -15,9 +15,12 @@ from typing import Any
 from mcp.types import CallToolResult
 
 from hive_bash.core import (
+    ANY_PORT,
     FirstMatch,
+    PortSeen,
     SessionState,
     TaskView,
+    WaitOutcome,
     describe,
     ending_words,
     json_chars,
@@ -73,18 +76,17 @@ class Shown:
 def status_reply(
     task: TaskView,
     paths: tuple[Path, Path],
+    *,
     warning: str | None = None,
     from_run: bool = False,
     offset: int = 0,
     todos: bool = False,
     session: SessionState | None = None,
-    waited: FirstMatch | None = None,
-    wait_secs: float = 0.0,
-    port_wait: tuple[str, str | None] | None = None,
+    wait: WaitOutcome | None = None,
 ) -> CallToolResult:
     """`run` and `status`: the task from its view and its (stdout, stderr) files; stdout from `offset`;
-    `session`: the state of the session it ran in; `waited`: what a wait_for wait of `wait_secs` found;
-    `port_wait`: (`port 8080` or `a TCP port`, the address found or None) of a wait_for_port wait."""
+    `session`: the state of the session it ran in; `wait`: what the wait saw of a wait_for line or a
+    wait_for_port port."""
     out_path, err_path = paths
     out_bytes, err_bytes = read_stream(out_path, offset), read_stream(err_path)
     listening_cost = sum(json_chars(address) + 3 for address in task.listening)
@@ -114,11 +116,16 @@ def status_reply(
         waiting_for_input=task.waiting_for_input,
         session_cwd=session_cwd,
         session_exports=exported,
-        line_wait=waited,
-        wait_secs=wait_secs,
-        port_wait=port_wait,
+        line_wait=wait.line if wait is not None else None,
+        wait_secs=wait.seconds if wait is not None else 0.0,
+        port_wait=port_words(wait.port) if wait is not None and wait.port is not None else None,
     )
     return reply(task_reply(task, shown))
+
+
+def port_words(port: PortSeen) -> tuple[str, str | None]:
+    """(`a TCP port` or `port 8080`: what the verdict says it waited for, the address found)."""
+    return "a TCP port" if port.port == ANY_PORT else f"port {port.port}", port.found
 
 
 def session_left(task: TaskView, session: SessionState | None) -> tuple[str | None, tuple[str, ...]]:

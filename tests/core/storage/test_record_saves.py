@@ -40,7 +40,7 @@ async def test_the_end_reported_inline_is_written_after_the_reply(settings: Sett
     try:
         task = manager.submit(TaskOptions(cmd="exit 3"))
         assert on_disk(settings, task.id)["pid"] == task.record.pid  # the pid is on disk before anything else
-        assert await manager.wait_for_result(task, 10)
+        assert (await manager.wait(task, 10)).why == "ended"
         # What the tool now builds its reply from; the disk still has the start.
         assert task.record.status.value == "done" and task.record.exit_code == 3
         assert on_disk(settings, task.id)["status"] == "running"
@@ -57,7 +57,7 @@ async def test_a_stopping_daemon_writes_what_is_still_settling(settings: Setting
     await manager.start()
     try:
         task = manager.submit(TaskOptions(cmd="exit 5"))
-        assert await manager.wait_for_result(task, 10)
+        assert (await manager.wait(task, 10)).why == "ended"
         assert on_disk(settings, task.id)["status"] == "running"
     finally:
         await manager.shutdown()
@@ -85,7 +85,7 @@ async def test_a_run_refused_for_want_of_room_keeps_the_old_task_of_its_name(tmp
     await manager.start()
     try:
         old = manager.submit(TaskOptions(cmd="echo old", name="x"))
-        assert await manager.wait_for_result(old, 10)
+        assert (await manager.wait(old, 10)).why == "ended"
         manager.submit(TaskOptions(cmd="sleep 300"))  # the one slot taken, no pending room
         with pytest.raises(QueueFull):
             manager.submit(TaskOptions(cmd="echo new", name="x"))
