@@ -1,7 +1,7 @@
-"""A task's life: the manager the layers above call (manager) over the known tasks (registry),
-their records and todos (bookkeeping) and their life in order (lifecycle, launch, slots, watcher,
-terminations, ending, retention); the live `Task` and the frozen `TaskView` replies read (task, view).
-Other subpackages import these names from here (tests/core/test_layers.py).
+"""A task's life: the manager the layers above call (manager), over the records and todos
+(bookkeeping) and the life in order (lifecycle, launch, slots, watcher, terminations, ending,
+retention); the live `Task` and the frozen `TaskView` replies read (task, view). Other
+subpackages import these names from here (tests/core/test_layers.py).
 """
 
 from __future__ import annotations

@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from hive_bash.core import wording
@@ -28,35 +30,40 @@ from hive_bash.core.storage import TaskFiles, TaskRecord
 from hive_bash.core.tasks import launch
 from hive_bash.core.tasks.bookkeeping import Bookkeeping
 from hive_bash.core.tasks.ending import NO_REPORT, Cause, CgroupReport, Ending, Exit, decide_ending
-from hive_bash.core.tasks.registry import Registry
 from hive_bash.core.tasks.slots import Slots
 from hive_bash.core.tasks.task import KillAction, Task
 from hive_bash.core.tasks.terminations import Terminations
 from hive_bash.core.tasks.watcher import Watcher
-from hive_bash.errors import SpawnFailed
+from hive_bash.errors import NameInUse, SpawnFailed
 from hive_bash.model import Status, TaskOptions
 from hive_bash.settings import Settings
 
 logger = logging.getLogger(__name__)
 
+ID_BYTES = 6
+
 
 class Lifecycle:
     """Takes tasks from submit to forgotten: the one part that calls across the others."""
 
-    def __init__(
-        self, settings: Settings, files: TaskFiles, *, tasks: Registry, sessions: SessionStore, book: Bookkeeping
-    ) -> None:
-        self._files, self._tasks, self._sessions, self._book = files, tasks, sessions, book
+    def __init__(self, settings: Settings, files: TaskFiles, *, sessions: SessionStore, book: Bookkeeping) -> None:
+        self._files, self._sessions, self._book = files, sessions, book
+        self._tasks: dict[str, Task] = {}
         self._grace_secs = settings.kill_grace_secs
         self._slots = Slots(settings.max_running, settings.max_pending)
         self._input_budget = InputBudget()  # input waiting for all tasks together
         self._input_sampler = InputSampler()  # the one thread that reads whether tasks wait for input
         self._launcher = launch.Launcher(settings, book.store, sessions)
-        ends = self._terminations = Terminations(settings, tasks.current)
+        ends = self._terminations = Terminations(settings, self._current)
         self._watcher = Watcher(
             files, settings.max_output_bytes, ends.limit_passed, book.line_matched, ends.hold_cap_after_end
         )
         self._background: list[asyncio.Task[None]] = []
+
+    @property
+    def tasks(self) -> Mapping[str, Task]:
+        """The known tasks by id, live and ended, until they are forgotten."""
+        return MappingProxyType(self._tasks)
 
     @property
     def running_count(self) -> int:
@@ -79,8 +86,7 @@ class Lifecycle:
 
     def _recover(self, record: TaskRecord) -> None:
         """A record a previous daemon left: what was pending or running is now interrupted."""
-        task = Task(record)
-        self._tasks.add(task)
+        task = self._tasks[record.id] = Task(record)
         self._book.recovered(record)
         if record.status.is_terminal:
             return
@@ -92,11 +98,16 @@ class Lifecycle:
     def submit(self, options: TaskOptions) -> Task:
         limits = self._launcher.limits(options)
         self._slots.check_room()  # before the name is claimed: a refused start keeps the old task of that name
-        task_id, replaced = self._tasks.claim_id(options.name)
-        if replaced is not None:
-            self._forget(replaced)  # the new task takes its name, record and files
+        task_id = self._claim_id(options.name)
         record = launch.new_record(task_id, options)
-        task = Task(record, dict(options.env), options.cwd, options.notify_on, self._input_budget, limits)
+        task = Task(
+            record,
+            env=dict(options.env),
+            cwd=options.cwd,
+            notify_on=options.notify_on,
+            input_budget=self._input_budget,
+            limits=limits,
+        )
         self._book.submitted(record)
         try:
             if self._slots.free():
@@ -107,8 +118,21 @@ class Lifecycle:
         except SpawnFailed:
             self._book.refused(record)
             raise
-        self._tasks.add(task)
+        self._tasks[task_id] = task
         return task
+
+    def _claim_id(self, name: str | None) -> str:
+        """Its name, once that name's old task has ended (the new task takes its record and files), or a random id."""
+        if name is None:
+            while (task_id := secrets.token_hex(ID_BYTES)) in self._tasks:
+                pass
+            return task_id
+        previous = self._tasks.get(name)
+        if previous is not None:
+            if not previous.ended.is_set():
+                raise NameInUse(name, previous.status.value)
+            self._forget(previous)
+        return name
 
     def _start(self, task: Task) -> None:
         """Spawn it, save its record with its pid (before anything else happens), watch it."""
@@ -166,17 +190,22 @@ class Lifecycle:
         logger.debug("task %s ended: %s", task.id, wording.ending_words(record.status, record.exit_code, record.signal))
 
     def _forget(self, task: Task) -> None:
-        self._tasks.remove(task)
+        del self._tasks[task.id]
         self._watcher.forget(task.record)
         self._book.forget(task.record)
 
     def _prune(self, sessions_too: bool = False) -> None:
         """Drop what retention says is too many or too old, then the sessions no retained task belongs to."""
-        expired = self._book.expired(lambda record: self._tasks.current(record) is not None)
+        expired = self._book.expired(lambda record: self._current(record) is not None)
         for record in expired:
-            self._forget(self._tasks.get(record.id))
+            self._forget(self._tasks[record.id])
         if expired or sessions_too:
-            self._sessions.prune(task.record.session for task in self._tasks if task.record.session)
+            self._sessions.prune(task.record.session for task in self._tasks.values() if task.record.session)
+
+    def _current(self, record: TaskRecord) -> Task | None:
+        """The live task of `record`; None once it was forgotten or its name went to a new task."""
+        task = self._tasks.get(record.id)
+        return task if task is not None and task.record is record else None
 
     async def stop(self) -> None:
         """End every task: pending ones cancelled, running ones terminated group by group."""

@@ -1,8 +1,5 @@
-"""The task engine's face: what the tools ask of tasks. It builds the engine's parts: the known
-tasks (registry), their records and todos (bookkeeping), the shell sessions, and their life
-(lifecycle), which changes tasks; this class finds them, waits on them and reads what a reply
-shows.
-"""
+"""The task engine's face: what the tools ask of tasks. Their life (hive_bash.core.tasks.lifecycle)
+changes them; this class finds them, waits on them and reads what a reply shows."""
 
 from __future__ import annotations
 
@@ -17,9 +14,8 @@ from hive_bash.core.sessions import SessionState, SessionStore
 from hive_bash.core.storage import TaskFiles
 from hive_bash.core.tasks.bookkeeping import Bookkeeping
 from hive_bash.core.tasks.lifecycle import Lifecycle
-from hive_bash.core.tasks.registry import Registry
 from hive_bash.core.tasks.task import KillAction, Task
-from hive_bash.errors import TaskFinished
+from hive_bash.errors import TaskFinished, TaskNotFound
 from hive_bash.model import Status, Stream, TaskOptions
 from hive_bash.settings import Settings
 
@@ -30,11 +26,11 @@ class TaskManager:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.files = TaskFiles(settings.tasks_dir.resolve())
-        self._tasks = Registry()
         self._book = Bookkeeping(settings, self.files)
         base_env = base_environment(os.environ, settings.hidden_env_names)
         self._sessions = SessionStore(self.files, base_env, settings.hidden_env_names)
-        self._life = Lifecycle(settings, self.files, tasks=self._tasks, sessions=self._sessions, book=self._book)
+        self._life = Lifecycle(settings, self.files, sessions=self._sessions, book=self._book)
+        self._tasks = self._life.tasks
         self._listening = ListeningReader()  # read only when a reply or a wait_for_port asks
 
     async def start(self) -> None:
@@ -69,10 +65,18 @@ class TaskManager:
     # ---- what the tools read -------------------------------------------------
 
     def get(self, task_id: str) -> Task:
-        return self._tasks.get(task_id)
+        task = self._tasks.get(task_id)
+        if task is None:
+            raise TaskNotFound(task_id)
+        return task
 
     def newest_first(self, status: Status | None = None, session: str | None = None) -> list[Task]:
-        return self._tasks.newest_first(status, session)
+        tasks = [
+            task
+            for task in self._tasks.values()
+            if (status is None or task.status is status) and (session is None or task.record.session == session)
+        ]
+        return sorted(tasks, key=lambda task: task.record.created_at, reverse=True)
 
     def session_state(self, name: str) -> SessionState | None:
         """What session `name` carries now (the state the last of its tasks to end left)."""
@@ -80,7 +84,7 @@ class TaskManager:
 
     def sessions(self, name: str | None = None) -> list[tuple[SessionState, int]]:
         """Each shell session (or only `name`) by name, with how many known tasks it has."""
-        return self._sessions.listing((task.record.session for task in self._tasks), name)
+        return self._sessions.listing((task.record.session for task in self._tasks.values()), name)
 
     def output_path(self, task: Task, stream: Stream) -> Path:
         return self.files.output(task.id, stream)

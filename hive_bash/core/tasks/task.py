@@ -5,7 +5,6 @@ exit is read as that end). Its attributes are set by its own methods."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 import time
 from typing import Literal
@@ -15,8 +14,6 @@ from hive_bash.core.storage import TaskRecord
 from hive_bash.core.tasks.ending import Cause, Ending
 from hive_bash.errors import NoInput, TaskFinished
 from hive_bash.model import Status
-
-logger = logging.getLogger(__name__)
 
 BOOT_ID = boot_id()
 
@@ -29,6 +26,7 @@ class Task:
     def __init__(
         self,
         record: TaskRecord,
+        *,
         env: dict[str, str] | None = None,
         cwd: str | None = None,
         notify_on: str | None = None,

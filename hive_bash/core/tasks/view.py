@@ -13,9 +13,6 @@ from hive_bash.core.tasks.task import Task
 from hive_bash.model import Status
 
 
-NOTHING = Listening(())  # a reply that did not ask
-
-
 @dataclass(frozen=True)
 class TaskView:
     """What its record said and what only the running daemon knew, at one moment."""
@@ -53,7 +50,7 @@ class TaskView:
         return exit_meaning(self)
 
 
-def task_view(task: Task, listening: Listening = NOTHING) -> TaskView:
+def task_view(task: Task, listening: Listening | None = None) -> TaskView:
     """The task as it is now: the one place a reply's facts are read from a live task;
     `listening`: what TaskManager.listening read for it (off the loop), when the reply shows it."""
     record = task.record
@@ -80,5 +77,5 @@ def task_view(task: Task, listening: Listening = NOTHING) -> TaskView:
         waiting_for_input=task.waiting_for_input.is_set(),
         queued_input_bytes=task.input.queued if task.input is not None else 0,
         session_env_before=MappingProxyType(dict(task.session_env_before or {})),
-        listening=tuple(listening.words()) if not task.ended.is_set() else (),
+        listening=tuple(listening.words()) if listening is not None and not task.ended.is_set() else (),
     )

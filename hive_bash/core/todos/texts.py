@@ -1,7 +1,5 @@
-"""The todo texts: what the agent's harness shows of a task while it runs or waits, and once it ended.
-
-hive_bash.core.todos.state decides when each is sent; this module, what it says.
-"""
+"""The todo texts: what the harness shows of a task while it runs or waits, and once it ended
+(hive_bash.core.todos.state decides when each is sent)."""
 
 from __future__ import annotations
 
