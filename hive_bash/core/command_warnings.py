@@ -1,9 +1,6 @@
-"""What a command may destroy: a warning `run` adds for `rm -rf /`, `git push --force` and the like.
-
-Each rule looks at the simple commands bash would run (hive_bash.core.shell_words), past
-wrappers such as sudo; a command it cannot split is split on whitespace, and warned about
-only where a rule matches.
-"""
+"""What a command may destroy: the warning `run` adds for `rm -rf /`, `git push --force` and the
+like. Each rule looks at the simple commands bash would run (hive_bash.core.shell_words), past
+wrappers such as sudo."""
 
 from __future__ import annotations
 
@@ -11,7 +8,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hive_bash.core.shell_words import ASSIGNMENT, COMPOUND_WORDS, CONTROL_OPERATORS, tokens
+from hive_bash.core.shell_words import ASSIGNMENT, simple_commands
 
 SimpleCheck = Callable[[list[str]], bool]
 
@@ -90,17 +87,6 @@ WARNING_RULES: tuple[WarningRule, ...] = (
 RULE_PROGRAMS = frozenset(rule.program for rule in WARNING_RULES if rule.program is not None)
 
 
-def _simple_commands(cmd: str) -> list[list[str]]:
-    words = tokens(cmd) or cmd.split()
-    commands: list[list[str]] = [[]]
-    for word in words:
-        if word in CONTROL_OPERATORS or word == "|":
-            commands.append([])
-        elif word not in COMPOUND_WORDS or commands[-1]:
-            commands[-1].append(word)
-    return [words for words in commands if words]
-
-
 def _strip_prefix(words: list[str]) -> list[str]:
     """Drop assignments and wrappers (sudo, env, time, nohup) so the real program comes first."""
     index = 0
@@ -123,7 +109,7 @@ def command_warning(cmd: str) -> str | None:
     # A rule's program can only run if its name is in the text: most commands name none, and
     # skip the tokenizer (the warning's main cost: docs/performance.md, "What moved and why").
     named = any(program in cmd for program in RULE_PROGRAMS)
-    commands = [_strip_prefix(words) for words in _simple_commands(cmd)] if named else []
+    commands = [_strip_prefix(words) for words in simple_commands(cmd)] if named else []
     for rule in WARNING_RULES:
         if rule.pattern is not None:
             hit = bool(rule.pattern.search(cmd))

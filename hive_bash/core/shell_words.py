@@ -30,3 +30,15 @@ def program(words: list[str]) -> str | None:
         if not ASSIGNMENT.fullmatch(word):
             return word.rsplit("/", 1)[-1]
     return None
+
+
+def simple_commands(cmd: str) -> list[list[str]]:
+    """The words of each simple command, split at operators and pipes; a line that cannot be split
+    is split on whitespace."""
+    commands: list[list[str]] = [[]]
+    for word in tokens(cmd) or cmd.split():
+        if word in CONTROL_OPERATORS or word == "|":
+            commands.append([])
+        elif word not in COMPOUND_WORDS or commands[-1]:
+            commands[-1].append(word)
+    return [words for words in commands if words]
