@@ -180,7 +180,9 @@ def unfit(env: Mapping[str, str], candidates: Iterable[str], budget: int) -> tup
     return too_long, sorted(too_many)
 
 
-def unfit_note(name: str, env: Mapping[str, str], too_long: list[str], too_many: list[str], budget: int) -> str | None:
+def unfit_note(
+    name: str, env: Mapping[str, str], *, too_long: list[str], too_many: list[str], budget: int
+) -> str | None:
     """One line naming the variables a session does not carry, and why; None if there are none."""
     parts = []
     if too_long:
@@ -290,7 +292,7 @@ class SessionStore:
 
     # ---- a task's start and end ----------------------------------------------
 
-    def launch(self, name: str, cwd: str | None, default_cwd: str) -> Launch:
+    def launch(self, name: str, *, cwd: str | None, default_cwd: str) -> Launch:
         """The directory and environment a task of session `name` starts with: an explicit `cwd`
         wins; a session directory that was removed falls back to `default_cwd`, and the note says so."""
         state = self._states.get(name) or SessionState(name)
@@ -309,7 +311,7 @@ class SessionStore:
         """Take out of `env` the session's variables (`changed`) an exec could not take; the note names them."""
         budget = exec_env_budget()
         too_long, too_many = unfit(env, changed, budget)
-        note = unfit_note(name, env, too_long, too_many, budget)
+        note = unfit_note(name, env, too_long=too_long, too_many=too_many, budget=budget)
         for item in (*too_long, *too_many):
             if item in self.base_env:
                 env[item] = self.base_env[item]  # the daemon's own value: that one starts
@@ -325,7 +327,7 @@ class SessionStore:
         and its wrapper, written here (OSError when it cannot be)."""
         if record.session is None:
             return Start(task_environment(self.base_env, extra_env, record.id, record.pty))
-        launch = self.launch(record.session, cwd, os.getcwd())
+        launch = self.launch(record.session, cwd=cwd, default_cwd=os.getcwd())
         before = self._states.get(record.session)
         record.cwd, record.session_note = launch.cwd, launch.note
         env = task_environment(launch.env, extra_env, record.id, record.pty)
@@ -336,7 +338,7 @@ class SessionStore:
         """A session's task ended: what its shell left becomes the session's state (the later
         end wins); the record's note says why it did not."""
         if record.session is not None:
-            note = self.take_state(record.session, record.id, time.time(), record.signal)
+            note = self.take_state(record.session, task_id=record.id, ended_at=time.time(), signal=record.signal)
             record.session_note = "; ".join(filter(None, (record.session_note, note))) or None
 
     def _wrap(self, task_id: str, env: dict[str, str]) -> None:
@@ -348,7 +350,7 @@ class SessionStore:
             rc.write(wrapper_rc(rc_path, self.files.capture(task_id)))
         env[WRAPPER_ENV] = str(rc_path)
 
-    def take_state(self, name: str, task_id: str, ended_at: float, signal: str | None = None) -> str | None:
+    def take_state(self, name: str, *, task_id: str, ended_at: float, signal: str | None = None) -> str | None:
         """Make what task `task_id` left in ``<id>.state`` the session's state (called in the order
         tasks end); None, or one line saying why the session stayed as it was."""
         try:

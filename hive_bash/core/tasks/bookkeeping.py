@@ -27,7 +27,7 @@ class Bookkeeping:
         self.store = RecordStore(files, max_record_bytes(settings.max_cmd_bytes))
         self._saver = RecordSaver(self.store)
         self._todos = TodoStateMachine(settings.agent_socket, files, save_now=self._todo_changed)
-        self._retention = Retention(settings.retain_count, settings.retain_secs)
+        self._retention = Retention(retain_count=settings.retain_count, retain_secs=settings.retain_secs)
 
     @property
     def todo_backlog(self) -> int:
@@ -37,11 +37,9 @@ class Bookkeeping:
         self._todos.start()
 
     async def stop(self) -> None:
-        """Write what waits for a reply, then deliver todos for a moment; the rest is owed in the records."""
+        """Write what waits for a reply, then deliver todos for a moment (the rest stays owed in the records)."""
         self._saver.reply_sent()
         await self._todos.stop(SHUTDOWN_TODO_FLUSH_SECS)
-
-    # ---- a task's life ------------------------------------------------------
 
     def recovered(self, record: TaskRecord) -> None:
         """Read back at start: a todo still owed is wanted again."""
@@ -65,8 +63,8 @@ class Bookkeeping:
             raise launch.record_not_saved(self.store, record, exc) from exc
 
     def started(self, record: TaskRecord) -> None:
-        """Its running todo, and its record with its pid, saved now (raises SpawnFailed): the reserve
-        takes it if the command filled the disk already (`yes` on a small disk does, within microseconds)."""
+        """Its running todo and its record with its pid, saved now (or SpawnFailed); the reserve takes the
+        write if the command filled the disk already (`yes` on a small disk does, within microseconds)."""
         self._todos.started(record)
         self.save_or_refuse(record)
 
@@ -86,21 +84,17 @@ class Bookkeeping:
         return self._retention.expired(is_current)
 
     def forget(self, record: TaskRecord) -> None:
-        """The record goes, with its files."""
+        """The record goes, with its files and its todo."""
         self._retention.forgotten(record)
         self._saver.forget(record)
         self._todos.forget(record)
         self.store.delete(record.id)
-
-    # ---- what its todo hears while it runs ----------------------------------
 
     def line_matched(self, record: TaskRecord, pattern: str, match: Match | None, gave_up: str | None) -> None:
         self._todos.line_matched(record, pattern, match, gave_up)
 
     def waiting_for_input_changed(self, record: TaskRecord, prompt: str | None, waiting: bool) -> None:
         self._todos.waiting_for_input_changed(record, prompt, waiting)
-
-    # ---- a reply's part -----------------------------------------------------
 
     def wait_begins(self, record: TaskRecord) -> None:
         self._todos.wait_begins(record)

@@ -50,13 +50,17 @@ class Lifecycle:
         self._files, self._sessions, self._book = files, sessions, book
         self._tasks: dict[str, Task] = {}
         self._grace_secs = settings.kill_grace_secs
-        self._slots = Slots(settings.max_running, settings.max_pending)
+        self._slots = Slots(max_running=settings.max_running, max_pending=settings.max_pending)
         self._input_budget = InputBudget()  # input waiting for all tasks together
         self._input_sampler = InputSampler()  # the one thread that reads whether tasks wait for input
         self._launcher = launch.Launcher(settings, book.store, sessions)
         ends = self._terminations = Terminations(settings, self._current)
         self._watcher = Watcher(
-            files, settings.max_output_bytes, ends.limit_passed, book.line_matched, ends.hold_cap_after_end
+            files,
+            settings.max_output_bytes,
+            end=ends.limit_passed,
+            on_line=book.line_matched,
+            over_cap_after_end=ends.hold_cap_after_end,
         )
         self._background: list[asyncio.Task[None]] = []
 

@@ -43,8 +43,6 @@ class TaskManager:
         self._listening.close()
         await self._book.stop()
 
-    # ---- what the tools change -------------------------------------------------
-
     def submit(self, options: TaskOptions) -> Task:
         return self._life.submit(options)
 
@@ -61,8 +59,6 @@ class TaskManager:
         out_offset = file_size(self.files.out(task_id))
         task.write(data, eof)
         return task, out_offset
-
-    # ---- what the tools read -------------------------------------------------
 
     def get(self, task_id: str) -> Task:
         task = self._tasks.get(task_id)
@@ -104,8 +100,6 @@ class TaskManager:
     async def listening(self, tasks: Sequence[Task]) -> list[Listening]:
         """What each running task's processes listen on now (hive_bash.core.processes.listening), read off the loop."""
         return await self._listening.read([_processes(task) for task in tasks])
-
-    # ---- a reply's waits, and what it showed --------------------------------
 
     async def wait_for_result(
         self, task: Task, seconds: float, abandon: asyncio.Event | None = None, until: asyncio.Event | None = None

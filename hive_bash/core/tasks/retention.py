@@ -15,7 +15,7 @@ from hive_bash.core.storage import TaskRecord
 class Retention:
     """Finished records in the order they ended, so pruning looks at the oldest few only."""
 
-    def __init__(self, retain_count: int, retain_secs: float) -> None:
+    def __init__(self, *, retain_count: int, retain_secs: float) -> None:
         self.retain_count = retain_count
         self.retain_secs = retain_secs
         self._finished: collections.deque[TaskRecord] = collections.deque()

@@ -52,6 +52,7 @@ class Watcher:
         self,
         files: TaskFiles,
         max_output_bytes: int,
+        *,
         end: EndTask,
         on_line: LineMatched | None = None,
         over_cap_after_end: OverCapAfterEnd = _ignore_after_end,
