@@ -240,7 +240,7 @@ class Daemon:
 
     def ended_record(self, task_id: str) -> dict[str, Any]:
         """The task's record once it shows the end. A reply reporting the end goes out first;
-        the record follows within hive_bash.core.storage.saver.SETTLE_SAVE_SECS."""
+        the record follows within hive_bash.core.storage.saver.AFTER_REPLY_SAVE_SECS."""
         return wait_until(
             lambda: (record := self.record(task_id))["ended_at"] is not None and record,
             10,

@@ -63,7 +63,7 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
         False,
     ),
     ("submit: pidfd, start time", SUBMIT, "core.processes.process", ("TaskProcess.__init__",), False),
-    ("submit: record saved (running)", SUBMIT, "core.todos.state", ("TodoStateMachine.started",), False),
+    ("submit: record saved (running)", SUBMIT, "core.tasks.bookkeeping", ("Bookkeeping.started",), False),
     (WAIT, TOOL, "core.tasks.manager", ("TaskManager.wait",), True),
     ("exit: kill group, reap, rusage", WAIT, "core.processes.process", ("TaskProcess._on_leader_exit",), False),
     # The lifecycle's end bookkeeping: the ending decided, the session taken, its todo told, the next started.
@@ -71,12 +71,12 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
     (
         "wait over: todo settled (record after the reply)",
         WAIT,
-        "core.todos.state",
-        ("TodoStateMachine.wait_over",),
+        "core.tasks.bookkeeping",
+        ("Bookkeeping.wait_over",),
         False,
     ),
     ("reply: read output, shape", TOOL, "mcp.replies.task", ("status_reply",), False),
-    ("retention: prune (watcher tick)", None, "core.tasks.lifecycle", ("Lifecycle.prune",), False),
+    ("retention: prune (watcher tick)", None, "core.tasks.lifecycle", ("Lifecycle._prune",), False),
     ("record saves (write + rename), all", None, "core.storage.records", ("RecordStore.save",), False),
 ]
 

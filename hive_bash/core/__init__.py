@@ -45,7 +45,7 @@ if TYPE_CHECKING:
         configured_root as configured_root,
         give_tasks_default_signals as give_tasks_default_signals,
     )
-    from hive_bash.core.semantics import command_warning as command_warning
+    from hive_bash.core.command_warnings import command_warning as command_warning
     from hive_bash.core.sessions import WRAPPER_ENV as WRAPPER_ENV, SessionState as SessionState
     from hive_bash.core.storage import prepare_tasks_dir as prepare_tasks_dir
     from hive_bash.core.tasks import (
@@ -103,7 +103,7 @@ _FACE: dict[str, str] = {
     "SearchRequest": "output",
     "SearchResult": "output",
     "SearchSlots": "output",
-    "command_warning": "semantics",
+    "command_warning": "command_warnings",
     "WRAPPER_ENV": "sessions",
     "SessionState": "sessions",
     "prepare_tasks_dir": "storage",

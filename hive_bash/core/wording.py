@@ -41,11 +41,11 @@ def shorten(cmd: str, limit: int = CMD_PREVIEW_CHARS) -> str:
 # What a terminal would act on rather than show: C0 controls but tab and newline, DEL, C1
 # controls (U+009B is a CSI on its own), and bytes that were not UTF-8 (surrogate escapes).
 # Task output holds them (`\x1b]52;c;...` writes the clipboard, `\x1b[2J` clears the screen).
-_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\udc80-\udcff"
-_TERMINAL_CONTROLS = re.compile(f"[{_CONTROLS}]")
+_CONTROL_CHARS = "\x00-\x08\x0b-\x1f\x7f-\x9f\udc80-\udcff"
+_TERMINAL_CONTROLS = re.compile(f"[{_CONTROL_CHARS}]")
 # A name a task chose (a socket's path) is one line of text: tab and newline too, and what
 # reorders or hides the text around it (bidi controls, zero-width characters, line separators).
-_NAME_CONTROLS = re.compile(f"[\t\n{_CONTROLS}\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+_NAME_CONTROLS = re.compile(f"[\t\n{_CONTROL_CHARS}\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 _ESCAPE = re.compile(r"\\x[0-9a-f]{2}|\\u[0-9a-f]{4}|.", re.S)
 
 

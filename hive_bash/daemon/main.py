@@ -55,10 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
-
-
 def load_settings(args: argparse.Namespace) -> Settings:
     overrides = {key: value for key, value in vars(args).items() if value is not None}
     try:
@@ -93,13 +89,8 @@ def read_token(settings: Settings) -> str | None:
 
 
 def drop_hidden_environment(hidden: frozenset[str]) -> None:
-    """Re-execute the daemon without the HIVE_BASH_HIDE_ENV variables, if any are set.
-
-    Filtering them out of a task's environment is not enough: a task runs as the daemon's
-    user and can read the daemon's own environment (`/proc/$PPID/environ`, its memory).
-    After execve the process (same pid, so systemd still tracks it) holds no copy at all;
-    the daemon never needs the values itself.
-    """
+    """Re-execute the daemon (same pid) without the HIVE_BASH_HIDE_ENV variables, if any are set:
+    a task runs as the daemon's user and could read them in the daemon's own environment."""
     present = sorted(hidden & os.environ.keys())
     if not present:
         return
@@ -114,11 +105,9 @@ def drop_hidden_environment(hidden: frozenset[str]) -> None:
 
 
 def make_undumpable() -> None:
-    """Close the daemon to the processes of its own uid (its tasks): non-dumpable, its
-    /proc/<pid>/environ, mem, fd and maps are root's, and ptrace and pidfd_getfd are refused.
-
-    Set again after every exec (execve resets it), so also after `drop_hidden_environment`'s.
-    The tasks are dumpable as before: they exec bash, and execve makes a process dumpable."""
+    """Close the daemon to its tasks (its uid): non-dumpable, its /proc/<pid> files are root's and
+    ptrace and pidfd_getfd refused. Set again after every exec (execve resets it, which also
+    leaves the tasks, who exec bash, dumpable as before)."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     except (OSError, AttributeError):  # no prctl (not Linux)
@@ -144,7 +133,7 @@ def check_cgroup_root(path: Path | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     make_undumpable()
-    args = parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         settings = load_settings(args)
         configure_logging(settings.log_level)
@@ -155,8 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"hive-bash-daemon: {exc}", file=sys.stderr)
         return 2
-    # Imported only now: a daemon that re-executes to drop hidden variables loads the
-    # server (uvicorn, starlette, the SDK: most of its start-up time) once, not twice.
+    # Imported only now: a daemon that re-executes loads the server (most of its start-up) once.
     from hive_bash.daemon import serve
 
     return serve.serve(settings, token)

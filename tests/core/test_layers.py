@@ -66,9 +66,9 @@ def test_a_tasks_ending_is_decided_in_one_place_and_written_once() -> None:
     assert core_files_that(".end_reason =") == []
 
 
-def test_records_reach_the_disk_through_the_lifecycle_only() -> None:
+def test_records_reach_the_disk_through_the_bookkeeping_only() -> None:
     users = {name for name in core_files_that("RecordSaver") if name not in ("storage/saver.py", "storage/__init__.py")}
-    assert users == {"tasks/lifecycle.py"}
+    assert users == {"tasks/bookkeeping.py"}
     assert core_files_that("_store.save(") == ["storage/saver.py"]
     assert core_files_that(".cause =") == ["tasks/task.py"]  # a Task's cause is set by its own methods
 
@@ -122,11 +122,11 @@ def test_the_face_check_names_what_passes_it(tmp_path: Path) -> None:
 
 # Inside the engine: its subpackages, lowest first. Each imports only subpackages before it in
 # this list, and only through their faces (their __init__.py): `from hive_bash.core.storage
-# import RecordStore`, never hive_bash.core.storage.records from outside storage/. The two
-# modules at the engine's root (wording, semantics) import no subpackage; every subpackage may
-# import them.
+# import RecordStore`, never hive_bash.core.storage.records from outside storage/. The
+# modules at the engine's root (wording, shell_words, exit_meaning, command_warnings) import no
+# subpackage; every subpackage may import them.
 SUBPACKAGES = ("storage", "output", "processes", "sessions", "todos", "tasks")
-ROOT_MODULES = ("wording", "semantics")
+ROOT_MODULES = ("wording", "shell_words", "exit_meaning", "command_warnings")
 
 
 def engine_imports(path: Path) -> Iterator[str]:

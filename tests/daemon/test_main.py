@@ -20,7 +20,7 @@ pytestmark = pytest.mark.anyio
 
 def test_flag_help_shows_the_daemons_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        main.parse_args(["--help"])
+        main.build_parser().parse_args(["--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     for name in ("host", "port", "tasks_dir", "max_running", "log_level"):
         assert f"HIVE_BASH_{name.upper()}, default {Settings.model_fields[name].default})" in help_text

@@ -350,7 +350,7 @@ class InputSampler:
 
 
 class InputWait:
-    """Samples a running task every SAMPLE_SECS; `waiting` once a read held for INPUT_WAIT_SECS.
+    """Samples a running task every SAMPLE_SECS; `waiting_for_input` once a read held for INPUT_WAIT_SECS.
 
     `activity()` returns a number that changes whenever the task printed or was written to
     (its output sizes and input counter): any change restarts the clock. `on_change(waiting)`
@@ -362,7 +362,7 @@ class InputWait:
         self._on_change = on_change
         self._since: float | None = None
         self._seen: object = None
-        self.waiting = False
+        self.waiting_for_input = False
         self._sampler: asyncio.Task[None] | None = None
 
     def start(self, sampler: InputSampler) -> None:
@@ -392,8 +392,8 @@ class InputWait:
         self._set(now - self._since >= INPUT_WAIT_SECS)
 
     def _set(self, waiting: bool) -> None:
-        if waiting != self.waiting:
-            self.waiting = waiting
+        if waiting != self.waiting_for_input:
+            self.waiting_for_input = waiting
             self._on_change(waiting)
 
     async def _run(self, sampler: InputSampler) -> None:

@@ -1,9 +1,5 @@
-"""Shell sessions: a working directory and exported variables carried from one `run` to the
-next (session).
-
-The other subpackages of hive_bash.core import these names from here, never one of the
-modules (tests/core/test_layers.py).
-"""
+"""Shell sessions: a working directory and exported variables carried between runs (session).
+Other subpackages import these names from here (tests/core/test_layers.py)."""
 
 from __future__ import annotations
 

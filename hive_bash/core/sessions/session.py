@@ -1,42 +1,16 @@
 """Shell sessions: a working directory and exported variables carried from one `run` to the next.
 
-A session is a name (the task-name rule) and a state: the working directory and the
-exported variables the last of its tasks to end left behind, kept as ``<name>.session``
-beside the task records and written atomically.
-
-How the state is carried without the command noticing:
-
-* Start: the task starts in the session's directory with the session's variables, and
-  ``BASH_ENV`` points at ``<id>.rc``. bash reads that file before the command's first
-  line (for ``-c CMD`` and for the long-command script file alike), so argv, ``$0``,
-  ``$#``, ``LINENO``, the command's text and how bash parses it are exactly as without a
-  session. The file sets an EXIT trap, unsets ``BASH_ENV`` (children never see it) and
-  leaves ``$?`` and ``$_`` as bash had them.
-* End: the trap runs when the shell ends normally, by ``exit N``, by an error under
-  ``set -e`` or by a catchable signal (bash re-raises the signal after the trap, so the
-  status is unchanged). With xtrace, errexit and nounset off and its stderr on
-  /dev/null it writes, with builtins only, ``pwd`` and every exported variable,
-  NUL-separated, to ``<id>.state``. Nothing reaches the task's streams. It keeps its
-  working data in the positional parameters, not in variables a command could have
-  made readonly, and reports an exported ``SHELLOPTS`` as it was before the trap
-  changed options (its own ``set -C`` never reaches the next run).
-* After the task ended, the daemon reads ``<id>.state`` and makes it the session's state.
-  Tasks of one session running at once: the one that ends last wins. A capture that is
-  incomplete (something the command did broke it) leaves the state as it was, and the
-  reply says so; a variable no new process could be started with (over the kernel's
-  per-string limit, or past the total an exec takes) is dropped, and the reply names it.
-
-Limits (documented in docs/tools.md): a SIGKILL, ``exec otherprog`` (the shell is replaced)
-and a command that sets its own EXIT trap (it replaces ours) leave the state as it was,
-and the reply says so; ``trap -p`` shows the trap; under ``set -v`` bash echoes the trap's
-first line when it runs it; a DEBUG trap the command set runs once more, with its output
-on /dev/null. Only exported variables are carried, not shell variables, functions,
-aliases or options.
+A session task's bash reads ``<id>.rc`` first (``BASH_ENV``); it sets an EXIT trap that writes
+`pwd` and the exported variables, builtins only, to ``<id>.state``; once the task ended that
+becomes the session's state, ``<name>.session``, relative to the daemon's environment. The
+command sees argv, ``$0``, ``$?``, ``$_`` and its parse unchanged (how, and what it can still
+notice: docs/tools.md, "Shell sessions"). Of two tasks running at once the later end wins.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import logging
 import os
@@ -56,20 +30,15 @@ logger = logging.getLogger(__name__)
 
 CAPTURE_MAGIC = "hive-bash-state-1"
 CAPTURE_END = b"end"
-# A bigger environment could not be passed to the next task anyway (the kernel's
-# limit for argv plus environment is a few MiB at most).
-MAX_STATE_BYTES = 1024 * 1024
+MAX_STATE_BYTES = 1024 * 1024  # more could not be passed to the next task anyway (the kernel's exec limit)
 MAX_SESSION_FILE_BYTES = 8 * MAX_STATE_BYTES  # the same state as JSON, escapes and all
 # The trap exports this just before it lists the variables: a capture without it is broken.
 CAPTURE_SENTINEL = "__hive_bash_capture"
-# How a session task's bash finds its wrapper: a session run's own `env` must leave it alone.
-WRAPPER_ENV = "BASH_ENV"
-# Managed by bash itself (SHLVL would grow by one per run), or the hooks the daemon
-# strips from every task (BASH_ENV is also how the state is carried).
+WRAPPER_ENV = "BASH_ENV"  # how a session task's bash finds its wrapper: its own `env` must leave it alone
+# Managed by bash itself (SHLVL would grow by one per run), or hooks the daemon strips from every task.
 NEVER_CARRIED = frozenset({"_", "SHLVL", WRAPPER_ENV, "ENV", "ZDOTDIR", CAPTURE_SENTINEL})
-# execve refuses (E2BIG) one NAME=VALUE string longer than MAX_ARG_STRLEN (32 pages, its
-# NUL included), and all strings and their pointers past a quarter of the stack limit,
-# at most 3/4 of 8 MiB however large that limit is.
+# execve refuses (E2BIG) one NAME=VALUE longer than 32 pages (its NUL included), and all
+# strings and pointers past a quarter of the stack limit, at most 3/4 of 8 MiB.
 MAX_ARG_STRLEN = 32 * 4096
 KERNEL_EXEC_CAP_BYTES = 6 * 1024 * 1024
 POINTER_BYTES = 8
@@ -78,13 +47,13 @@ NEVER_CARRIED_PREFIXES = ("HIVE_BASH_", "ZSH_")
 
 
 class SessionFileError(Exception):
-    """A session file could not be read or written (the message says which and why)."""
+    """A session file could not be read (the message says which and why)."""
 
 
 @dataclass
 class SessionState:
-    """What a session carries: relative to the daemon's environment, so a daemon
-    restarted with another PATH passes on the new one unless a task changed it."""
+    """What a session carries, relative to the daemon's environment: a daemon restarted with
+    another PATH passes on the new one unless a task changed it."""
 
     name: str
     cwd: str | None = None
@@ -96,8 +65,7 @@ class SessionState:
 
 @dataclass
 class Start:
-    """What `prepare` gives a task to start with: its environment and, in a session, the
-    session's variables as they were (the reply names what its shell changed)."""
+    """A task's environment and, in a session, the session's variables before it (the reply names what changed)."""
 
     env: dict[str, str]
     session_env_before: dict[str, str] | None = None
@@ -157,10 +125,9 @@ def _capture_code(state_path: Path) -> str:
 
 
 def wrapper_rc(rc_path: Path, state_path: Path) -> str:
-    """The BASH_ENV file. It sources itself once more with `$_` as its argument: after a
-    `.` command bash sets `$_` to that command's last argument, so the command's first
-    line sees `$_` as bash set it. `$#` tells the two passes apart (the task shell has no
-    positional parameters; the inner pass has one)."""
+    """The BASH_ENV file. It sources itself once more with `$_` as its argument (after `.` bash sets
+    `$_` to its last argument), so the command's first line sees `$_` as bash set it; `$#` tells
+    the two passes apart."""
     trap = f"builtin trap -- {shlex.quote(_capture_code(state_path))} EXIT"
     return (
         f'if [[ $# == 0 ]]; then builtin . {shlex.quote(str(rc_path))} "$_"; else {trap}; builtin unset BASH_ENV; fi\n'
@@ -199,10 +166,8 @@ def _entry_bytes(name: str, value: str) -> int:
 
 
 def unfit(env: Mapping[str, str], candidates: Iterable[str], budget: int) -> tuple[list[str], list[str]]:
-    """Which of `candidates` (names in `env`) must go for an exec to take `env`: (too long, too many).
-
-    Too long: over the kernel's per-string limit. Too many: then the largest of the
-    others, until the whole environment fits `budget`."""
+    """Which of `candidates` (names in `env`) must go for an exec to take `env`: (too long: over the
+    kernel's per-string limit, too many: then the largest others until the whole fits `budget`)."""
     names = sorted(set(candidates) & set(env))
     too_long = [name for name in names if _entry_bytes(name, env[name]) > MAX_ARG_STRLEN]
     total = sum(_entry_bytes(name, value) + POINTER_BYTES for name, value in env.items() if name not in too_long)
@@ -215,7 +180,9 @@ def unfit(env: Mapping[str, str], candidates: Iterable[str], budget: int) -> tup
     return too_long, sorted(too_many)
 
 
-def unfit_note(name: str, env: Mapping[str, str], too_long: list[str], too_many: list[str], budget: int) -> str | None:
+def unfit_note(
+    name: str, env: Mapping[str, str], *, too_long: list[str], too_many: list[str], budget: int
+) -> str | None:
     """One line naming the variables a session does not carry, and why; None if there are none."""
     parts = []
     if too_long:
@@ -250,9 +217,8 @@ def apply_env(base: Mapping[str, str], state: SessionState, hidden: frozenset[st
 
 
 def _read_own(path: Path, limit: int) -> bytes | None:
-    """A regular file of ours, never read through a symlink; None if it is not there.
-
-    Raises SessionFileError when it is something else or larger than `limit`."""
+    """A regular file of ours, never read through a symlink; None if it is not there; SessionFileError
+    when it is something else or larger than `limit`."""
     try:
         return read_own_file(path, limit)  # the size is checked before a byte is read
     except FileNotFoundError:
@@ -264,12 +230,7 @@ def _read_own(path: Path, limit: int) -> bytes | None:
 def _state_from_json(name: str, data: bytes) -> SessionState:
     raw = json.loads(data)
     state = SessionState(
-        name=raw["name"],
-        cwd=raw["cwd"],
-        set=dict(raw["set"]),
-        unset=list(raw["unset"]),
-        updated_at=raw["updated_at"],
-        task_id=raw["task_id"],
+        raw["name"], raw["cwd"], dict(raw["set"]), list(raw["unset"]), raw["updated_at"], raw["task_id"]
     )
     values = [*state.set, *state.set.values(), *state.unset]
     if state.name != name or not all(isinstance(value, str) for value in values):
@@ -281,24 +242,12 @@ def _state_from_json(name: str, data: bytes) -> SessionState:
 
 def _state_to_json(state: SessionState) -> bytes:
     # ensure_ascii: bytes that are not UTF-8 (kept as surrogates) survive the round trip.
-    return json.dumps(
-        {
-            "name": state.name,
-            "cwd": state.cwd,
-            "set": state.set,
-            "unset": state.unset,
-            "updated_at": state.updated_at,
-            "task_id": state.task_id,
-        }
-    ).encode()
+    return json.dumps(dataclasses.asdict(state)).encode()
 
 
 class SessionStore:
-    """The sessions in a tasks dir: start a task in one, take its state back when it ends.
-
-    Names follow the task-name rule (checked by the caller), so every path here stays
-    inside the tasks dir; files are read without following symlinks.
-    """
+    """The sessions in a tasks dir: start a task in one, take its state back when it ends. Names
+    follow the task-name rule (checked by the caller), so every path stays inside the tasks dir."""
 
     def __init__(self, files: TaskFiles, base_env: Mapping[str, str], hidden: frozenset[str]) -> None:
         self.files = files
@@ -343,11 +292,9 @@ class SessionStore:
 
     # ---- a task's start and end ----------------------------------------------
 
-    def launch(self, name: str, cwd: str | None, default_cwd: str) -> Launch:
-        """The directory and environment a task of session `name` starts with.
-
-        An explicit `cwd` wins; a session directory that was removed falls back to
-        `default_cwd`, and the note says so."""
+    def launch(self, name: str, *, cwd: str | None, default_cwd: str) -> Launch:
+        """The directory and environment a task of session `name` starts with: an explicit `cwd`
+        wins; a session directory that was removed falls back to `default_cwd`, and the note says so."""
         state = self._states.get(name) or SessionState(name)
         env = apply_env(self.base_env, state, self.hidden)
         notes = [self._fit_exec(name, env, state.set)]  # the daemon's own environment may have grown since
@@ -364,7 +311,7 @@ class SessionStore:
         """Take out of `env` the session's variables (`changed`) an exec could not take; the note names them."""
         budget = exec_env_budget()
         too_long, too_many = unfit(env, changed, budget)
-        note = unfit_note(name, env, too_long, too_many, budget)
+        note = unfit_note(name, env, too_long=too_long, too_many=too_many, budget=budget)
         for item in (*too_long, *too_many):
             if item in self.base_env:
                 env[item] = self.base_env[item]  # the daemon's own value: that one starts
@@ -375,15 +322,12 @@ class SessionStore:
     # ---- what the task manager calls: before a task starts, after it ended ----
 
     def prepare(self, record: TaskRecord, cwd: str | None, extra_env: Mapping[str, str]) -> Start:
-        """The environment a task starts with (the daemon's, its `env` over it, its id).
-
-        A session's task also starts in its session's directory with its variables
-        (`record.cwd` and `record.session_note` say where and what could not be used),
-        and BASH_ENV points at its wrapper, written here: its shell leaves its state
-        for `collect`. Raises OSError when the wrapper cannot be written."""
+        """The environment a task starts with (the daemon's, its `env` over it, its id). A session's
+        task starts in its session's directory with its variables (`record.cwd`, `record.session_note`)
+        and its wrapper, written here (OSError when it cannot be)."""
         if record.session is None:
             return Start(task_environment(self.base_env, extra_env, record.id, record.pty))
-        launch = self.launch(record.session, cwd, os.getcwd())
+        launch = self.launch(record.session, cwd=cwd, default_cwd=os.getcwd())
         before = self._states.get(record.session)
         record.cwd, record.session_note = launch.cwd, launch.note
         env = task_environment(launch.env, extra_env, record.id, record.pty)
@@ -394,7 +338,7 @@ class SessionStore:
         """A session's task ended: what its shell left becomes the session's state (the later
         end wins); the record's note says why it did not."""
         if record.session is not None:
-            note = self.take_state(record.session, record.id, time.time(), record.signal)
+            note = self.take_state(record.session, task_id=record.id, ended_at=time.time(), signal=record.signal)
             record.session_note = "; ".join(filter(None, (record.session_note, note))) or None
 
     def _wrap(self, task_id: str, env: dict[str, str]) -> None:
@@ -406,11 +350,9 @@ class SessionStore:
             rc.write(wrapper_rc(rc_path, self.files.capture(task_id)))
         env[WRAPPER_ENV] = str(rc_path)
 
-    def take_state(self, name: str, task_id: str, ended_at: float, signal: str | None = None) -> str | None:
-        """Make what task `task_id` left in ``<id>.state`` the session's state.
-
-        Returns None, or one line saying why the session stayed as it was. Called in the
-        order tasks end, so of two tasks running at once the later end wins."""
+    def take_state(self, name: str, *, task_id: str, ended_at: float, signal: str | None = None) -> str | None:
+        """Make what task `task_id` left in ``<id>.state`` the session's state (called in the order
+        tasks end); None, or one line saying why the session stayed as it was."""
         try:
             data = _read_own(self.files.capture(task_id), MAX_STATE_BYTES)
         except SessionFileError as exc:

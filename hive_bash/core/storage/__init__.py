@@ -1,10 +1,5 @@
-"""A task's files and its durable record: the names of every file in the tasks directory
-(task_files), the record written atomically on every change (records), and when a change
-reaches the disk (saver).
-
-The other subpackages of hive_bash.core import these names from here, never one of the
-modules (tests/core/test_layers.py).
-"""
+"""A task's files and its durable record: every file's name (task_files), the record (records),
+when it is written (saver). Other subpackages import these names from here (tests/core/test_layers.py)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A task's durable record, ``<id>.json`` beside its output, written atomically on every change.
-
-The record is what survives a daemon restart: status, exit, times, the process
-identity (pid + kernel start time, so a recycled pid is never mistaken for the
-task) and whether the agent has been told how the task ended.
-"""
+"""A task's durable record, ``<id>.json`` beside its output, written atomically: what survives a
+restart (status, exit, times, the process's identity so a recycled pid is never taken for the
+task, the todo owed), and the disk space kept so that its end can always be written."""
 
 from __future__ import annotations
 
@@ -28,13 +25,10 @@ logger = logging.getLogger(__name__)
 # A record holds its cmd (each byte at most 6 JSON characters, \u001b) and a few short
 # fields; a larger file is no record of ours and is never read.
 RECORD_OVERHEAD_BYTES = 256 * 1024
-# Room kept on disk for a running task's end: what the end adds to its record (exit,
-# times, reason, diagnosis, usage) is far less.
-END_ROOM_BYTES = 16 * 1024
+END_ROOM_BYTES = 16 * 1024  # room kept for a running task's end: what the end adds is far less
 NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
-# A reserve no longer needed (its end is on disk) becomes a spare for the next start:
-# a rename instead of allocating blocks at every start and freeing them at every end
-# (on ext4 that was about 0.2 ms per run). At least this large, so spares fit most records.
+# A reserve whose end is on disk becomes a spare for the next start: a rename instead of
+# allocating and freeing blocks per run (about 0.2 ms on ext4). At least this large, to fit most records.
 MIN_RESERVE_BYTES = 32 * 1024
 SPARE_LIMIT = 64
 
@@ -122,10 +116,8 @@ class RecordStore:
         self._spare_labels = (f"{secrets.token_hex(4)}-{number}" for number in itertools.count())
 
     def save(self, record: TaskRecord) -> None:
-        """Write-then-rename, so a reader (or a restart after SIGKILL) sees the old or the new record, never half.
-
-        Raises RecordNotSaved when the new record could not be written whole: the old one
-        stands. On a full disk the task's reserve (see `reserve`) takes the write instead."""
+        """Write-then-rename: a reader (or a restart after SIGKILL) sees the old or the new record, never
+        half. On a full disk the task's reserve takes the write; RecordNotSaved if nothing could."""
         data = record.model_dump_json().encode()
         try:
             write_atomically(self.files.record(record.id), data)  # never through a planted .<id>.json.tmp
@@ -205,10 +197,8 @@ class RecordStore:
             size = os.fstat(fd).st_size
             if size < len(data):
                 return False
-            # Into blocks allocated already: needs no free space. Padded with spaces (JSON
-            # allows them after the value) rather than cut short: freeing the rest would hand
-            # the space to whatever filled the disk, and make a full disk look otherwise to
-            # the end's "disk full" check.
+            # Into blocks allocated already: needs no free space. Padded with spaces (JSON allows them)
+            # rather than cut short: freed space would go to what filled the disk, hiding it from the end.
             write_all(fd, data + b" " * (size - len(data)))
         except OSError as exc:
             logger.error("could not write the record of task %s into its reserve: %s", task_id, exc)

@@ -1,75 +1,59 @@
-"""When a record reaches the disk: at once, or settled for a moment with the reply that reports it."""
+"""When a record reaches the disk: each caller says `save_now` or `save_after_reply`.
+
+After the reply: a change a reply reports (a task's end seen by an inline wait, the todo
+that wait settles) is written once the response has gone out (`reply_sent`, which the
+app calls), within AFTER_REPLY_SAVE_SECS in any case: the reply does not wait for the
+write, and the changes ride on one write. A SIGKILL in between leaves the task `running`
+on disk; the restart reports it interrupted, its output kept (docs/records-and-guarantees.md).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Iterator
 
 from hive_bash.core.storage.records import RecordStore, TaskRecord
 
 logger = logging.getLogger(__name__)
 
-SETTLE_SAVE_SECS = 0.05
+AFTER_REPLY_SAVE_SECS = 0.05
 
 
 class RecordSaver:
-    """Saves records as they change; a change may settle for a moment first, never longer.
-
-    A task's end settles when a reply is about to report it: the reply need not wait
-    for the write, and the todo the reply settles rides on the same write. The app
-    writes what settled as soon as a response has gone out (`write_settled`), and
-    SETTLE_SAVE_SECS bounds the wait in any case. A restart after SIGKILL in between
-    finds the task `running` and reports it interrupted; its output is kept either way.
-    """
+    """Writes records now, or after the reply that reports them; nothing waits longer than AFTER_REPLY_SAVE_SECS."""
 
     def __init__(self, store: RecordStore) -> None:
         self._store = store
-        self._unsaved: dict[str, TaskRecord] = {}
-        self._settling = False
+        self._after_reply: dict[str, TaskRecord] = {}
 
-    def save(self, record: TaskRecord) -> None:
-        if self._settling:
-            self.settle(record)
-        else:
-            self._write(record)
-
-    def _write(self, record: TaskRecord) -> None:
+    def save_now(self, record: TaskRecord) -> None:
+        """Write it at once; a failure (disk full or gone) is logged: the record in memory stays
+        authoritative and is written at its next change."""
         try:
-            self.write_now(record)
+            self.save_or_raise(record)
         except OSError as exc:
-            # Disk full or gone: the in-memory record stays authoritative and is saved at the next change.
             logger.error("could not save the record of task %s: %s", record.id, exc)
 
-    def write_now(self, record: TaskRecord) -> None:
-        """Save `record` at once; raises RecordNotSaved (for a start, which must not go on unrecorded)."""
-        self._unsaved.pop(record.id, None)
+    def save_or_raise(self, record: TaskRecord) -> None:
+        """Write it at once; raises RecordNotSaved (a start must not go on unrecorded)."""
+        self._after_reply.pop(record.id, None)
         self._store.save(record)
 
-    def settle(self, record: TaskRecord) -> None:
-        """Save `record` within SETTLE_SAVE_SECS, once for all the changes made meanwhile."""
-        if self._unsaved.get(record.id) is not record:
-            self._unsaved[record.id] = record
-            asyncio.get_running_loop().call_later(SETTLE_SAVE_SECS, self._save_if_unsaved, record)
+    def save_after_reply(self, record: TaskRecord) -> None:
+        """Write it once the reply being built has gone out: one write for all its changes meanwhile."""
+        if self._after_reply.get(record.id) is not record:
+            self._after_reply[record.id] = record
+            asyncio.get_running_loop().call_later(AFTER_REPLY_SAVE_SECS, self._save_if_waiting, record)
 
-    @contextlib.contextmanager
-    def settling(self) -> Iterator[None]:
-        """Saves asked for inside settle instead: for changes the reply being built reports itself."""
-        self._settling = True
-        try:
-            yield
-        finally:
-            self._settling = False
-
-    def _save_if_unsaved(self, record: TaskRecord) -> None:
-        if self._unsaved.get(record.id) is record:
-            self._write(record)
-
-    def write_settled(self) -> None:
-        for record in list(self._unsaved.values()):
-            self._write(record)
+    def reply_sent(self) -> None:
+        """A response went out: write what waited for it."""
+        for record in list(self._after_reply.values()):
+            self.save_now(record)
 
     def forget(self, record: TaskRecord) -> None:
-        if self._unsaved.get(record.id) is record:
-            del self._unsaved[record.id]
+        if self._after_reply.get(record.id) is record:
+            del self._after_reply[record.id]
+
+    def _save_if_waiting(self, record: TaskRecord) -> None:
+        if self._after_reply.get(record.id) is record:
+            self.save_now(record)

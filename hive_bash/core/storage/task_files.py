@@ -1,14 +1,6 @@
-"""Every file in the tasks directory, named in one place.
-
-A task `<id>` owns ``<id>.out`` and ``<id>.err`` (its streams), ``<id>.cmd`` (a command
-too long for argv), ``<id>.json`` (its record, hive_bash.core.storage.records), ``.<id>.json.reserve``
-(disk space kept for its end) and, in a shell session, ``<id>.rc`` (the BASH_ENV wrapper)
-and ``<id>.state`` (what its shell left, hive_bash.core.sessions.session). A session `<name>` owns
-``<name>.session``. Ids and names follow one rule that keeps every one of these paths
+"""Every file in the tasks directory, named in one place, so a suffix is spelled once and deleting
+a task's files cannot miss one. Ids and session names follow one rule that keeps every path
 inside the directory (checked where they come in, hive_bash.mcp.arguments).
-
-Whoever reads or writes one of these files asks `TaskFiles` for its path, so a suffix
-is spelled once and deleting a task's files cannot miss one.
 """
 
 from __future__ import annotations
@@ -40,8 +32,6 @@ class TaskFiles:
 
     def __init__(self, tasks_dir: Path) -> None:
         self.dir = tasks_dir
-
-    # ---- a task's files -------------------------------------------------------
 
     def out(self, task_id: str) -> Path:
         return self.dir / f"{task_id}{OUT_SUFFIX}"
@@ -80,16 +70,12 @@ class TaskFiles:
             self.capture(task_id),
         ]
 
-    # ---- sessions and spares ------------------------------------------------
-
     def session(self, name: str) -> Path:
         return self.dir / f"{name}{SESSION_SUFFIX}"
 
     def spare(self, label: str) -> Path:
         """A reserve no task holds, kept for the next start (hive_bash.core.storage.records)."""
         return self.dir / f".spare-{label}{RESERVE_SUFFIX}"
-
-    # ---- what the directory holds -------------------------------------------
 
     def records(self) -> Iterator[tuple[str, Path]]:
         """(task id, path) of every file named like a record, sorted by name."""
@@ -106,11 +92,8 @@ class TaskFiles:
 
 
 def prepare_tasks_dir(path: Path) -> Path:
-    """Create the tasks dir 0700, or accept an existing one only if it is private to this user.
-
-    Another user who can write there could plant symlinks or records the daemon would follow
-    or act on, so a symlinked, foreign or group/other-writable dir is refused, not repaired.
-    """
+    """Create the tasks dir 0700, or accept an existing one only if it is private to this user: another
+    user who can write there could plant what the daemon acts on, so such a dir is refused, not repaired."""
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = path.lstat()

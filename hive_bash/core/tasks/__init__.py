@@ -1,9 +1,7 @@
-"""A task's life: the manager the layers above call, the lifecycle that takes a task from
-submit to forgotten (lifecycle, launch, slots, watcher, endings, ending, retention), the
-live `Task` and the frozen `TaskView` replies are built from (task, view).
-
-The other subpackages of hive_bash.core import these names from here, never one of the
-modules (tests/core/test_layers.py).
+"""A task's life: the manager the layers above call (manager), over the records and todos
+(bookkeeping) and the life in order (lifecycle, launch, slots, watcher, terminations, ending,
+retention); the live `Task` and the frozen `TaskView` replies read (task, view). Other
+subpackages import these names from here (tests/core/test_layers.py).
 """
 
 from __future__ import annotations

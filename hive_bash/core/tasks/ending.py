@@ -1,12 +1,6 @@
-"""How a task ended, decided once: a pure function of what is known when nothing of it is left.
-
-Three facts go in: its exit (the wait status, or none: it never ran, or its end could
-not be read), the cause the daemon or `kill` chose before it exited (a kill, a deadline,
-idle, the output cap, output that could not be written, shutdown, a restart, a spawn that
-failed, a start cancelled) and what its cgroup reported (its own limit reached, the OOM
-killer's count). `decide_ending` turns them into one `Ending`, which the lifecycle
-(hive_bash.core.tasks.lifecycle) writes into the record once. A cause chosen first wins: the
-exit of a task the daemon ended is read as that end, never as what the kernel saw.
+"""How a task ended, decided once (`decide_ending`): a pure function of its exit, the cause the
+daemon or `kill` chose before it exited, and what its cgroup reported. A cause chosen first
+wins: the exit of a task the daemon ended is read as that end, never as what the kernel saw.
 """
 
 from __future__ import annotations
@@ -74,14 +68,9 @@ class Ending:
 def decide_ending(
     exit: Exit | None, cause: Cause | None, report: CgroupReport = NO_REPORT, disk_full_in: Path | None = None
 ) -> Ending:
-    """The one verdict on a task's end.
-
-    `exit` None: there is no exit to read (it never started, or reading it failed).
-    With no cause chosen, a limit of its own cgroup that ended it with a failing exit
-    makes it failed, a SIGKILL while the OOM counter rose is diagnosed, and a full disk
-    (`disk_full_in`: the tasks directory, out of blocks) makes it failed: what it printed
-    is not all in its files.
-    """
+    """The one verdict on a task's end; `exit` None: none to read (it never started, or reading failed).
+    With no cause chosen: its own cgroup's limit with a failing exit makes it failed, a SIGKILL while
+    the OOM counter rose is diagnosed, a full disk (`disk_full_in`) makes it failed: its output is cut."""
     exit_code, signal = (exit.exit_code, exit.signal) if exit is not None else (None, None)
     if cause is not None:
         return Ending(cause.status, cause.reason, exit_code, signal)

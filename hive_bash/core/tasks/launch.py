@@ -143,7 +143,7 @@ def watch_input(task: Task, files: TaskFiles, changed: InputChanged, sampler: In
         return task.input_writes, file_size(out), file_size(err)
 
     def on_change(waiting: bool) -> None:
-        task.input_waiting(waiting)
+        task.waiting_for_input_changed(waiting)
         changed(record, last_printed_line(out, err) if waiting else None, waiting)
 
     task.watch_input(InputWait(end, activity, on_change), sampler)

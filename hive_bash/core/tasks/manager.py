@@ -1,22 +1,18 @@
-"""The task engine's face: what the tools ask of tasks, answered from the registry.
-
-A task's life, submit -> start -> exited -> ended -> forgotten, is in one module,
-hive_bash.core.tasks.lifecycle, read in order there; this class starts and stops it, finds
-tasks, waits for their ends and hands on what a reply asks for (`submit`, `kill`,
-`write_input`, `wait`, `shown`).
-"""
+"""The task engine's face: what the tools ask of tasks. Their life (hive_bash.core.tasks.lifecycle)
+changes them; this class finds them, waits on them and reads what a reply shows."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from hive_bash.core.output import file_size
-from hive_bash.core.processes import Listening, ListeningReader, TaskProcesses
-from hive_bash.core.sessions import SessionState
+from hive_bash.core.processes import Listening, ListeningReader, TaskProcesses, base_environment
+from hive_bash.core.sessions import SessionState, SessionStore
 from hive_bash.core.storage import TaskFiles
+from hive_bash.core.tasks.bookkeeping import Bookkeeping
 from hive_bash.core.tasks.lifecycle import Lifecycle
 from hive_bash.core.tasks.task import KillAction, Task
 from hive_bash.core.tasks.wait import Growth, LineWanted, OnProgress, WaitOutcome, Waits
@@ -24,45 +20,47 @@ from hive_bash.errors import TaskFinished, TaskNotFound
 from hive_bash.model import Status, Stream, TaskOptions
 from hive_bash.settings import Settings
 
-logger = logging.getLogger(__name__)
-
-SHUTDOWN_TODO_FLUSH_SECS = 3.0
-
 
 class TaskManager:
-    """The registry of tasks, as the tools see it; their lifecycle (hive_bash.core.tasks.lifecycle) does the rest."""
+    """The registry of tasks as the tools see it; their life is the lifecycle's."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.files = TaskFiles(settings.tasks_dir.resolve())
-        self._life = Lifecycle(settings, self.files)
+        self._book = Bookkeeping(settings, self.files)
+        base_env = base_environment(os.environ, settings.hidden_env_names)
+        self._sessions = SessionStore(self.files, base_env, settings.hidden_env_names)
+        self._life = Lifecycle(settings, self.files, sessions=self._sessions, book=self._book)
         self._tasks = self._life.tasks
-        self._watching: asyncio.Task[None] | None = None
-        self._watching_cgroups: asyncio.Task[None] | None = None
         self._listening = ListeningReader()  # read only when a reply or a wait_for_port asks
         self._waits = Waits(self.files, self._look)
 
     async def start(self) -> None:
         """Load the records a previous daemon left (what was pending or running is now interrupted), then serve."""
-        await self._life.recover()
-        self._life.prune(sessions_too=True)
-        self._life.todos.start()
-        loop = asyncio.get_running_loop()
-        self._watching = loop.create_task(self._life.watcher.run(self._life.prune), name="task-watcher")
-        cgroups = self._life.cgroups
-        if cgroups is not None:  # limits a task changed, processes that left its cgroup
-            self._watching_cgroups = loop.create_task(cgroups.watch(), name="cgroup-watch")
+        await self._life.start()
 
     async def shutdown(self) -> None:
         """End every task (pending cancelled, running terminated group by group), then flush todos."""
-        for watching in (self._watching, self._watching_cgroups):
-            if watching is not None:
-                watching.cancel()
-        await self._life.shutdown()
-        self._life.input_sampler.close()
+        await self._life.stop()
         self._listening.close()
-        self._life.write_settled()
-        await self._life.todos.stop(SHUTDOWN_TODO_FLUSH_SECS)
+        await self._book.stop()
+
+    def submit(self, options: TaskOptions) -> Task:
+        return self._life.submit(options)
+
+    def kill(self, task_id: str, force: bool) -> tuple[Task, KillAction]:
+        """Signal a running task's group or cancel a pending task; returns it and the signal sent, or "cancelled"."""
+        task = self.get(task_id)
+        if task.ended.is_set():
+            raise TaskFinished(task_id, task.status.value)
+        return task, self._life.kill(task, force)
+
+    def write_input(self, task_id: str, data: bytes, eof: bool) -> tuple[Task, int]:
+        """Queue input for a task; returns it and the .out size just before the write."""
+        task = self.get(task_id)
+        out_offset = file_size(self.files.out(task_id))
+        task.write(data, eof)
+        return task, out_offset
 
     def get(self, task_id: str) -> Task:
         task = self._tasks.get(task_id)
@@ -80,11 +78,11 @@ class TaskManager:
 
     def session_state(self, name: str) -> SessionState | None:
         """What session `name` carries now (the state the last of its tasks to end left)."""
-        return self._life.sessions.get(name)
+        return self._sessions.get(name)
 
     def sessions(self, name: str | None = None) -> list[tuple[SessionState, int]]:
         """Each shell session (or only `name`) by name, with how many known tasks it has."""
-        return self._life.sessions.listing((task.record.session for task in self._tasks.values()), name)
+        return self._sessions.listing((task.record.session for task in self._tasks.values()), name)
 
     def output_path(self, task: Task, stream: Stream) -> Path:
         return self.files.output(task.id, stream)
@@ -95,16 +93,15 @@ class TaskManager:
 
     @property
     def running_count(self) -> int:
-        return len(self._life.slots.running)
+        return self._life.running_count
 
     @property
     def todo_backlog(self) -> int:
-        return self._life.todos.backlog
+        return self._book.todo_backlog
 
-    def write_settled_records(self) -> None:
-        """Write the records whose changes a reply reported (hive_bash.core.storage.saver); the app
-        calls this once a response has gone out."""
-        self._life.write_settled()
+    async def listening(self, tasks: Sequence[Task]) -> list[Listening]:
+        """What each running task's processes listen on now (hive_bash.core.processes.listening), read off the loop."""
+        return await self._listening.read([_processes(task) for task in tasks])
 
     async def wait(
         self,
@@ -118,46 +115,29 @@ class TaskManager:
         abandon: asyncio.Event | None = None,
     ) -> WaitOutcome:
         """An inline wait (hive_bash.core.tasks.wait). A run's or status's reply hands the agent the end if it
-        came, so the todo state machine hears of the wait; a logs wait (`grows`) hands over a page."""
+        came, so its todo hears of the wait; a logs wait (`grows`) hands over a page."""
         result = not grows
         if result:
-            self._life.todos.wait_begins(task.record)
+            self._book.wait_begins(task.record)
         try:
             return await self._waits.wait(
                 task, seconds, line=line, port=port, grows=grows, on_progress=on_progress, abandon=abandon
             )
         finally:
             if result:
-                self._life.wait_over(task, task.ended.is_set() and not (abandon is not None and abandon.is_set()))
-
-    async def listening(self, tasks: Sequence[Task]) -> list[Listening]:
-        """What each running task's processes listen on now (hive_bash.core.processes.listening), read in a
-        worker thread: its cgroup's processes, else its process group's and their descendants'."""
-        return await self._listening.read([_processes(task) for task in tasks])
+                seen = task.ended.is_set() and not (abandon is not None and abandon.is_set())
+                self._book.wait_over(task.record, seen)
 
     async def _look(self, task: Task) -> Listening:
         return (await self.listening([task]))[0]
 
     def shown(self, task: Task) -> None:
         """A reply showed the task to the agent (what it printed so far): its notify_on notice is seen."""
-        self._life.todos.task_shown(task.record)
+        self._book.shown(task.record)
 
-    def submit(self, options: TaskOptions) -> Task:
-        return self._life.submit(options)
-
-    def write_input(self, task_id: str, data: bytes, eof: bool) -> tuple[Task, int]:
-        """Queue input for a task; returns it and the .out size just before the write."""
-        task = self.get(task_id)
-        out_offset = file_size(self.files.out(task_id))
-        task.write(data, eof)
-        return task, out_offset
-
-    def kill(self, task_id: str, force: bool) -> tuple[Task, KillAction]:
-        """Signal a running task's group or cancel a pending task; returns it and the signal sent, or "cancelled"."""
-        task = self.get(task_id)
-        if task.ended.is_set():
-            raise TaskFinished(task_id, task.status.value)
-        return task, self._life.kill(task, force)
+    def reply_sent(self) -> None:
+        """A response has gone out: write the records it reported (the app calls this after each)."""
+        self._book.reply_sent()
 
 
 def _processes(task: Task) -> TaskProcesses | None:

@@ -1,9 +1,6 @@
-"""Which finished task records to drop: the oldest first, beyond a count and past an age.
-
-A record whose todo the harness has not confirmed yet (its final todo, or the clear of one) is
-not dropped with it: it is set aside, past the bounds, and dropped once its todo is delivered,
-also after a restart (the record is what says the todo is owed). With the harness away, such
-records wait beyond the count; `/healthz`'s `todo_backlog` counts them.
+"""Which finished task records to drop: the oldest first, beyond a count and past an age. One whose
+todo the harness has not confirmed is set aside and dropped once it is (also after a restart);
+`/healthz`'s `todo_backlog` counts what waits so while the harness is away.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from hive_bash.core.storage import TaskRecord
 class Retention:
     """Finished records in the order they ended, so pruning looks at the oldest few only."""
 
-    def __init__(self, retain_count: int, retain_secs: float) -> None:
+    def __init__(self, *, retain_count: int, retain_secs: float) -> None:
         self.retain_count = retain_count
         self.retain_secs = retain_secs
         self._finished: collections.deque[TaskRecord] = collections.deque()

@@ -11,7 +11,7 @@ from hive_bash.errors import QueueFull
 class Slots:
     """Which tasks run and which wait: at most max_running at once, then up to max_pending in order."""
 
-    def __init__(self, max_running: int, max_pending: int) -> None:
+    def __init__(self, *, max_running: int, max_pending: int) -> None:
         self.max_running = max_running
         self.max_pending = max_pending
         self.running: set[Task] = set()

@@ -1,16 +1,10 @@
-"""A task while the daemon runs: its record plus its process, its input and how it is being ended.
-
-The record (hive_bash.core.storage.records) is what survives a restart; a `Task` adds what only
-lives in this daemon: the process it supervises, the input channel `write` feeds, and
-the cause the daemon or `kill` chose for its end (hive_bash.core.tasks.ending), so an exit is
-read as that end. Its attributes are set by its own methods; the lifecycle
-(hive_bash.core.tasks.lifecycle) writes its end into the record.
-"""
+"""A task while the daemon runs: its record (what survives a restart) plus what only this daemon
+holds: its process, the input channel `write` feeds, and the cause chosen for its end (so an
+exit is read as that end). Its attributes are set by its own methods."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 import time
 from typing import Literal
@@ -20,8 +14,6 @@ from hive_bash.core.storage import TaskRecord
 from hive_bash.core.tasks.ending import Cause, Ending
 from hive_bash.errors import NoInput, TaskFinished
 from hive_bash.model import Status
-
-logger = logging.getLogger(__name__)
 
 BOOT_ID = boot_id()
 
@@ -34,6 +26,7 @@ class Task:
     def __init__(
         self,
         record: TaskRecord,
+        *,
         env: dict[str, str] | None = None,
         cwd: str | None = None,
         notify_on: str | None = None,
@@ -55,11 +48,11 @@ class Task:
         self.kill_sent_at: float | None = None
         self.terminating = False
         self.oom_kills_at_start: int | None = None  # the cgroup's OOM-kill count when it started
-        self.input_wait: InputWait | None = None  # whether it is blocked reading its input (pipe or pty)
+        self._input_watch: InputWait | None = None  # samples whether it is blocked reading its input
         self.input_writes = 0  # `write` calls so far: a wait for input starts over at each
-        # Set while it waits for input (`waiting_for_input`) and nothing was written since: an inline
+        # Set while it is blocked reading its input and nothing was written since: an inline
         # wait on it ends, since no output can come before the input does.
-        self.wants_input = asyncio.Event()
+        self.waiting_for_input = asyncio.Event()
         self.session_env_before: dict[str, str] | None = None  # its session's variables when it started
         self.limits = limits or Limits()  # its own cgroup's limits (none without a cgroup tree)
         if record.status.is_terminal:
@@ -80,7 +73,7 @@ class Task:
             raise TaskFinished(self.id, self.status.value)
         self.input.write(data, eof)
         self.input_writes += 1
-        self.wants_input.clear()  # answered: its next wait for input is sampled anew
+        self.waiting_for_input.clear()  # answered: its next wait for input is sampled anew
 
     def send_kill(self, force: bool) -> KillAction:
         """Signal the running task's group the way `kill` does; it will end as killed however it exits."""
@@ -123,16 +116,16 @@ class Task:
         self.session_env_before = session_env_before
         self.oom_kills_at_start = oom_kills_at_start
 
-    def watch_input(self, wait: InputWait, sampler: InputSampler) -> None:
-        self.input_wait = wait
-        wait.start(sampler)
+    def watch_input(self, watch: InputWait, sampler: InputSampler) -> None:
+        self._input_watch = watch
+        watch.start(sampler)
 
-    def input_waiting(self, waiting: bool) -> None:
+    def waiting_for_input_changed(self, waiting: bool) -> None:
         """The input-wait sampler's answer flipped (hive_bash.core.processes.input_wait)."""
         if waiting:
-            self.wants_input.set()
+            self.waiting_for_input.set()
         else:
-            self.wants_input.clear()
+            self.waiting_for_input.clear()
 
     def output_failed(self, reason: str) -> None:
         """Its output could not be written: it ends failed. Chosen at once: the failure may come while
@@ -143,8 +136,8 @@ class Task:
     def release(self) -> None:
         """Its process has ended and been reaped: let go of what the daemon held for it."""
         assert self.process is not None
-        if self.input_wait is not None:
-            self.input_wait.stop()  # before release: it asks the PTY master for its foreground group
+        if self._input_watch is not None:
+            self._input_watch.stop()  # before release: it asks the PTY master for its foreground group
         if self.input is not None:
             self.input.detach()
         self.process.release()

@@ -1,9 +1,5 @@
-"""A task as the layers above the engine read it: one frozen snapshot, taken in one place.
-
-A reply or a `list` row is built from a `TaskView`, never from a live `Task` (whose record and
-attributes the engine changes while the task runs and ends): `task_view` is the only reader of
-a live task's state for them, so what a reply may say about a task is listed here once.
-"""
+"""A task as the layers above read it: a frozen `TaskView`, taken by `task_view`, the one reader of a
+live task's state for replies, so what a reply may say about a task is listed here once."""
 
 from __future__ import annotations
 
@@ -11,13 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from hive_bash.core import semantics
+from hive_bash.core.exit_meaning import SemanticStatus, exit_meaning
 from hive_bash.core.processes import Listening
 from hive_bash.core.tasks.task import Task
 from hive_bash.model import Status
-
-
-NOTHING = Listening(())  # a reply that did not ask
 
 
 @dataclass(frozen=True)
@@ -44,7 +37,7 @@ class TaskView:
     ended: bool  # its end is settled (the record says so, and waiters were woken)
     kill_signal: str | None  # what `kill` last sent, and when
     kill_sent_at: float | None
-    waiting_for_input: bool  # blocked reading its pipe or terminal (hive_bash.core.processes.input_wait)
+    waiting_for_input: bool  # blocked reading its pipe or terminal, nothing written since
     queued_input_bytes: int  # written to it and not yet read
     session_env_before: Mapping[str, str]  # its session's variables when it started
     # the addresses its processes listen on (hive_bash.core.processes.listening), read only when a reply asks;
@@ -52,12 +45,12 @@ class TaskView:
     listening: tuple[str, ...] = ()
 
     @property
-    def semantic(self) -> tuple[semantics.SemanticStatus | None, str | None]:
-        """What its exit status means: `("ok", "no match")` for grep's 1 (hive_bash.core.semantics)."""
-        return semantics.semantic(self)
+    def semantic(self) -> tuple[SemanticStatus | None, str | None]:
+        """What its exit status means: `("ok", "no match")` for grep's 1 (hive_bash.core.exit_meaning)."""
+        return exit_meaning(self)
 
 
-def task_view(task: Task, listening: Listening = NOTHING) -> TaskView:
+def task_view(task: Task, listening: Listening | None = None) -> TaskView:
     """The task as it is now: the one place a reply's facts are read from a live task;
     `listening`: what TaskManager.listening read for it (off the loop), when the reply shows it."""
     record = task.record
@@ -81,8 +74,8 @@ def task_view(task: Task, listening: Listening = NOTHING) -> TaskView:
         ended=task.ended.is_set(),
         kill_signal=task.kill_signal,
         kill_sent_at=task.kill_sent_at,
-        waiting_for_input=task.input_wait is not None and task.input_wait.waiting,
+        waiting_for_input=task.waiting_for_input.is_set(),
         queued_input_bytes=task.input.queued if task.input is not None else 0,
         session_env_before=MappingProxyType(dict(task.session_env_before or {})),
-        listening=tuple(listening.words()) if not task.ended.is_set() else (),
+        listening=tuple(listening.words()) if listening is not None and not task.ended.is_set() else (),
     )

@@ -116,13 +116,13 @@ class Waits:
                 abandon,
                 matched.found if matched is not None else None,
                 found,
-                None if grows else task.wants_input,
+                None if grows else task.waiting_for_input,
             )
             while not _grew(grows) and not any(end is not None and end.is_set() for end in ends):
                 if (left := deadline - loop.time()) <= 0:
                     break
                 await task.wait_for_end(min(left, GROWTH_POLL_SECS) if grows else left, *ends)
-            waits_for_input = task.input_wait is not None and task.input_wait.waiting
+            waits_for_input = task.waiting_for_input.is_set()
             if matched is not None and not matched.found.is_set() and waits_for_input:
                 # Ended by the task waiting for its input: whether what it printed so far matched is owed.
                 sizes: dict[str, int] = {stream: file_size(path) for stream, path in self._paths(task)}
@@ -167,7 +167,7 @@ def _why(
         return "listening"
     if grows and _grew(grows):
         return "grew"
-    if not grows and task.wants_input.is_set():
+    if not grows and task.waiting_for_input.is_set():
         return "waits for input"
     return "abandoned" if abandon is not None and abandon.is_set() else "timed out"
 

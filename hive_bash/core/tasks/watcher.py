@@ -1,16 +1,9 @@
-"""The limits that end a running task without anyone asking: its deadline, its idle deadline, the output cap.
-
-Deadlines are timers on the event loop. Twice a second a tick checks the idle
-deadlines (every tick, but only of the tasks that asked for one) and a slice of
-the output caps: CAP_CHECKS_PER_TICK tasks round-robin, so hundreds of running
-tasks never mean hundreds of stat calls in one burst between two replies. The
-watcher decides that a task must end and why; the task manager ends it.
-
-The cap also holds after a task ended: a child that left its session (`setsid`) escapes
-the group kill and may keep writing the task's output. Ended tasks stay in the cap's
-rotation until they are forgotten, and a stream that grew past the cap after the end
-is reported through `over_cap_after_end` (one the task itself wrote past the cap before
-it ended is left as it was).
+"""The limits that end a running task without anyone asking: its deadline (a timer on the loop),
+its idle deadline and the output cap (checked on a tick twice a second: the idle ones every
+tick, the caps CAP_CHECKS_PER_TICK tasks at a time, so hundreds of tasks never mean hundreds of
+stat calls in one burst). The watcher decides that a task must end and why; the terminations
+end it. The cap also holds after the end: an ended task stays in the cap's rotation until it is
+forgotten, since a child that left its session (`setsid`) may keep writing its output.
 """
 
 from __future__ import annotations
@@ -40,11 +33,11 @@ WATCH_INTERVAL_SECS = 0.5
 STREAMS: tuple[Stream, ...] = ("stdout", "stderr")
 CAP_CHECKS_PER_TICK = 64
 
-# The manager's way to end a task: (record, status, reason, file to cut back to the cap or None).
+# How a task is ended: (record, status, reason, file to cut back to the cap or None).
 EndTask = Callable[[TaskRecord, Status, str, Path | None], None]
 # A notify_on pattern matched a line (or matching stopped: the Match is then None, with the reason).
 LineMatched = Callable[[TaskRecord, str, "Match | None", str | None], None]
-# The manager's way to hold the cap on an ended task's file: (record, stream, path).
+# How the cap is held on an ended task's file: (record, stream, path).
 OverCapAfterEnd = Callable[[TaskRecord, str, Path], None]
 
 
@@ -59,6 +52,7 @@ class Watcher:
         self,
         files: TaskFiles,
         max_output_bytes: int,
+        *,
         end: EndTask,
         on_line: LineMatched | None = None,
         over_cap_after_end: OverCapAfterEnd = _ignore_after_end,

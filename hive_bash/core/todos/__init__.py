@@ -1,9 +1,5 @@
-"""Keyed todos on the agent harness's socket: the state machine of a task's todo (state), the
-harness protocol (harness) and the texts the agent reads (texts).
-
-The other subpackages of hive_bash.core import these names from here, never one of the
-modules (tests/core/test_layers.py).
-"""
+"""Keyed todos on the agent harness's socket: a task's todo state (state), the harness protocol
+(harness), the texts (texts). Other subpackages import these names from here (tests/core/test_layers.py)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
-"""Keyed todos on the agent harness's unix socket (HIVE_AGENT_SOCKET).
-
-Protocol (one request per connection, UTF-8 JSON lines):
-    daemon -> harness  {"cmd": "todo_upsert", "from": "bash", "key": ID, "body": TEXT}
-                   or  {"cmd": "todo_clear", "from": "bash", "key": ID}
-    harness -> daemon  {"ok": true}  or  {"ok": false, "error": "..."}
-
-Delivery is keyed and idempotent: per key only the latest wanted message is
-kept, so a superseded upsert is never sent and a key's messages never reorder
-(one worker sends them one at a time). Callers never wait on the harness: they
-record what they want and return; the worker delivers, retrying with backoff
-while the harness is away. Memory is one message per key at most.
+"""Keyed todos on the agent harness's unix socket (HIVE_AGENT_SOCKET; docs/harness-protocol.md):
+one JSON request per connection, `{"ok": true}` back. Per key only the latest wanted message
+is kept, sent by one worker, retried with backoff while the harness is away: callers never
+wait, a superseded upsert is never sent, a key's messages never reorder.
 """
 
 from __future__ import annotations
@@ -96,11 +88,8 @@ DeliveredCallback = Callable[[TodoMessage], None]
 
 
 class TodoNotifier:
-    """Holds the latest wanted message per key and delivers it in the background.
-
-    It knows delivery only (what is queued, what is on the wire); what a task's todo
-    should be is hive_bash.core.todos.state's business, which it tells through `on_delivered`.
-    """
+    """Holds the latest wanted message per key and delivers it in the background; what a todo should
+    be is hive_bash.core.todos.state's business, told of each delivery through `on_delivered`."""
 
     def __init__(self, socket_path: Path | None, on_delivered: DeliveredCallback | None = None) -> None:
         self.socket_path = socket_path

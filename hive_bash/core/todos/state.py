@@ -1,26 +1,12 @@
-"""Each task's completion todo, as one state machine in one vocabulary.
+"""Each task's completion todo, as one state machine: what is wanted of the harness ("running",
+"final", "clear"), whether the harness holds a todo, whether the agent has seen the result.
 
-- **wanted**: the todo state the daemon wants the harness to show: "running" once the
-  task started, "final" once it ended, "clear" once the agent has seen the result.
-- **harness holds**: whether the harness holds a todo for the task (the last message
-  it confirmed was an upsert), so a clear is sent only when there is one to clear.
-- **agent has seen**: the agent got the terminal result from a tool reply (an inline
-  wait or `status`), so no completion todo should linger for it.
-
-While an inline wait is on (`run` waiting, `status` with wait_seconds) a task that ends
-holds its final todo back: the waiter settles it a moment later, either as seen (the
-todo is never sent) or as owed (sent then). Wanted, its delivery and what the harness
-holds are kept in the task's record (``TodoProgress``) so a restart neither loses nor
-repeats a todo; the rest lives only while the daemon runs.
-
-A task run with `notify_on` also gets line-match notices while it runs: its todo is
-upserted with the latest matching line, at most once per NOTICE_EVERY_SECS (matches in
-between are counted and the latest kept), and cleared when a reply showed the task to
-the agent since. They ride on the "running" state: a restart ends the task anyway.
-
-The task manager tells this object what happened to a task and is told, through
-`on_change`, when the record must be saved. Messages go out through
-hive_bash.core.todos.harness.TodoNotifier, which reports each delivery back here.
+A task that ends during an inline wait holds its final todo back: the waiter settles it as
+seen (never sent) or owed (sent then). What must survive a restart is the record's
+`TodoProgress`. A `notify_on` task's line matches are upserted at most once per
+NOTICE_EVERY_SECS and cleared once a reply showed the task. Methods that change a record
+return True, and the caller saves it; changes made in the background (a delivery, a notice)
+are saved through `save_now`.
 """
 
 from __future__ import annotations
@@ -72,10 +58,10 @@ class _TaskTodo:
 class TodoStateMachine:
     """The completion todo of every known task: what is wanted, what the harness holds, what the agent has seen."""
 
-    def __init__(self, socket_path: Path | None, files: TaskFiles, on_change: RecordChanged) -> None:
+    def __init__(self, socket_path: Path | None, files: TaskFiles, *, save_now: RecordChanged) -> None:
         self._notifier = TodoNotifier(socket_path, self._delivered)
         self._files = files
-        self._on_change = on_change
+        self._save_now = save_now  # for the changes no caller makes: a delivery, a notice
         self._todos: dict[str, _TaskTodo] = {}
 
     @property
@@ -95,14 +81,16 @@ class TodoStateMachine:
         await self.flush(flush_secs)
         await self._notifier.stop()
 
-    # ---- what the task manager tells it ---------------------------------
+    # ---- what the task manager tells it (True: the record changed, the caller saves it) ----
 
-    def track(self, record: TaskRecord) -> None:
+    def track(self, record: TaskRecord) -> bool:
         """A new task, or one read back from its record at start (whose todo may still be owed)."""
         todo = self._todos[record.id] = _TaskTodo(record)
         progress = todo.progress
         if record.status.is_terminal and not progress.wanted_delivered and progress.wanted is not None:
             self._want(todo, progress.wanted)
+            return True
+        return False
 
     def forget(self, record: TaskRecord) -> None:
         todo = self._todo(record)
@@ -112,10 +100,11 @@ class TodoStateMachine:
             self._notifier.withdraw(record.id)
 
     def started(self, record: TaskRecord) -> None:
+        """The task started: its running todo (the caller saves the record, with its pid)."""
         self._want(self._todos[record.id], "running")
 
     def task_ended(self, record: TaskRecord) -> None:
-        """The task ended. With an inline wait on, the final todo is held back for the waiter to settle."""
+        """The task ended (the caller saves its record); with an inline wait on, the final todo is held back."""
         todo = self._todos[record.id]
         _cancel_notice(todo)
         if not todo.inline_waits:
@@ -133,19 +122,21 @@ class TodoStateMachine:
     def wait_begins(self, record: TaskRecord) -> None:
         self._todos[record.id].inline_waits += 1
 
-    def wait_over(self, record: TaskRecord, result_seen: bool) -> None:
+    def wait_over(self, record: TaskRecord, result_seen: bool) -> bool:
         """An inline wait is over; `result_seen`: its reply hands the agent the terminal result."""
         todo = self._todo(record)
         if todo is None:  # forgotten meanwhile (pruned, or its name taken by a new task)
-            return
+            return False
         todo.inline_waits -= 1
         if result_seen:
-            self.seen(record)
-        elif todo.held_back and not todo.inline_waits:
+            return self.seen(record)
+        if todo.held_back and not todo.inline_waits:
             todo.held_back = False
             self._want(todo, "final")
+            return True
+        return False
 
-    def waits_for_input(self, record: TaskRecord, prompt: str | None, waiting: bool) -> None:
+    def waiting_for_input_changed(self, record: TaskRecord, prompt: str | None, waiting: bool) -> None:
         """A running task began (or stopped) waiting for input: its running todo says so, with its prompt."""
         todo = self._todo(record)
         if todo is None or todo.progress.wanted != "running" or not self._notifier.enabled:
@@ -153,14 +144,15 @@ class TodoStateMachine:
         body = texts.waiting_todo(record, prompt) if waiting else texts.running_todo(record)
         self._notifier.upsert(record.id, body, "running")
 
-    def seen(self, record: TaskRecord) -> None:
+    def seen(self, record: TaskRecord) -> bool:
         """The agent has the terminal result in hand: its completion todo goes (or is never sent)."""
         todo = self._todo(record)
         if todo is None or todo.agent_has_seen:
-            return
+            return False
         todo.agent_has_seen = True
         todo.held_back = False
         self._want(todo, "clear")
+        return True
 
     # ---- notify_on ------------------------------------------------------
 
@@ -181,16 +173,17 @@ class TodoStateMachine:
         else:
             notices.timer = asyncio.get_running_loop().call_later(delay, self._send_notice, todo)
 
-    def task_shown(self, record: TaskRecord) -> None:
+    def task_shown(self, record: TaskRecord) -> bool:
         """A reply showed the running task to the agent: its line-match notice has been seen."""
         todo = self._todo(record)
         if todo is None or todo.notices is None or record.status.is_terminal:
-            return
+            return False
         notices = todo.notices
         shown, notices.shown, notices.unseen, notices.latest = notices.shown, False, 0, None
         _cancel_notice(todo)
         if shown:
             self._want(todo, "clear")
+        return shown
 
     def _send_notice(self, todo: _TaskTodo) -> None:
         notices, record = todo.notices, todo.record
@@ -203,7 +196,7 @@ class TodoStateMachine:
         notices.sent_at, notices.shown, notices.gave_up = time.monotonic(), True, None
         self._notifier.upsert(record.id, body, "running")
         todo.progress.wanted, todo.progress.wanted_delivered = "running", False
-        self._on_change(record)
+        self._save_now(record)
 
     def _todo(self, record: TaskRecord) -> _TaskTodo | None:
         todo = self._todos.get(record.id)
@@ -212,20 +205,18 @@ class TodoStateMachine:
     # ---- the transitions ------------------------------------------------
 
     def _want(self, todo: _TaskTodo, state: TodoState) -> None:
-        """Hand the wanted state to the notifier and note it in the record (saved through on_change)."""
+        """Hand the wanted state to the notifier and note it in the record (the caller saves it)."""
         record, progress = todo.record, todo.progress
         if state == "final" and todo.agent_has_seen:
             state = "clear"
         if state == "clear" and not progress.harness_holds and self._notifier.withdraw(record.id):
             # Nothing reached the harness and nothing is on its way: there is nothing to clear.
             progress.wanted, progress.wanted_delivered = None, True
-            self._on_change(record)
             return
         if self._notifier.enabled:  # no harness: nothing to send, and no todo text worth building
             self._send(record, state)
         progress.wanted, progress.wanted_delivered = state, not self._notifier.enabled
         logger.debug("task %s: todo %s wanted", record.id, state)
-        self._on_change(record)
 
     def _send(self, record: TaskRecord, state: TodoState) -> None:
         if state == "clear":
@@ -245,7 +236,7 @@ class TodoStateMachine:
         progress.harness_holds = message.kind == "upsert"
         if progress.wanted == message.label:
             progress.wanted_delivered = True
-        self._on_change(todo.record)
+        self._save_now(todo.record)
 
 
 def _cancel_notice(todo: _TaskTodo) -> None:

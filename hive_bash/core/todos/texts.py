@@ -1,13 +1,11 @@
-"""The todo texts: what the agent's harness shows of a task while it runs or waits, and once it ended.
-
-hive_bash.core.todos.state decides when each is sent; this module, what it says.
-"""
+"""The todo texts: what the harness shows of a task while it runs or waits, and once it ended
+(hive_bash.core.todos.state decides when each is sent)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from hive_bash.core import semantics
+from hive_bash.core.exit_meaning import exit_meaning
 from hive_bash.core.output import Match, file_size, last_lines
 from hive_bash.core.storage import TaskRecord
 from hive_bash.core.wording import ending_words, seconds, shorten
@@ -53,7 +51,7 @@ def final_todo(record: TaskRecord, out_path: Path, err_path: Path) -> str:
     stderr_written = file_size(err_path) > 0  # lstat: a symlink a task planted counts nothing
     if stderr_written:
         lines.append(f"Read({err_path})")
-    if semantics.semantic(record)[0] not in (None, "ok"):
+    if exit_meaning(record)[0] not in (None, "ok"):
         lines.extend(_last_lines(err_path if stderr_written else out_path, "stderr" if stderr_written else "stdout"))
     return "\n".join(lines)
 

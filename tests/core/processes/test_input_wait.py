@@ -67,9 +67,9 @@ def test_a_wait_is_said_once_it_held_and_unsaid_when_fed(task) -> None:
     waits = InputWait(end, lambda: activity[0], changes.append)
     waits.sample(100.0)
     waits.sample(100.0 + INPUT_WAIT_SECS / 2)
-    assert changes == [] and not waits.waiting
+    assert changes == [] and not waits.waiting_for_input
     waits.sample(100.0 + INPUT_WAIT_SECS)
-    assert changes == [True] and waits.waiting
+    assert changes == [True] and waits.waiting_for_input
     activity[0] += 1  # written to or printed: the clock starts again
     waits.sample(100.0 + INPUT_WAIT_SECS + 0.5)
     assert changes == [True, False]

@@ -62,7 +62,7 @@ class Shell:
         """(stdout, stderr, returncode, whether the state was carried)."""
         task_id, popen = self.start(cmd, wrapped)
         out, err = popen.communicate(timeout=30)
-        carried = self.store.take_state("s", task_id, 0.0) is None if wrapped else False
+        carried = self.store.take_state("s", task_id=task_id, ended_at=0.0) is None if wrapped else False
         return out, err, popen.returncode, carried
 
     def same_as_plain(self, cmd: str) -> bool:
@@ -133,7 +133,7 @@ def test_a_catchable_signal_to_the_group_carries_the_state_and_keeps_the_signal(
     os.killpg(popen.pid, sig)
     popen.wait(timeout=10)
     assert popen.returncode == -sig
-    assert shell.store.take_state("s", task_id, 0.0) is None
+    assert shell.store.take_state("s", task_id=task_id, ended_at=0.0) is None
     state = shell.store.get("s")
     assert state is not None and state.cwd == "/" and state.set["SIG"] == str(int(sig))
 
@@ -144,7 +144,7 @@ def test_sigkill_exec_and_an_own_exit_trap_leave_the_state_as_it_was(shell: Shel
     wait_until(lambda: runs_child(popen.pid, "sleep"), 10, what="the command to reach its sleep")
     os.killpg(popen.pid, signal.SIGKILL)
     popen.wait(timeout=10)
-    assert "killed with SIGKILL" in (shell.store.take_state("s", task_id, 0.0, "SIGKILL") or "")
+    assert "killed with SIGKILL" in (shell.store.take_state("s", task_id=task_id, ended_at=0.0, signal="SIGKILL") or "")
     assert not shell.run("cd /tmp; export A=lost; exec true")[3]
     assert not shell.run("trap 'echo mine' EXIT; cd /tmp; export A=lost; exit 1")[3]
     state = shell.store.get("s")
@@ -174,7 +174,7 @@ def test_hidden_and_daemon_variables_are_never_carried(tmp_path: Path, monkeypat
     assert state is not None and set(state.set) - {"PWD", "OLDPWD"} == {"VISIBLE"}
     # A session file from before the name was hidden is filtered when it is used.
     state.set["SECRET"] = "old"
-    assert "SECRET" not in shell.store.launch("s", None, str(tmp_path)).env
+    assert "SECRET" not in shell.store.launch("s", cwd=None, default_cwd=str(tmp_path)).env
 
 
 def test_a_removed_directory_starts_in_the_default_with_one_line(shell: Shell, tmp_path: Path) -> None:
@@ -182,10 +182,10 @@ def test_a_removed_directory_starts_in_the_default_with_one_line(shell: Shell, t
     gone.mkdir()
     assert shell.run(f"cd {gone}")[3]
     gone.rmdir()
-    launch = shell.store.launch("s", None, "/")
+    launch = shell.store.launch("s", cwd=None, default_cwd="/")
     assert launch.cwd == "/" and launch.note is not None and "\n" not in launch.note
     assert str(gone) in launch.note
-    assert shell.store.launch("s", str(tmp_path), "/").cwd == str(tmp_path)  # an explicit cwd wins
+    assert shell.store.launch("s", cwd=str(tmp_path), default_cwd="/").cwd == str(tmp_path)  # an explicit cwd wins
 
 
 def test_state_survives_a_new_store_and_is_pruned_with_its_tasks(shell: Shell, tmp_path: Path) -> None:
@@ -203,7 +203,7 @@ def test_files_are_never_read_through_symlinks(shell: Shell, tmp_path: Path) -> 
     outside = tmp_path / "outside"
     outside.write_bytes(session.CAPTURE_MAGIC.encode() + b"\0/\0X=1\0end\0")
     (tmp_path / "evil.state").symlink_to(outside)
-    assert "not usable" in (shell.store.take_state("s", "evil", 0.0) or "")
+    assert "not usable" in (shell.store.take_state("s", task_id="evil", ended_at=0.0) or "")
     (tmp_path / "other.session").symlink_to(outside)
     shell.store.load()
     assert shell.store.get("other") is None
@@ -238,7 +238,7 @@ def test_a_state_too_large_to_pass_on_is_refused_with_the_reason(shell: Shell) -
     assert shell.run("cd /; export SMALL=1")[3]
     task_id, popen = shell.start("export BIG=$(printf '%1100000s' x)")
     popen.communicate(timeout=30)
-    note = shell.store.take_state("s", task_id, 0.0)
+    note = shell.store.take_state("s", task_id=task_id, ended_at=0.0)
     assert note is not None and "not usable" in note and "larger than" in note
     state = shell.store.get("s")
     assert state is not None and state.set["SMALL"] == "1" and "BIG" not in state.set

@@ -2,9 +2,9 @@
 
 A reply that reports a task's end does not wait for the record's write: the end (and
 the todo the reply settles) is written once, when the app has sent the response
-(`write_settled_records`), within SETTLE_SAVE_SECS in any case, and at the latest when
-the daemon stops. The settle time is stretched here so that it cannot pass before the
-test has looked.
+(`reply_sent`), within AFTER_REPLY_SAVE_SECS in any case, and at the latest when the
+daemon stops. That bound is stretched here so that it cannot pass before the test has
+looked.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    monkeypatch.setattr("hive_bash.core.storage.saver.SETTLE_SAVE_SECS", 600.0)
+    monkeypatch.setattr("hive_bash.core.storage.saver.AFTER_REPLY_SAVE_SECS", 600.0)
     return Settings(tasks_dir=prepare_tasks_dir(tmp_path / "tasks"), agent_socket=None)
 
 
@@ -44,7 +44,7 @@ async def test_the_end_reported_inline_is_written_after_the_reply(settings: Sett
         # What the tool now builds its reply from; the disk still has the start.
         assert task.record.status.value == "done" and task.record.exit_code == 3
         assert on_disk(settings, task.id)["status"] == "running"
-        manager.write_settled_records()  # what the app does once the response has gone out
+        manager.reply_sent()  # what the app does once the response has gone out
         record = on_disk(settings, task.id)
         assert (record["status"], record["exit_code"]) == ("done", 3)
         assert record["todo"]["wanted"] is None  # settled by the reply: no completion todo owed
@@ -52,7 +52,7 @@ async def test_the_end_reported_inline_is_written_after_the_reply(settings: Sett
         await manager.shutdown()
 
 
-async def test_a_stopping_daemon_writes_what_is_still_settling(settings: Settings) -> None:
+async def test_a_stopping_daemon_writes_what_still_waits_for_a_reply(settings: Settings) -> None:
     manager = TaskManager(settings)
     await manager.start()
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -27,35 +28,59 @@ def record(task_id: str) -> TaskRecord:
 
 @pytest.fixture
 def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TaskFiles:
-    monkeypatch.setattr("hive_bash.core.storage.saver.SETTLE_SAVE_SECS", 600.0)  # never passes in a test
+    monkeypatch.setattr("hive_bash.core.storage.saver.AFTER_REPLY_SAVE_SECS", 600.0)  # never passes in a test
     return TaskFiles(tmp_path)
 
 
-async def test_a_change_is_saved_at_once_outside_a_reply(files: TaskFiles) -> None:
+async def test_a_change_saved_now_is_on_disk_at_once(files: TaskFiles) -> None:
     saver = RecordSaver(RecordStore(files))
     saved = record("now")
-    saver.save(saved)
+    saver.save_now(saved)
     assert on_disk(files, "now")["status"] == "pending"
 
 
-async def test_changes_a_reply_reports_settle_into_one_write_after_it(files: TaskFiles) -> None:
+async def test_changes_a_reply_reports_go_into_one_write_after_it(files: TaskFiles) -> None:
     saver = RecordSaver(RecordStore(files))
-    settled = record("later")
-    saver.write_now(settled)
-    with saver.settling():
-        settled.status = Status.RUNNING
-        saver.save(settled)
-        settled.status = Status.DONE
-        saver.save(settled)
+    later = record("later")
+    saver.save_now(later)
+    later.status = Status.RUNNING
+    saver.save_after_reply(later)
+    later.status = Status.DONE
+    saver.save_after_reply(later)
     assert on_disk(files, "later")["status"] == "pending"  # the reply goes out first
-    saver.write_settled()
+    saver.reply_sent()
     assert on_disk(files, "later")["status"] == "done"
+
+
+async def test_a_save_now_takes_a_change_waiting_for_the_reply_with_it(files: TaskFiles) -> None:
+    saver = RecordSaver(RecordStore(files))
+    both = record("both")
+    saver.save_after_reply(both)
+    both.status = Status.DONE
+    saver.save_now(both)
+    assert on_disk(files, "both")["status"] == "done"
+    files.record("both").unlink()
+    saver.reply_sent()  # nothing waits any more: not written twice
+    assert not files.record("both").exists()
+
+
+async def test_what_waits_for_a_reply_is_written_within_the_bound(
+    files: TaskFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("hive_bash.core.storage.saver.AFTER_REPLY_SAVE_SECS", 0.01)
+    saver = RecordSaver(RecordStore(files))
+    unsent = record("unsent")
+    saver.save_after_reply(unsent)  # no reply goes out
+    async with asyncio.timeout(10):
+        while not files.record("unsent").exists():
+            await asyncio.sleep(0.01)
+    assert on_disk(files, "unsent")["status"] == "pending"
 
 
 async def test_a_forgotten_record_is_never_written_later(files: TaskFiles) -> None:
     saver = RecordSaver(RecordStore(files))
     gone = record("gone")
-    saver.settle(gone)
+    saver.save_after_reply(gone)
     saver.forget(gone)
-    saver.write_settled()
+    saver.reply_sent()
     assert not files.record("gone").exists()

@@ -1,4 +1,4 @@
-"""hive_bash.core.tasks.lifecycle on its own: real bash, a real tasks dir, no daemon, no MCP.
+"""hive_bash.core.tasks.lifecycle through the manager: real bash, a real tasks dir, no daemon, no MCP.
 
 A start saves the record with its pid before anything else; an exit, a kill and a
 cancelled pending task each end in a record written once, on disk. (The same life
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from hive_bash.core.storage.task_files import TaskFiles, prepare_tasks_dir
-from hive_bash.core.tasks.lifecycle import Lifecycle
+from hive_bash.core.storage.task_files import prepare_tasks_dir
+from hive_bash.core.tasks.manager import TaskManager
 from hive_bash.core.tasks.task import Task
 from hive_bash.model import Status, TaskOptions
 from hive_bash.settings import Settings
@@ -26,22 +26,22 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def life(tmp_path: Path) -> AsyncIterator[Lifecycle]:
-    files = TaskFiles(prepare_tasks_dir(tmp_path / "tasks"))
-    settings = Settings(tasks_dir=files.dir, agent_socket=None, max_running=1, kill_grace_secs=2)
-    lifecycle = Lifecycle(settings, files)
-    await lifecycle.recover()
-    yield lifecycle
-    await lifecycle.shutdown()
-    lifecycle.input_sampler.close()
+async def life(tmp_path: Path) -> AsyncIterator[TaskManager]:
+    settings = Settings(
+        tasks_dir=prepare_tasks_dir(tmp_path / "tasks"), agent_socket=None, max_running=1, kill_grace_secs=2
+    )
+    manager = TaskManager(settings)
+    await manager.start()
+    yield manager
+    await manager.shutdown()
 
 
-def on_disk(life: Lifecycle, task: Task) -> dict[str, Any]:
+def on_disk(life: TaskManager, task: Task) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(life.files.record(task.id).read_text())
     return data
 
 
-async def ended_on_disk(life: Lifecycle, task: Task) -> dict[str, Any]:
+async def ended_on_disk(life: TaskManager, task: Task) -> dict[str, Any]:
     """The record once its end has reached the disk (a change may settle for a moment first)."""
     async with asyncio.timeout(20):
         await task.ended.wait()
@@ -50,7 +50,7 @@ async def ended_on_disk(life: Lifecycle, task: Task) -> dict[str, Any]:
     return on_disk(life, task)
 
 
-async def test_a_start_saves_its_record_with_its_pid_and_an_exit_ends_it_once(life: Lifecycle) -> None:
+async def test_a_start_saves_its_record_with_its_pid_and_an_exit_ends_it_once(life: TaskManager) -> None:
     task = life.submit(TaskOptions(cmd="echo hi; exit 3"))
     assert task.process is not None
     record = on_disk(life, task)  # before the loop ran anything: saved within submit
@@ -58,14 +58,14 @@ async def test_a_start_saves_its_record_with_its_pid_and_an_exit_ends_it_once(li
     record = await ended_on_disk(life, task)
     assert (record["status"], record["exit_code"], record["signal"], record["end_reason"]) == ("done", 3, None, None)
     assert life.files.out(task.id).read_text() == "hi\n" and record["ended_at"] >= record["started_at"]
-    assert task.id not in {running.id for running in life.slots.running}
+    assert life.running_count == 0
 
 
-async def test_a_kill_is_the_ending_and_a_cancelled_pending_task_never_runs(life: Lifecycle) -> None:
+async def test_a_kill_is_the_ending_and_a_cancelled_pending_task_never_runs(life: TaskManager) -> None:
     running = life.submit(TaskOptions(cmd="sleep 30"))
     pending = life.submit(TaskOptions(cmd="echo never"))  # max_running=1: it waits for a slot
     assert on_disk(life, pending)["status"] == "pending"  # a restart would find it
-    assert life.kill(pending, force=False) == "cancelled"
+    assert life.kill(pending.id, force=False) == (pending, "cancelled")
     cancelled = await ended_on_disk(life, pending)
     assert (cancelled["status"], cancelled["end_reason"], cancelled["pid"]) == (
         "killed",
@@ -74,13 +74,13 @@ async def test_a_kill_is_the_ending_and_a_cancelled_pending_task_never_runs(life
     )
     assert not life.files.out(pending.id).exists()
     started = time.monotonic()
-    assert life.kill(running, force=False) == "SIGINT"
+    assert life.kill(running.id, force=False) == (running, "SIGINT")
     killed = await ended_on_disk(life, running)
     assert (killed["status"], killed["end_reason"]) == ("killed", "killed with SIGINT")
     assert killed["signal"] == "SIGINT" and time.monotonic() - started < 10
 
 
-async def test_the_next_pending_task_starts_when_a_slot_frees(life: Lifecycle) -> None:
+async def test_the_next_pending_task_starts_when_a_slot_frees(life: TaskManager) -> None:
     first = life.submit(TaskOptions(cmd="exit 0"))
     second = life.submit(TaskOptions(cmd="echo second"))
     assert second.status is Status.PENDING
@@ -91,7 +91,7 @@ async def test_the_next_pending_task_starts_when_a_slot_frees(life: Lifecycle) -
 
 
 async def test_an_end_that_cannot_be_read_still_ends_the_task_failed_and_frees_its_slot(
-    life: Lifecycle, monkeypatch: pytest.MonkeyPatch
+    life: TaskManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     task = life.submit(TaskOptions(cmd="sleep 0.2"))
     release = task.release
@@ -108,5 +108,5 @@ async def test_an_end_that_cannot_be_read_still_ends_the_task_failed_and_frees_i
         None,
     )
     assert (
-        not life.slots.running and (await ended_on_disk(life, life.submit(TaskOptions(cmd="true"))))["status"] == "done"
+        not life.running_count and (await ended_on_disk(life, life.submit(TaskOptions(cmd="true"))))["status"] == "done"
     )

@@ -19,7 +19,7 @@ FLUSH_SECS = 10.0
 
 
 class Saves:
-    """The task manager's side: counts the saves the state machine asks for."""
+    """The task manager's side: counts the saves the state machine asks for itself (a delivery, a notice)."""
 
     def __init__(self) -> None:
         self.records: list[str] = []
@@ -38,7 +38,7 @@ def end(record: TaskRecord, exit_code: int = 0) -> None:
 
 
 def machine(tmp_path: Path, socket_path: Path | None, saves: Saves | None = None) -> TodoStateMachine:
-    return TodoStateMachine(socket_path, TaskFiles(tmp_path), saves or Saves())
+    return TodoStateMachine(socket_path, TaskFiles(tmp_path), save_now=saves or Saves())
 
 
 def start_task(todos: TodoStateMachine) -> TaskRecord:
@@ -68,7 +68,7 @@ async def test_a_result_seen_inline_never_becomes_a_todo(tmp_path: Path, harness
     end(record)
     todos.task_ended(record)  # held back for the waiter
     assert todos.backlog == 1  # only the running upsert
-    todos.wait_over(record, result_seen=True)
+    assert todos.wait_over(record, result_seen=True)  # changed: the caller saves it
     assert todos.backlog == 0
     todos.start()
     await todos.stop(FLUSH_SECS)
@@ -84,8 +84,8 @@ async def test_seeing_a_delivered_result_clears_the_harness_todo(tmp_path: Path,
     todos.start()
     assert await todos.flush(FLUSH_SECS)
     assert harness.snapshot()["build"].startswith("bash task build done")
-    todos.seen(record)
-    todos.seen(record)  # seeing it twice sends nothing more
+    assert todos.seen(record)
+    assert not todos.seen(record)  # seeing it twice sends nothing more
     await todos.stop(FLUSH_SECS)
     assert [message["cmd"] for message in harness.messages_for("build")][-1] == "todo_clear"
     assert "build" not in harness.snapshot()
@@ -100,11 +100,23 @@ async def test_a_wait_that_ends_without_the_result_releases_the_held_final_todo(
     todos.wait_begins(record)
     end(record)
     todos.task_ended(record)
-    assert saves.records == []  # the waiter saves once, when it settles the todo
-    assert record.todo.wanted == "final" and not record.todo.wanted_delivered  # owed, should a save come first
-    todos.wait_over(record, result_seen=False)  # e.g. the client went away
-    assert saves.records == ["build"]
+    assert holds_back_and_owed(todos, record)  # owed, should a save come first
+    assert todos.wait_over(record, result_seen=False)  # e.g. the client went away: the waiter saves it
+    assert saves.records == []  # the state machine saved nothing itself
     assert todos.backlog == 1 and record.todo.wanted == "final"
+
+
+def holds_back_and_owed(todos: TodoStateMachine, record: TaskRecord) -> bool:
+    return todos.holds_back(record) and record.todo.wanted == "final" and not record.todo.wanted_delivered
+
+
+async def test_a_delivery_is_saved_by_the_state_machine_itself(tmp_path: Path, harness: TodoHarness) -> None:
+    saves = Saves()
+    todos = machine(tmp_path, harness.socket_path, saves)
+    record = start_task(todos)
+    todos.start()
+    await todos.stop(FLUSH_SECS)
+    assert saves.records == ["build"] and record.todo.harness_holds
 
 
 async def test_an_owed_todo_in_a_record_is_sent_again_after_a_restart(tmp_path: Path) -> None:

@@ -1,10 +1,10 @@
-"""hive_bash.core.semantics on its own: the table of destructive-looking commands."""
+"""hive_bash.core.command_warnings on its own: the table of destructive-looking commands."""
 
 from __future__ import annotations
 
 import pytest
 
-from hive_bash.core import semantics
+from hive_bash.core import command_warnings
 
 
 @pytest.mark.parametrize(
@@ -30,7 +30,7 @@ from hive_bash.core import semantics
     ],
 )
 def test_warning_table_flags_destructive_commands(cmd: str) -> None:
-    assert semantics.command_warning(cmd) is not None
+    assert command_warnings.command_warning(cmd) is not None
 
 
 @pytest.mark.parametrize(
@@ -51,4 +51,4 @@ def test_warning_table_flags_destructive_commands(cmd: str) -> None:
     ],
 )
 def test_warning_table_leaves_ordinary_commands_alone(cmd: str) -> None:
-    assert semantics.command_warning(cmd) is None
+    assert command_warnings.command_warning(cmd) is None

@@ -1,4 +1,4 @@
-"""hive_bash.core.tasks.endings on its own: the watcher's ends, and the cap held on an ended task's file."""
+"""hive_bash.core.tasks.terminations on its own: the watcher's ends, and the cap held on an ended task's file."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hive_bash.core.storage.records import TaskRecord
-from hive_bash.core.tasks.endings import Endings
+from hive_bash.core.tasks.terminations import Terminations
 from hive_bash.core.tasks.task import Task
 from hive_bash.model import Status
 from hive_bash.settings import Settings
@@ -22,15 +22,15 @@ def ended(task_id: str, **fields: object) -> Task:
     return Task(record)
 
 
-def endings(tmp_path: Path, cap: int = 10, known: Task | None = None) -> Endings:
+def terminations(tmp_path: Path, cap: int = 10, known: Task | None = None) -> Terminations:
     settings = Settings(tasks_dir=tmp_path, agent_socket=None, max_output_bytes=cap)
-    return Endings(settings, lambda record: known if known and known.record is record else None)
+    return Terminations(settings, lambda record: known if known and known.record is record else None)
 
 
 def test_an_ended_tasks_file_is_cut_back_to_the_cap(tmp_path: Path) -> None:
     out = tmp_path / "grew.out"
     out.write_bytes(b"x" * 25)
-    endings(tmp_path, cap=10).hold_cap_after_end(ended("grew").record, "stdout", out)
+    terminations(tmp_path, cap=10).hold_cap_after_end(ended("grew").record, "stdout", out)
     assert out.read_bytes() == b"x" * 10
 
 
@@ -38,7 +38,7 @@ async def test_the_watcher_ends_only_a_task_the_manager_still_holds(tmp_path: Pa
     known, forgotten = ended("held"), ended("old")
     for task in (known, forgotten):
         (tmp_path / f"{task.id}.out").write_bytes(b"x" * 25)
-        endings(tmp_path, known=known).for_watcher(
+        terminations(tmp_path, known=known).limit_passed(
             task.record, Status.FAILED, "output cap", tmp_path / f"{task.id}.out"
         )
     ends = [background for background in asyncio.all_tasks() if background.get_name().startswith("end-")]

@@ -1,11 +1,6 @@
-"""The ways a task ends that nobody asked for, in the background.
-
-The watcher finds a limit passed (`for_watcher`), the lifecycle learns that a PTY task's
-output could not be written (`terminate`), something a task left behind writes its
-output past the cap after it ended (`hold_cap_after_end`). Each ends the task in the
-background, off the path of the reply being built; how it ended is decided once its
-process is reaped (hive_bash.core.tasks.ending).
-"""
+"""Ending tasks nobody asked to end, in the background: a limit the watcher found passed, output
+that could not be written, and processes an ended task left that write its output past the
+cap. How each ended is decided once its process is reaped (hive_bash.core.tasks.ending)."""
 
 from __future__ import annotations
 
@@ -28,8 +23,8 @@ logger = logging.getLogger(__name__)
 FindTask = Callable[[TaskRecord], "Task | None"]
 
 
-class Endings:
-    """Ends tasks for the watcher and the lifecycle, in the background."""
+class Terminations:
+    """Terminates tasks (SIGTERM, grace, SIGKILL) without making anyone wait for it."""
 
     def __init__(self, settings: Settings, find: FindTask):
         self._grace_secs = settings.kill_grace_secs
@@ -37,9 +32,7 @@ class Endings:
         self._find = find
         self._background: set[asyncio.Task[None]] = set()
 
-    # ---- ends nobody asked for ------------------------------------------------
-
-    def for_watcher(self, record: TaskRecord, cause: Status, reason: str, truncate: Path | None) -> None:
+    def limit_passed(self, record: TaskRecord, cause: Status, reason: str, truncate: Path | None) -> None:
         """The watcher found a limit passed: end the task, then cut an over-long file back to the cap."""
         task = self._find(record)
         if task is None:
@@ -52,9 +45,10 @@ class Endings:
 
         self._in_background(end(), f"end-{task.id}")
 
-    def terminate(self, task: Task, cause: Status, reason: str) -> None:
-        """End a task (SIGTERM, grace, SIGKILL) without waiting for it."""
-        self._in_background(task.terminate(cause, reason, self._grace_secs), f"output-{task.id}")
+    def output_failed(self, task: Task, reason: str) -> None:
+        """Its output could not be written (a PTY's copy on a full disk): it ends failed."""
+        task.output_failed(reason)
+        self._in_background(task.terminate(Status.FAILED, reason, self._grace_secs), f"output-{task.id}")
 
     def hold_cap_after_end(self, record: TaskRecord, stream: str, path: Path) -> None:
         """An ended task's output grew past the cap: what still writes it escaped the group
@@ -78,7 +72,7 @@ class Endings:
             logger.info("task %s: its %s grew past the output cap after it ended: cut back", record.id, stream)
 
     def _in_background(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
-        """Run a coroutine as a task we hold a reference to (the loop itself keeps only weak ones)."""
+        """Run it as a task we hold a reference to (the loop itself keeps only weak ones)."""
         background = asyncio.get_running_loop().create_task(coroutine, name=name)
         self._background.add(background)
         background.add_done_callback(self._background.discard)

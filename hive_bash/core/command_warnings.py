@@ -1,116 +1,14 @@
-"""What an ending means (semantic status) and what a command may destroy (warnings).
-
-Both read the command with shlex, the way bash would split it, and stay
-conservative: anything they cannot read with confidence is read plainly
-(semantic status) or not warned about unless a table row matches.
-"""
+"""What a command may destroy: the warning `run` adds for `rm -rf /`, `git push --force` and the
+like. Each rule looks at the simple commands bash would run (hive_bash.core.shell_words), past
+wrappers such as sudo."""
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
 
-from hive_bash.model import Status
-
-SemanticStatus = Literal["ok", "error", "signal", "timeout"]
-
-
-class EndFacts(Protocol):
-    """How a task ended, as a record or a view of one (hive_bash.core.tasks.view) says it."""
-
-    @property
-    def cmd(self) -> str: ...
-    @property
-    def status(self) -> Status: ...
-    @property
-    def exit_code(self) -> int | None: ...
-    @property
-    def signal(self) -> str | None: ...
-    @property
-    def end_reason(self) -> str | None: ...
-    @property
-    def diagnosis(self) -> str | None: ...
-
-
-CONTROL_OPERATORS = frozenset({";", "&&", "||", "&", "\n", "(", ")", ";;", "|&"})
-COMPOUND_WORDS = frozenset(
-    {"if", "then", "else", "fi", "for", "while", "until", "do", "done", "case", "esac", "{", "}"}
-)
-ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
-
-# Commands whose exit status 1 is an answer, not a failure.
-EXIT_ONE_MEANS = {
-    "grep": "no match",
-    "egrep": "no match",
-    "fgrep": "no match",
-    "zgrep": "no match",
-    "rg": "no match",
-    "diff": "differs",
-    "cmp": "differs",
-    "test": "false",
-    "[": "false",
-    "[[": "false",
-}
-
-
-def _tokens(cmd: str) -> list[str] | None:
-    lexer = shlex.shlex(cmd.replace("\n", " ; "), posix=True, punctuation_chars=";&|()<>")
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    try:
-        return list(lexer)
-    except ValueError:  # unbalanced quotes: bash will complain, we do not guess
-        return None
-
-
-def _program(words: list[str]) -> str | None:
-    """The program a simple command runs, past leading VAR=value assignments."""
-    for word in words:
-        if not ASSIGNMENT.fullmatch(word):
-            return word.rsplit("/", 1)[-1]
-    return None
-
-
-def status_command(cmd: str) -> str | None:
-    """The program whose exit status the task returns: the last of a plain pipeline, else None."""
-    tokens = _tokens(cmd)
-    if not tokens:
-        return None
-    if any(token in CONTROL_OPERATORS or token in COMPOUND_WORDS for token in tokens):
-        return None
-    segments: list[list[str]] = [[]]
-    for token in tokens:
-        if token == "|":
-            segments.append([])
-        else:
-            segments[-1].append(token)
-    return _program(segments[-1])
-
-
-def semantic(record: EndFacts) -> tuple[SemanticStatus | None, str | None]:
-    if not record.status.is_terminal:
-        return None, None
-    if record.status is Status.TIMED_OUT:
-        return "timeout", record.end_reason or "timed out"
-    if record.signal is not None:
-        return "signal", f"{record.signal}, {record.diagnosis}" if record.diagnosis else record.signal
-    if record.exit_code == 0:
-        return "ok", None
-    if record.exit_code == 1 and record.status is Status.DONE:
-        meaning = EXIT_ONE_MEANS.get(status_command(record.cmd) or "")
-        if meaning is not None:
-            return "ok", meaning
-    if record.exit_code is None:
-        return "error", record.end_reason or record.status.value
-    if record.diagnosis:
-        return "error", f"exit {record.exit_code}, {record.diagnosis}"
-    return "error", record.end_reason or f"exit {record.exit_code}"
-
-
-# ---- destructive command warnings ---------------------------------------
+from hive_bash.core.shell_words import ASSIGNMENT, simple_commands
 
 SimpleCheck = Callable[[list[str]], bool]
 
@@ -189,17 +87,6 @@ WARNING_RULES: tuple[WarningRule, ...] = (
 RULE_PROGRAMS = frozenset(rule.program for rule in WARNING_RULES if rule.program is not None)
 
 
-def _simple_commands(cmd: str) -> list[list[str]]:
-    tokens = _tokens(cmd) or cmd.split()
-    commands: list[list[str]] = [[]]
-    for token in tokens:
-        if token in CONTROL_OPERATORS or token == "|":
-            commands.append([])
-        elif token not in COMPOUND_WORDS or commands[-1]:
-            commands[-1].append(token)
-    return [words for words in commands if words]
-
-
 def _strip_prefix(words: list[str]) -> list[str]:
     """Drop assignments and wrappers (sudo, env, time, nohup) so the real program comes first."""
     index = 0
@@ -222,7 +109,7 @@ def command_warning(cmd: str) -> str | None:
     # A rule's program can only run if its name is in the text: most commands name none, and
     # skip the tokenizer (the warning's main cost: docs/performance.md, "What moved and why").
     named = any(program in cmd for program in RULE_PROGRAMS)
-    commands = [_strip_prefix(words) for words in _simple_commands(cmd)] if named else []
+    commands = [_strip_prefix(words) for words in simple_commands(cmd)] if named else []
     for rule in WARNING_RULES:
         if rule.pattern is not None:
             hit = bool(rule.pattern.search(cmd))
