@@ -291,94 +291,48 @@ _JSON_TYPES: dict[str, str] = {
 # description, run_in_background), TaskOutput/BashOutput (task_id, bash_id, block, filter),
 # KillShell (shell_id), and the usual synonyms. Per tool, since `timeout` means timeout_secs to
 # run and wait_seconds to status. A value that is not one of the tool's names is said as it is.
-_SAME_FOR_EVERY_TASK_TOOL = {
-    name: "id"
-    for name in ("task_id", "taskId", "bash_id", "shell_id", "shellId", "job_id", "process_id", "task", "name")
-}
-_ALWAYS_IN_BACKGROUND = "leave it out (every run is a background task; wait_seconds=0 returns at once)"
+def _guesses(*said_for: tuple[str, str]) -> dict[str, str]:
+    """(what to say, the names it answers, space-separated) pairs as name -> what to say."""
+    return {name: said for said, names in said_for for name in names.split()}
+
+
+_TASK_ID = ("id", "task_id taskId bash_id shell_id shellId job_id process_id task name")
 KNOWN_NAMES: dict[str, dict[str, str]] = {
-    "run": {
-        "command": "cmd",
-        "cmdline": "cmd",
-        "script": "cmd",
-        "bash": "cmd",
-        "shell": "cmd",
-        "timeout": "timeout_secs (in seconds)",
-        "timeout_ms": "timeout_secs (in seconds)",
-        "timeout_sec": "timeout_secs",
-        "max_seconds": "timeout_secs",
-        "time_limit": "timeout_secs",
-        "wait": "wait_seconds",
-        "block": "wait_seconds",
-        "wait_secs": "wait_seconds",
-        "run_in_background": _ALWAYS_IN_BACKGROUND,
-        "background": _ALWAYS_IN_BACKGROUND,
-        "description": "leave it out (run takes no description; name sets a task id)",
-        "id": "name",
-        "task_id": "name",
-        "label": "name",
-        "dir": "cwd",
-        "directory": "cwd",
-        "workdir": "cwd",
-        "working_dir": "cwd",
-        "working_directory": "cwd",
-        "path": "cwd",
-        "environment": "env",
-        "env_vars": "env",
-        "envs": "env",
-        "tty": "pty",
-        "terminal": "pty",
-        "interactive": "pty",
-        "input": "stdin='pipe' (then send it with write)",
-        "data": "stdin='pipe' (then send it with write)",
-        "idle_timeout": "idle_timeout_secs",
-        "shell_session": "session",
-    },
-    "status": {
-        **_SAME_FOR_EVERY_TASK_TOOL,
-        "timeout": "wait_seconds",
-        "block": "wait_seconds",
-        "wait": "wait_seconds",
-        "wait_secs": "wait_seconds",
-    },
-    "logs": {
-        **_SAME_FOR_EVERY_TASK_TOOL,
-        "timeout": "wait_seconds",
-        "block": "wait_seconds",
-        "wait": "wait_seconds",
-        "filter": "pattern",
-        "regex": "pattern",
-        "grep": "pattern",
-        "search": "pattern",
-        "query": "pattern",
-        "tail": "offset (status shows the tail)",
-        "lines": "max_bytes (pages are in bytes)",
-        "limit": "max_bytes",
-        "fd": "stream",
-        "start": "offset",
-        "context": "context_lines",
-    },
-    "write": {
-        **_SAME_FOR_EVERY_TASK_TOOL,
-        "input": "data",
-        "text": "data",
-        "keys": "data",
-        "chars": "data",
-        "content": "data",
-        "stdin": "data",
-        "message": "data",
-        "close": "eof",
-        "close_stdin": "eof",
-        "end": "eof",
-    },
-    "kill": {
-        **_SAME_FOR_EVERY_TASK_TOOL,
-        "signal": "force (SIGINT, or SIGKILL with force=true)",
-        "sig": "force (SIGINT, or SIGKILL with force=true)",
-        "forced": "force",
-        "hard": "force",
-    },
-    "list": {"state": "status", "filter": "status", "max": "limit", "count": "limit", "n": "limit"},
+    "run": _guesses(
+        ("cmd", "command cmdline script bash shell"),
+        ("timeout_secs (in seconds)", "timeout timeout_ms"),
+        ("timeout_secs", "timeout_sec max_seconds time_limit"),
+        ("wait_seconds", "wait block wait_secs"),
+        (
+            "leave it out (every run is a background task; wait_seconds=0 returns at once)",
+            "run_in_background background",
+        ),
+        ("leave it out (run takes no description; name sets a task id)", "description"),
+        ("name", "id task_id label"),
+        ("cwd", "dir directory workdir working_dir working_directory path"),
+        ("env", "environment env_vars envs"),
+        ("pty", "tty terminal interactive"),
+        ("stdin='pipe' (then send it with write)", "input data"),
+        ("idle_timeout_secs", "idle_timeout"),
+        ("session", "shell_session"),
+    ),
+    "status": _guesses(_TASK_ID, ("wait_seconds", "timeout block wait wait_secs")),
+    "logs": _guesses(
+        _TASK_ID,
+        ("wait_seconds", "timeout block wait"),
+        ("pattern", "filter regex grep search query"),
+        ("offset (status shows the tail)", "tail"),
+        ("max_bytes (pages are in bytes)", "lines"),
+        ("max_bytes", "limit"),
+        ("stream", "fd"),
+        ("offset", "start"),
+        ("context_lines", "context"),
+    ),
+    "write": _guesses(
+        _TASK_ID, ("data", "input text keys chars content stdin message"), ("eof", "close close_stdin end")
+    ),
+    "kill": _guesses(_TASK_ID, ("force (SIGINT, or SIGKILL with force=true)", "signal sig"), ("force", "forced hard")),
+    "list": _guesses(("status", "state filter"), ("limit", "max count n")),
 }
 # A fuzzy guess only when it is close: below this, `description` read as `session`.
 CLOSE_MATCH_CUTOFF = 0.75

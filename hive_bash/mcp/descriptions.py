@@ -1,10 +1,5 @@
-"""What the model is told about the tools: the server instructions and each tool's description.
-
-A client sends these (with the input schemas) to its model on every turn, so they are short,
-true for this daemon's configuration (completion todos are promised only when a harness
-socket is configured), one line per sentence without indentation, and they say what a model
-would otherwise get wrong: each run is a fresh shell, background children end with their
-task, a reused name replaces the old task's files. tests/clients/test_claude_code.py measures them.
+"""The server instructions and each tool's description, sent to the model on every turn: short, true
+for this configuration (todos only with a harness socket), saying what a model would otherwise get wrong.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ def test_the_marker_names_bytes_lines_and_the_logs_call(tmp_path: Path) -> None:
 
 
 RECORD_KEYS = frozenset(TaskRecord.model_fields)
+LIVE_KEYS = frozenset(field.name for field in dataclasses.fields(TaskView)) - RECORD_KEYS  # only the daemon knows
 
 
 def view(record: TaskRecord, waiting_for_input: bool = False) -> TaskView:
@@ -51,8 +52,8 @@ def view(record: TaskRecord, waiting_for_input: bool = False) -> TaskView:
 
 
 def facts(tmp_path: Path, **changes: Any) -> tuple[TaskView, task.Shown]:
-    """A task's view and what its reply shows beside it: `changes` go to whichever has the key;
-    duration_secs sets the start (and the end, for a task that ended)."""
+    """A task's view and what its reply shows beside it: `changes` go to whichever has the key (the record,
+    the view's live part, or Shown); duration_secs sets the start (and the end, for a task that ended)."""
     out = tmp_path / "t.out"
     out.write_text("hi\n")
     (tmp_path / "t.err").write_text("")
@@ -65,12 +66,13 @@ def facts(tmp_path: Path, **changes: Any) -> tuple[TaskView, task.Shown]:
             "stderr", str(tmp_path / "t.err"), budget.excerpt_of(reading.read_stream(tmp_path / "t.err"), 4000)
         ),
     )
+    live: dict[str, Any] = {}
     for key, value in changes.items():
-        (values if key in RECORD_KEYS else shown)[key] = value
+        (values if key in RECORD_KEYS else live if key in LIVE_KEYS else shown)[key] = value
     started = time.time() - took
     ended = started + took if values["status"].is_terminal else None
     record = TaskRecord(created_at=started, started_at=started, ended_at=ended, **values)
-    return view(record), task.Shown(**shown)
+    return dataclasses.replace(view(record), **live), task.Shown(**shown)
 
 
 def task_reply(tmp_path: Path, **changes: Any) -> dict[str, Any]:
@@ -176,7 +178,7 @@ def test_a_running_task_gets_one_next_step_and_todos_only_when_they_exist(tmp_pa
 
 
 def test_a_task_that_ignores_sigint_is_told_how_to_end_it(tmp_path: Path) -> None:
-    reply = task_reply(tmp_path, status=Status.RUNNING, exit_code=None, kill_sent="SIGINT", kill_age_secs=12.0)
+    reply = task_reply(tmp_path, status=Status.RUNNING, exit_code=None, kill_signal="SIGINT", kill_age_secs=12.0)
     assert reply["next"] == "SIGINT was sent 12s ago and it still runs: kill(id='abc', force=true) ends it"
 
 

@@ -1,18 +1,15 @@
-"""What of a task's output fits a reply: its cost in JSON characters, and the cut that keeps it within a budget.
-
-A client hands the model the reply as JSON (Claude Code: `JSON.stringify` of the structured
-result), so a budget counts JSON characters, not bytes. Here a `logs` page and a run/status
-excerpt are cut to one: whole lines where they fit, else whole characters, and an excerpt
-folds what a terminal would have overwritten or a loop repeated. The bytes, sizes and line
-counts come from the engine (hive_bash.core.output.reading, through hive_bash.core's face);
-this module only decides how much of them to show.
+"""How much of a task's output fits a reply: a budget counts JSON characters (clients hand the model the
+reply as JSON), cut on whole lines where they fit; an excerpt folds what a terminal overwrote or a loop
+repeated. The bytes come from the engine (hive_bash.core.output.reading); this only decides what to show.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from hive_bash.core import (
     StreamBytes,
@@ -24,19 +21,15 @@ from hive_bash.core import (
     skip_partial_start,
 )
 
-# ---- what bytes cost in a reply ------
+Text = TypeVar("Text", str, bytes)
 
 REPEAT_FOLD_MIN = 4  # identical lines in a row from which on they show once, with a count
 REPEAT_MARKER_COST = 45  # `[... the line above 99999 more times ...]\n` as JSON
-# What one byte costs once a client puts it in a JSON string (Claude Code sends the model
-# JSON.stringify of the structured result): quote, backslash and \b\t\n\f\r take two
-# characters, other control bytes six (\u001b). Bytes of multi-byte characters count one
-# each, which over-counts non-ASCII text and so keeps a budget safe.
-_JSON_COST = [6 if byte < 0x20 else 1 for byte in range(256)]
-for _byte in b'"\\\b\t\n\f\r':
-    _JSON_COST[_byte] = 2
-_ESCAPED_BYTES = bytes(byte for byte in range(256) if _JSON_COST[byte] > 1)
+# What one byte costs in a JSON string: quote, backslash and \b\t\n\f\r two characters, other controls
+# six (\u001b); a multi-byte character's bytes one each, which over-counts and so keeps a budget safe.
 _TWO_CHAR_BYTES = b'"\\\b\t\n\f\r'
+_JSON_COST = [2 if byte in _TWO_CHAR_BYTES else 6 if byte < 0x20 else 1 for byte in range(256)]
+_ESCAPED_BYTES = bytes(byte for byte in range(256) if _JSON_COST[byte] > 1)
 
 
 def json_cost(data: bytes) -> int:
@@ -49,9 +42,6 @@ def json_cost(data: bytes) -> int:
 def json_cost_bound(stream: StreamBytes) -> int:
     """What showing `stream` from its `start` whole would cost in JSON characters; its length when too long."""
     return json_cost(stream.head) if stream.whole else stream.size - stream.start
-
-
-# ---- cutting on line boundaries within a budget ------
 
 
 def _lines(data: bytes) -> list[bytes]:
@@ -91,12 +81,7 @@ def _overwritten_bytes(line: bytes) -> bytes:
     ending = line[len(body) :]
     if body.endswith(b"\r") and ending:
         body, ending = body[:-1], b"\r" + ending
-    if b"\r" not in body:
-        return line
-    shown = b""
-    for piece in body.split(b"\r"):
-        shown = piece + shown[len(piece) :]
-    return shown + ending
+    return overwritten(body, b"\r") + ending if b"\r" in body else line
 
 
 def shown_cost(data: bytes) -> int:
@@ -235,10 +220,10 @@ def excerpt_of(stream: StreamBytes, budget: int) -> Excerpt:
 # line are one line to a reader, and so are 500 identical "retrying..." lines.
 
 
-def overwritten(line: str) -> str:
-    """What a terminal shows of a line with carriage returns: each piece written over the start."""
-    shown = ""
-    for piece in line.split("\r"):
+def overwritten(line: Text, return_: Text) -> Text:
+    """What a terminal shows of a line with carriage returns (`return_`): each piece written over the start."""
+    shown = line[:0]
+    for piece in line.split(return_):
         shown = piece + shown[len(piece) :]
     return shown
 
@@ -253,21 +238,17 @@ def fold(text: str) -> tuple[str, int, int]:
         body = line[: len(line) - len(ending)]
         if "\r" in body:
             overwrites += body.count("\r")
-            body = overwritten(body)
+            body = overwritten(body, "\r")
         shown.append(body + ending)
     folded_lines: list[str] = []
-    index = 0
-    while index < len(shown):
-        run = 1
-        while index + run < len(shown) and shown[index + run] == shown[index] and index + run < len(shown) - 1:
-            run += 1
-        folded_lines.append(shown[index])
-        if run >= REPEAT_FOLD_MIN:
-            folded_lines.append(f"[... the line above {run - 1} more times ...]")
-            repeats += run - 1
+    for line, group in itertools.groupby(shown[:-1]):  # the last line (maybe unfinished) is never folded
+        run = len(list(group))
+        if run < REPEAT_FOLD_MIN:
+            folded_lines += [line] * run
         else:
-            folded_lines.extend(shown[index + 1 : index + run])
-        index += run
+            folded_lines += [line, f"[... the line above {run - 1} more times ...]"]
+            repeats += run - 1
+    folded_lines.append(shown[-1])
     return "\n".join(folded_lines), overwrites, repeats
 
 
