@@ -49,7 +49,7 @@ class _Reporter:
         size = self.lines.update()
         if size == self.sent_size and elapsed - self.sent_at < HEARTBEAT_SECS - PROGRESS_SECS / 2:
             return
-        message = progress_message(elapsed, self.lines.count, self.lines.exact, last_line(self.stdout, size))
+        message = progress_message(elapsed, self.lines, last_line(self.stdout, size))
         try:
             await self.report(round(elapsed, 1), self.seconds, message)
         except Exception:  # the client's stream is gone: the wait and its reply go on regardless
@@ -99,8 +99,6 @@ def readable(line: str) -> str:
 
 def _backspaced(text: str) -> str:
     """Each backspace erases the character before it (`rm -rf /tmp/x\\bls` shows `rm -rf /tmp/ls`)."""
-    if "\b" not in text:
-        return text
     kept: list[str] = []
     for char in text:
         if char != "\b":
@@ -110,8 +108,8 @@ def _backspaced(text: str) -> str:
     return "".join(kept)
 
 
-def progress_message(elapsed: float, lines: int, exact: bool, last: str | None) -> str:
+def progress_message(elapsed: float, lines: LineCount, last: str | None) -> str:
     """`12s, 340 lines, last: Compiling foo v0.3`."""
-    count = f"{lines}{'' if exact else '+'} line{'' if lines == 1 and exact else 's'}"
+    count = f"{lines.count}{'' if lines.exact else '+'} line{'' if lines.count == 1 and lines.exact else 's'}"
     words = f"{elapsed:.0f}s, {count}"
     return f"{words}, last: {last}" if last else words

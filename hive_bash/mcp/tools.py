@@ -16,16 +16,7 @@ from hive_bash.mcp import arguments, descriptions, limits, progress
 from hive_bash.mcp.replies import control, listing, page, schema
 from hive_bash.mcp.replies import task as task_reply
 from hive_bash.mcp.replies.render import reply
-from hive_bash.core import (
-    Growth,
-    LineWanted,
-    SearchSlots,
-    Task,
-    TaskManager,
-    command_warning,
-    file_size,
-    task_view,
-)
+from hive_bash.core import Growth, LineWanted, SearchSlots, Task, TaskManager, command_warning, file_size, task_view
 from hive_bash.mcp.disconnects import client_gone
 from hive_bash.errors import HiveBashError
 from hive_bash.sdk.server import McpServer, ToolError, ToolContext, ToolRefusal, add_tool, create_server, hide_argument
@@ -97,7 +88,7 @@ class BashTools:
         pids_max: Annotated[int | None, Field(description="Limit on processes at once (cgroup)")] = None,
         wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR)] = None,
         notify_on: Annotated[str | None, Field(description=descriptions.NOTIFY_ON)] = None,
-        wait_for_port: Annotated[bool | int | None, Field(description=descriptions.WAIT_FOR_PORT)] = None,
+        wait_for_port: Annotated[bool | int | None, Field(description=descriptions.PORT_WAIT)] = None,
         ctx: ToolContext | None = None,
     ) -> Annotated[CallToolResult, schema.TaskStatus]:
         options = arguments.task_options(
@@ -115,7 +106,7 @@ class BashTools:
             pids_max=pids_max,
             notify_on=notify_on,
         )
-        wait = arguments.wait_seconds(wait_seconds, limits.DEFAULT_RUN_WAIT_SECS)
+        wait = arguments.wait_seconds(wait_seconds, default=limits.DEFAULT_RUN_WAIT_SECS)
         line = arguments.line_wanted(wait_for, from_start=True)
         port = arguments.port_wanted(wait_for_port)
         task = self.manager.submit(options)
@@ -129,14 +120,14 @@ class BashTools:
         wait_seconds: Annotated[float | None, Field(description=descriptions.STATUS_WAIT)] = None,
         offset: Annotated[int | None, Field(description="Stdout bytes already read: only newer ones are shown")] = None,
         wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR_NEW)] = None,
-        wait_for_port: Annotated[bool | int | None, Field(description=descriptions.WAIT_FOR_PORT)] = None,
+        wait_for_port: Annotated[bool | int | None, Field(description=descriptions.PORT_WAIT)] = None,
         ctx: ToolContext | None = None,
     ) -> Annotated[CallToolResult, schema.TaskStatus]:
         line = arguments.line_wanted(wait_for, from_start=False)
         port = arguments.port_wanted(wait_for_port)
         task = self.manager.get(arguments.task_id("id", id))
         start = arguments.byte_offset("offset", offset)
-        wait = arguments.wait_seconds(wait_seconds, 0.0)
+        wait = arguments.wait_seconds(wait_seconds)
         return await self._status(ctx, task, wait, line=line, port=port, offset=start)
 
     @tool_errors
@@ -187,7 +178,7 @@ class BashTools:
         path, other_path = self.manager.output_path(task, read), self.manager.output_path(task, other)
         unread = page.Unread(other, other_path, file_size(other_path))
         grows = [Growth(path, start)] + ([Growth(other_path, unread.size_before)] if stream is None else [])
-        wait = arguments.wait_seconds(wait_seconds, 0.0)
+        wait = arguments.wait_seconds(wait_seconds)
         request = arguments.search_request(
             path, pattern, offset=start, context_lines=context_lines, max_matches=max_matches, stream=read
         )

@@ -61,10 +61,8 @@ def facts(tmp_path: Path, **changes: Any) -> tuple[TaskView, task.Shown]:
     values: dict[str, Any] = dict(id="abc", status=Status.DONE, cmd="echo hi", cwd=str(tmp_path), exit_code=0)
     shown: dict[str, Any] = dict(
         from_run=True,
-        stdout=task.StreamExcerpt("stdout", str(out), budget.excerpt_of(reading.read_stream(out), 4000)),
-        stderr=task.StreamExcerpt(
-            "stderr", str(tmp_path / "t.err"), budget.excerpt_of(reading.read_stream(tmp_path / "t.err"), 4000)
-        ),
+        stdout=budget.excerpt_of(reading.read_stream(out), 4000),
+        stderr=budget.excerpt_of(reading.read_stream(tmp_path / "t.err"), 4000),
     )
     live: dict[str, Any] = {}
     for key, value in changes.items():
@@ -225,7 +223,7 @@ def test_an_excerpt_from_an_offset_shows_only_what_came_after_it(tmp_path: Path)
     assert cut.head.startswith("50001\n") and cut.tail.endswith("100000\n")
     assert cut.cut_lines == 50_000 - len(cut.head.splitlines()) - len(cut.tail.splitlines())
     seen = budget.excerpt_of(reading.read_stream(path, path.stat().st_size), 2000)
-    reply = task_reply(tmp_path, stdout=task.StreamExcerpt("stdout", str(path), seen))
+    reply = task_reply(tmp_path, stdout=seen)
     assert reply["verdict"] == f"done, exit 0 after 2ms; nothing new on stdout since offset {seen.size}"
     assert "stdout" not in reply and reply["stdout_path"] == str(path)
 
@@ -340,10 +338,8 @@ def test_a_task_printing_only_to_stderr_is_followed_on_stderr(tmp_path: Path) ->
     (tmp_path / "t.err").write_text("GET / 200\n")
     (tmp_path / "t.out").write_text("")
     streams = dict(
-        stdout=task.StreamExcerpt(
-            "stdout", str(tmp_path / "t.out"), budget.excerpt_of(reading.read_stream(tmp_path / "t.out"), 4000)
-        ),
-        stderr=task.StreamExcerpt("stderr", str(err), budget.excerpt_of(reading.read_stream(err), 4000)),
+        stdout=budget.excerpt_of(reading.read_stream(tmp_path / "t.out"), 4000),
+        stderr=budget.excerpt_of(reading.read_stream(err), 4000),
     )
     reply = task.task_reply(record, dataclasses.replace(shown, **streams))
     assert reply["next"] == "logs(id='abc', stream='stderr', offset=10, wait_seconds=30) follows new output"
@@ -387,7 +383,7 @@ def test_excerpts_fold_overwrites_and_repeats_and_say_so(tmp_path: Path) -> None
     path.write_bytes((progress + "retrying\n" * 300 + "done\n").encode())
     cut = budget.excerpt_of(reading.read_stream(path), 4000)
     assert cut.head == "progress 100%\nretrying\n[... the line above 299 more times ...]\ndone\n"
-    reply = task_reply(tmp_path, stdout=task.StreamExcerpt("stdout", str(path), cut))
+    reply = task_reply(tmp_path, stdout=cut)
     assert (
         reply["stdout_folded"]
         == "101 carriage-return overwrites and 299 repeated lines folded here; the file has every byte"

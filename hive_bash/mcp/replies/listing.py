@@ -8,9 +8,8 @@ from typing import Any
 
 from hive_bash.core import SessionState, TaskView, json_chars, shorten, shorten_middle
 from hive_bash.model import Status
-from hive_bash.mcp.replies.render import compact, in_schema_order, took_words
+from hive_bash.mcp.replies.render import compact, in_schema_order, took_words, usage_words
 from hive_bash.mcp.replies.schema import TaskList
-from hive_bash.mcp.replies.task import usage_words
 
 LIST_ROW_CHARS = 72  # one `list` row, id included: 50 rows stay under 4,000 characters
 LIST_CMD_MIN_CHARS = 20

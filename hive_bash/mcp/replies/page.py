@@ -50,7 +50,7 @@ def log_reply(
 ) -> CallToolResult:
     """`logs`: one page of `stream` (at `path`) from `offset`, cut to LOGS_DEFAULT_BUDGET when `budgeted`
     (max_bytes was not given); `task` as it was before the page was read."""
-    page = read_page(path, offset, max_bytes, LOGS_DEFAULT_BUDGET if budgeted else None)
+    page = read_page(path, offset, max_bytes=max_bytes, budget=LOGS_DEFAULT_BUDGET if budgeted else None)
     other = None if unread is None else OtherStream(unread.name, unread.size_before, file_size(unread.path))
     return reply(page_reply(task.id, stream, page, status=task.status, ended=task.ended, other=other))
 

@@ -9,7 +9,8 @@ from typing import Any
 from mcp.types import CallToolResult
 from pydantic import BaseModel
 
-from hive_bash.core import TaskView, ending_words, seconds
+from hive_bash.core import TaskView, ending_words, seconds, size
+from hive_bash.mcp.replies.schema import CPU_WORTH_SAYING_SECS
 from hive_bash.model import Status
 from hive_bash.sdk.server import tool_result
 
@@ -46,10 +47,6 @@ def logs_call(task_id: str, stream: str, *arguments: str) -> str:
     return f"logs({', '.join(named + list(arguments))})"
 
 
-def rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
-
-
 def duration(value: float) -> str:
     """`2ms`, `1.5s`, `3m05s`: what a reader needs, not the clock's digits."""
     if value < 0.001:
@@ -61,6 +58,18 @@ def took_words(task: TaskView) -> str:
     """`done, exit 3 after 1.2s`, `running for 5s`, `pending`: the status, how it ended, and how long it took."""
     words, took = ending_words(task.status, task.exit_code, task.signal), task.duration_secs
     return words if took is None else f"{words} {'for' if task.status is Status.RUNNING else 'after'} {duration(took)}"
+
+
+def cpu_shown(cpu_secs: float | None) -> float | None:
+    """cpu_secs as a reply shows it: left out when too little to say anything."""
+    return round(cpu_secs, 2) if cpu_secs is not None and cpu_secs >= CPU_WORTH_SAYING_SECS else None
+
+
+def usage_words(cpu_secs: float | None, max_rss_bytes: int | None) -> str:
+    """`cpu 12s, 410 MiB`; "" when there is nothing worth saying."""
+    cpu = cpu_shown(cpu_secs)
+    words = [f"cpu {seconds(cpu)}"] if cpu is not None else []
+    return ", ".join(words + ([size(max_rss_bytes)] if max_rss_bytes is not None else []))
 
 
 # ---- the same reading as text ---------------------------------------------

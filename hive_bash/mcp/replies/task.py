@@ -19,15 +19,13 @@ from hive_bash.core import (
     json_chars,
     last_output_time,
     read_stream,
-    seconds,
     shorten,
-    size,
 )
 from hive_bash.model import Status, Stream
 from hive_bash.mcp.limits import WAIT_CAP
 from hive_bash.mcp.replies.budget import Excerpt, excerpt_of, json_cost_bound
-from hive_bash.mcp.replies.render import counted, duration, in_schema_order, logs_call, reply, rounded, took_words
-from hive_bash.mcp.replies.schema import CPU_WORTH_SAYING_SECS, TaskStatus
+from hive_bash.mcp.replies.render import counted, cpu_shown, duration, in_schema_order, logs_call, reply, took_words
+from hive_bash.mcp.replies.schema import TaskStatus
 
 # JSON characters a run/status reply may spend on output excerpts; the rest of the reply
 # (verdict, paths, markers) stays well under 1,000, so a reply stays under 6,000.
@@ -40,22 +38,15 @@ EXPORTS_CHARS = 200  # the names a session run exported, within the reply's budg
 
 
 @dataclass(frozen=True)
-class StreamExcerpt:
-    name: Stream
-    path: str
-    excerpt: Excerpt
-
-
-@dataclass(frozen=True)
 class Shown:
     """What a run/status reply says beside the task's view: read at the call, or the call's own."""
 
-    stdout: StreamExcerpt
-    stderr: StreamExcerpt
+    stdout: Excerpt
+    stderr: Excerpt
     from_run: bool = False  # a run reply: the model just wrote cmd and cwd itself
     warning: str | None = None  # run's, when the command looks destructive
     todos: bool = False  # a harness socket is configured: a running task's end arrives as a todo
-    last_output_age_secs: float | None = None  # while it runs
+    last_output_age_secs: float | None = None  # while it runs, to the millisecond
     kill_age_secs: float | None = None  # since `kill` signalled a task that has not ended
     session_cwd: str | None = None  # once ended: the session's directory its shell left
     session_exports: tuple[str, ...] = ()  # once ended: the variables it exported or changed
@@ -83,12 +74,12 @@ def status_reply(
     last_output = last_output_time(task.started_at or task.created_at, [(s.size, s.mtime) for s in (out, err)])
     session_cwd, exported = session_left(task, session)
     shown = Shown(
-        stdout=StreamExcerpt("stdout", str(paths[0]), excerpt_of(out, out_budget)),
-        stderr=StreamExcerpt("stderr", str(paths[1]), excerpt_of(err, err_budget)),
+        stdout=excerpt_of(out, out_budget),
+        stderr=excerpt_of(err, err_budget),
         from_run=from_run,
         warning=warning,
         todos=todos,
-        last_output_age_secs=now - last_output if task.status is Status.RUNNING else None,
+        last_output_age_secs=round(now - last_output, 3) if task.status is Status.RUNNING else None,
         kill_age_secs=None if task.kill_sent_at is None or task.status.is_terminal else now - task.kill_sent_at,
         session_cwd=session_cwd,
         session_exports=exported,
@@ -126,7 +117,7 @@ def task_reply(task: TaskView, shown: Shown) -> dict[str, Any]:
     semantic_status, semantic_message = task.semantic
     meaningful = semantic_status == "ok" and task.exit_code not in (None, 0)
     # the model wrote cmd and cwd itself (run), or is following a task it knows (an offset)
-    known = shown.from_run or shown.stdout.excerpt.start > 0
+    known = shown.from_run or shown.stdout.start > 0
     line = shown.wait.line if shown.wait is not None else None
     port = shown.wait.port if shown.wait is not None else None
     return in_schema_order(
@@ -149,7 +140,7 @@ def task_reply(task: TaskView, shown: Shown) -> dict[str, Any]:
             "end_reason": task.end_reason if ended else None,
             "cpu_secs": cpu_shown(task.cpu_secs),
             "max_rss_bytes": task.max_rss_bytes,
-            "last_output_age_secs": None if shown.from_run else rounded(shown.last_output_age_secs),
+            "last_output_age_secs": None if shown.from_run else shown.last_output_age_secs,
             "cmd": None if known else shorten(task.cmd, STATUS_CMD_CHARS),
             # a session's task starts where the session was: not something the model wrote
             "cwd": None if known and task.session is None else task.cwd,
@@ -159,8 +150,8 @@ def task_reply(task: TaskView, shown: Shown) -> dict[str, Any]:
             "session_cwd": shown.session_cwd,
             "exported": shorten(", ".join(shown.session_exports), EXPORTS_CHARS),
             "pty": task.pty and not shown.from_run,
-            **stream_keys(task.id, shown.stdout, always_path=True),
-            **stream_keys(task.id, shown.stderr, always_path=False),
+            **stream_keys(task.id, "stdout", shown.stdout, always_path=True),
+            **stream_keys(task.id, "stderr", shown.stderr, always_path=False),
         },
     )
 
@@ -205,7 +196,7 @@ def _verdict(task: TaskView, shown: Shown, ok_meaning: str | None) -> str:
 
 def nothing_new(shown: Shown) -> str:
     """Said when status was asked from a stdout offset the stream has not passed."""
-    excerpt = shown.stdout.excerpt
+    excerpt = shown.stdout
     if excerpt.start == 0 or excerpt.size > excerpt.start:
         return ""
     return f"; nothing new on stdout since offset {excerpt.start}"
@@ -223,31 +214,19 @@ def next_step(task: TaskView, shown: Shown) -> str | None:
     if task.waiting_for_input:
         return f"it waits for input: write({quoted}, data='...\\n') answers it{todo}"
     # all it printed went to stderr (a server's request log): follow the stream that moves
-    moving = shown.stdout if shown.stdout.excerpt.size else shown.stderr
-    if moving.excerpt.size:
-        follow = logs_call(task.id, moving.name, f"offset={moving.excerpt.size}", f"wait_seconds={WAIT_CAP}")
+    name, moving = ("stdout", shown.stdout) if shown.stdout.size else ("stderr", shown.stderr)
+    if moving.size:
+        follow = logs_call(task.id, name, f"offset={moving.size}", f"wait_seconds={WAIT_CAP}")
         return f"{follow} follows new output{todo}"
     return f"status({quoted}, wait_seconds={WAIT_CAP}) waits for the end{todo}"
 
 
-def cpu_shown(cpu_secs: float | None) -> float | None:
-    """cpu_secs as a reply shows it: left out when too little to say anything."""
-    return round(cpu_secs, 2) if cpu_secs is not None and cpu_secs >= CPU_WORTH_SAYING_SECS else None
-
-
-def usage_words(cpu_secs: float | None, max_rss_bytes: int | None) -> str:
-    """`cpu 12s, 410 MiB`; "" when there is nothing worth saying."""
-    cpu = cpu_shown(cpu_secs)
-    words = [f"cpu {seconds(cpu)}"] if cpu is not None else []
-    return ", ".join(words + ([size(max_rss_bytes)] if max_rss_bytes is not None else []))
-
-
-def stream_keys(task_id: str, stream: StreamExcerpt, *, always_path: bool) -> dict[str, Any]:
-    shown = stream.excerpt.size > stream.excerpt.start
+def stream_keys(task_id: str, name: Stream, excerpt: Excerpt, *, always_path: bool) -> dict[str, Any]:
+    shown = excerpt.size > excerpt.start
     return {
-        stream.name: excerpt_text(task_id, stream.name, stream.excerpt) if shown else None,
-        f"{stream.name}_folded": folded_note(stream.excerpt) if shown else None,
-        f"{stream.name}_path": stream.path if shown or always_path else None,
+        name: excerpt_text(task_id, name, excerpt) if shown else None,
+        f"{name}_folded": folded_note(excerpt) if shown else None,
+        f"{name}_path": str(excerpt.path) if shown or always_path else None,
     }
 
 
