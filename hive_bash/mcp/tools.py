@@ -14,7 +14,7 @@ from pydantic import Field
 from hive_bash import __version__
 from hive_bash.mcp import arguments, descriptions, limits, progress
 from hive_bash.mcp.replies import control, listing, page, schema
-from hive_bash.mcp.replies import task as task_reply
+from hive_bash.mcp.replies.task import status_reply
 from hive_bash.mcp.replies.render import reply
 from hive_bash.core import Growth, LineWanted, SearchSlots, Task, TaskManager, command_warning, file_size, task_view
 from hive_bash.mcp.disconnects import client_gone
@@ -232,6 +232,6 @@ class BashTools:
         view = task_view(task, seen if seen is not None else (await manager.listening([task]))[0])
         session = manager.session_state(view.session) if view.session is not None else None
         todos = self.settings.agent_socket is not None
-        return task_reply.status_reply(
+        return status_reply(
             view, paths, warning=warning, from_run=from_run, offset=offset, todos=todos, session=session, wait=outcome
         )

@@ -82,10 +82,8 @@ def shown_cost(data: bytes) -> int:
 
 
 def take_head(data: bytes, budget: int, *, complete: bool, folding: bool = False) -> int:
-    """How many bytes from the start of `data` to show: whole lines within `budget`, else part of the first.
-
-    `complete` says `data` is the whole stream, so an unfinished last line is really its end;
-    `folding`: lines cost what fold shows of them (excerpts; a logs page is shown byte for byte)."""
+    """How many bytes from the start of `data` to show: whole lines within `budget`, else part of the first;
+    `complete`: an unfinished last line is the stream's end; `folding`: lines cost what fold shows of them."""
     used = taken = 0
     lines = _lines(data)
     for line, cost in zip(lines, line_costs(lines, folding), strict=True):
@@ -118,9 +116,8 @@ def take_tail(data: bytes, budget: int, *, starts_mid_stream: bool, folding: boo
 
 
 def plan_excerpt(head: bytes, tail: bytes, *, size: int, budget: int) -> tuple[int, int]:
-    """(head_end, tail_begin): show bytes [0, head_end) and [tail_begin, size); equal when nothing is cut.
-
-    `head` is the stream's first bytes, `tail` its last bytes (both may be the whole stream)."""
+    """(head_end, tail_begin): show bytes [0, head_end) and [tail_begin, size) of a stream whose first and last
+    bytes are `head` and `tail` (both may be all of it); equal when nothing is cut."""
     complete = len(head) == size
     if complete and shown_cost(head) <= budget:
         return size, size

@@ -103,9 +103,8 @@ def list_row(record: TaskView, chars: int = LIST_ROW_CHARS) -> str:
 
 
 def session_rows(sessions: Sequence[tuple[SessionState, int]], budget: int) -> list[dict[str, Any]]:
-    """The sessions with their task counts, by name, as many as fit `budget` JSON characters (at least
-    LIST_SESSIONS_MIN_CHARS' worth): 300 sessions made a `list(limit=5)` reply of 35,775 characters.
-    A long cwd shows its end."""
+    """The sessions with their task counts, as many as fit `budget` JSON characters (at least LIST_SESSIONS_MIN_CHARS;
+    300 sessions made a `list(limit=5)` of 35,775 characters); a long cwd shows its end."""
     rows: list[dict[str, Any]] = []
     left = max(budget, LIST_SESSIONS_MIN_CHARS)
     for state, count in sessions:
