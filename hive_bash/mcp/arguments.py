@@ -1,15 +1,12 @@
-"""The rules for tool arguments, each checked here and nowhere else.
-
-Each check raises InvalidArgument naming the argument and the rule. `task_options`
-turns what `run` was given into the `TaskOptions` the task manager takes.
-"""
+"""The rules for tool arguments, each checked here and nowhere else: a check raises InvalidArgument
+naming the argument and the rule; `check_call` holds a call against its tool's input schema first."""
 
 from __future__ import annotations
 
 import difflib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +28,13 @@ from hive_bash.settings import Settings, memory_bytes
 
 PATH_MAX = 4096  # Linux: the longest path a system call takes, NUL included
 SHOWN_CHARS = 200
+PIDS_MAX_LIMIT = 4_194_304  # the kernel's pid_max ceiling
+PORT_MAX = 65535
+PORT_RULE = f"must be true (any TCP port) or a port number from 1 to {PORT_MAX}"
+MAX_FILE_OFFSET = 2**63 - 1  # off_t: a larger offset cannot even be asked of the kernel
+# Arguments whose rule is narrower than their JSON type (wait_for_port's boolean is only ever
+# true): a value of the wrong type is told the rule, not the type, which would invite `false`.
+TYPE_RULES = {"wait_for_port": PORT_RULE}
 
 
 def task_options(
@@ -57,8 +61,8 @@ def task_options(
     return TaskOptions(
         cmd=command(cmd, settings.max_cmd_bytes),
         name=None if name is None else task_id("name", name),
-        timeout_secs=positive_seconds("timeout_secs", timeout_secs, settings.max_timeout_secs),
-        idle_timeout_secs=positive_seconds("idle_timeout_secs", idle_timeout_secs, settings.max_timeout_secs),
+        timeout_secs=positive_seconds("timeout_secs", timeout_secs, maximum=settings.max_timeout_secs),
+        idle_timeout_secs=positive_seconds("idle_timeout_secs", idle_timeout_secs, maximum=settings.max_timeout_secs),
         cwd=directory(cwd),
         env=environment(env),
         pty=bool(pty),
@@ -68,9 +72,6 @@ def task_options(
         pids_max=process_limit(pids_max),
         notify_on=notify_pattern(notify_on, settings),
     )
-
-
-PIDS_MAX_LIMIT = 4_194_304  # the kernel's pid_max ceiling
 
 
 def memory_limit(value: int | str | None) -> int | None:
@@ -129,7 +130,7 @@ def session_name(value: str, env: Mapping[str, str] | None) -> str:
     return name
 
 
-def positive_seconds(argument: str, value: float | None, maximum: float) -> float | None:
+def positive_seconds(argument: str, value: float | None, *, maximum: float) -> float | None:
     seconds = finite(argument, value)
     if seconds is None:
         return None
@@ -140,22 +141,12 @@ def positive_seconds(argument: str, value: float | None, maximum: float) -> floa
     return seconds
 
 
-def line_pattern(argument: str, value: str | None) -> str | None:
-    """wait_for and notify_on: a regex by logs(pattern)'s rules."""
-    if value is None:
-        return None
-    compile_for(argument, value)
-    return value
-
-
 def line_wanted(value: str | None, *, from_start: bool) -> LineWanted | None:
     """wait_for: a run's looks at all its new task prints (`from_start`), a status's at what it prints from now on."""
-    pattern = line_pattern("wait_for", value)
-    return None if pattern is None else LineWanted(pattern, from_start=from_start)
-
-
-PORT_MAX = 65535
-PORT_RULE = f"must be true (any TCP port) or a port number from 1 to {PORT_MAX}"
+    if value is None:
+        return None
+    compile_for("wait_for", value)
+    return LineWanted(value, from_start=from_start)
 
 
 def port_wanted(value: bool | int | None) -> int | None:
@@ -187,13 +178,15 @@ def search_request(
 
 
 def notify_pattern(value: str | None, settings: Settings) -> str | None:
-    pattern = line_pattern("notify_on", value)
-    if pattern is not None and settings.agent_socket is None:
-        raise InvalidArgument("notify_on", "needs todos, and this daemon has no harness socket (HIVE_AGENT_SOCKET)")
-    return pattern
+    """notify_on: a regex by logs(pattern)'s rules, and only where there are todos to update."""
+    if value is not None:
+        compile_for("notify_on", value)
+        if settings.agent_socket is None:
+            raise InvalidArgument("notify_on", "needs todos, and this daemon has no harness socket (HIVE_AGENT_SOCKET)")
+    return value
 
 
-def wait_seconds(value: float | None, default: float) -> float:
+def wait_seconds(value: float | None, *, default: float = 0.0) -> float:
     """Inline waits: omitted means the default, negative is refused, more than WAIT_CAP_SECS is clamped to it."""
     seconds = finite("wait_seconds", value)
     if seconds is None:
@@ -253,9 +246,6 @@ def page_size(value: int | None) -> int:
     return size
 
 
-MAX_FILE_OFFSET = 2**63 - 1  # off_t: a larger offset cannot even be asked of the kernel
-
-
 def byte_offset(argument: str, value: int | None) -> int:
     """A byte offset into a task's output: 0 or more, and one a file can have."""
     offset = non_negative_int(argument, value, default=0, maximum=MAX_FILE_OFFSET + 1)
@@ -277,13 +267,15 @@ def input_data(value: str, max_bytes: int) -> bytes:
 # Checked before the SDK's own (pydantic) validation, which ignores unknown names and
 # words its errors for programmers: a misspelt `timeout_seconds` silently meant "no limit".
 
-_JSON_TYPES: dict[str, str] = {
-    "string": "a string",
-    "number": "a number",
-    "integer": "a whole number",
-    "boolean": "true or false",
-    "object": "an object",
-    "array": "a list",
+# A JSON type as an error says it, and whether a value is one (a bool is no number in JSON).
+_JSON_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "null": ("null", lambda value: value is None),
+    "string": ("a string", lambda value: isinstance(value, str)),
+    "number": ("a number", lambda value: isinstance(value, (int, float)) and not isinstance(value, bool)),
+    "integer": ("a whole number", lambda value: isinstance(value, int) and not isinstance(value, bool)),
+    "boolean": ("true or false", lambda value: isinstance(value, bool)),
+    "object": ("an object", lambda value: isinstance(value, dict)),
+    "array": ("a list", lambda value: isinstance(value, list)),
 }
 
 
@@ -291,100 +283,54 @@ _JSON_TYPES: dict[str, str] = {
 # description, run_in_background), TaskOutput/BashOutput (task_id, bash_id, block, filter),
 # KillShell (shell_id), and the usual synonyms. Per tool, since `timeout` means timeout_secs to
 # run and wait_seconds to status. A value that is not one of the tool's names is said as it is.
-_SAME_FOR_EVERY_TASK_TOOL = {
-    name: "id"
-    for name in ("task_id", "taskId", "bash_id", "shell_id", "shellId", "job_id", "process_id", "task", "name")
-}
-_ALWAYS_IN_BACKGROUND = "leave it out (every run is a background task; wait_seconds=0 returns at once)"
+def _guesses(*said_for: tuple[str, str]) -> dict[str, str]:
+    """(what to say, the names it answers, space-separated) pairs as name -> what to say."""
+    return {name: said for said, names in said_for for name in names.split()}
+
+
+_TASK_ID = ("id", "task_id taskId bash_id shell_id shellId job_id process_id task name")
 KNOWN_NAMES: dict[str, dict[str, str]] = {
-    "run": {
-        "command": "cmd",
-        "cmdline": "cmd",
-        "script": "cmd",
-        "bash": "cmd",
-        "shell": "cmd",
-        "timeout": "timeout_secs (in seconds)",
-        "timeout_ms": "timeout_secs (in seconds)",
-        "timeout_sec": "timeout_secs",
-        "max_seconds": "timeout_secs",
-        "time_limit": "timeout_secs",
-        "wait": "wait_seconds",
-        "block": "wait_seconds",
-        "wait_secs": "wait_seconds",
-        "run_in_background": _ALWAYS_IN_BACKGROUND,
-        "background": _ALWAYS_IN_BACKGROUND,
-        "description": "leave it out (run takes no description; name sets a task id)",
-        "id": "name",
-        "task_id": "name",
-        "label": "name",
-        "dir": "cwd",
-        "directory": "cwd",
-        "workdir": "cwd",
-        "working_dir": "cwd",
-        "working_directory": "cwd",
-        "path": "cwd",
-        "environment": "env",
-        "env_vars": "env",
-        "envs": "env",
-        "tty": "pty",
-        "terminal": "pty",
-        "interactive": "pty",
-        "input": "stdin='pipe' (then send it with write)",
-        "data": "stdin='pipe' (then send it with write)",
-        "idle_timeout": "idle_timeout_secs",
-        "shell_session": "session",
-    },
-    "status": {
-        **_SAME_FOR_EVERY_TASK_TOOL,
-        "timeout": "wait_seconds",
-        "block": "wait_seconds",
-        "wait": "wait_seconds",
-        "wait_secs": "wait_seconds",
-    },
-    "logs": {
-        **_SAME_FOR_EVERY_TASK_TOOL,
-        "timeout": "wait_seconds",
-        "block": "wait_seconds",
-        "wait": "wait_seconds",
-        "filter": "pattern",
-        "regex": "pattern",
-        "grep": "pattern",
-        "search": "pattern",
-        "query": "pattern",
-        "tail": "offset (status shows the tail)",
-        "lines": "max_bytes (pages are in bytes)",
-        "limit": "max_bytes",
-        "fd": "stream",
-        "start": "offset",
-        "context": "context_lines",
-    },
-    "write": {
-        **_SAME_FOR_EVERY_TASK_TOOL,
-        "input": "data",
-        "text": "data",
-        "keys": "data",
-        "chars": "data",
-        "content": "data",
-        "stdin": "data",
-        "message": "data",
-        "close": "eof",
-        "close_stdin": "eof",
-        "end": "eof",
-    },
-    "kill": {
-        **_SAME_FOR_EVERY_TASK_TOOL,
-        "signal": "force (SIGINT, or SIGKILL with force=true)",
-        "sig": "force (SIGINT, or SIGKILL with force=true)",
-        "forced": "force",
-        "hard": "force",
-    },
-    "list": {"state": "status", "filter": "status", "max": "limit", "count": "limit", "n": "limit"},
+    "run": _guesses(
+        ("cmd", "command cmdline script bash shell"),
+        ("timeout_secs (in seconds)", "timeout timeout_ms"),
+        ("timeout_secs", "timeout_sec max_seconds time_limit"),
+        ("wait_seconds", "wait block wait_secs"),
+        (
+            "leave it out (every run is a background task; wait_seconds=0 returns at once)",
+            "run_in_background background",
+        ),
+        ("leave it out (run takes no description; name sets a task id)", "description"),
+        ("name", "id task_id label"),
+        ("cwd", "dir directory workdir working_dir working_directory path"),
+        ("env", "environment env_vars envs"),
+        ("pty", "tty terminal interactive"),
+        ("stdin='pipe' (then send it with write)", "input data"),
+        ("idle_timeout_secs", "idle_timeout"),
+        ("session", "shell_session"),
+    ),
+    "status": _guesses(_TASK_ID, ("wait_seconds", "timeout block wait wait_secs")),
+    "logs": _guesses(
+        _TASK_ID,
+        ("wait_seconds", "timeout block wait"),
+        ("pattern", "filter regex grep search query"),
+        ("offset (status shows the tail)", "tail"),
+        ("max_bytes (pages are in bytes)", "lines"),
+        ("max_bytes", "limit"),
+        ("stream", "fd"),
+        ("offset", "start"),
+        ("context_lines", "context"),
+    ),
+    "write": _guesses(
+        _TASK_ID, ("data", "input text keys chars content stdin message"), ("eof", "close close_stdin end")
+    ),
+    "kill": _guesses(_TASK_ID, ("force (SIGINT, or SIGKILL with force=true)", "signal sig"), ("force", "forced hard")),
+    "list": _guesses(("status", "state filter"), ("limit", "max count n")),
 }
 # A fuzzy guess only when it is close: below this, `description` read as `session`.
 CLOSE_MATCH_CUTOFF = 0.75
 
 
-def closest(name: str, valid: list[str], tool: str = "") -> str | None:
+def closest(name: str, valid: list[str], *, tool: str) -> str | None:
     """The valid name a misspelt or borrowed one most likely meant (`timeout_seconds` -> `timeout_secs`)."""
     known = KNOWN_NAMES.get(tool, {}).get(name)
     if known is not None:
@@ -393,16 +339,12 @@ def closest(name: str, valid: list[str], tool: str = "") -> str | None:
     if matches:
         return matches[0]
     # `wait` -> wait_seconds; never from a stub as short as `id`, a prefix of idle_timeout_secs too
-    prefixed = [
-        candidate
-        for candidate in valid
-        if len(name) >= 4 and (candidate.startswith(name) or name.startswith(candidate))
-    ]
-    return prefixed[0] if len(prefixed) == 1 else None
+    prefixed = [candidate for candidate in valid if candidate.startswith(name) or name.startswith(candidate)]
+    return prefixed[0] if len(name) >= 4 and len(prefixed) == 1 else None
 
 
-def unknown_argument(tool: str, name: str, valid: list[str]) -> InvalidArgument:
-    guess = closest(name, valid, tool)
+def unknown_argument(name: str, valid: list[str], *, tool: str) -> InvalidArgument:
+    guess = closest(name, valid, tool=tool)
     hint = ""
     if guess is not None:  # a name of ours (maybe with a word on its use), else advice said as it is
         hint = f"did you mean {guess}? " if guess.split(" ")[0].split("=")[0] in valid else f"{guess}; "
@@ -412,27 +354,17 @@ def unknown_argument(tool: str, name: str, valid: list[str]) -> InvalidArgument:
 def _accepts(schema: dict[str, Any], value: Any) -> bool:
     if "anyOf" in schema:
         return any(_accepts(option, value) for option in schema["anyOf"])
-    kind = schema.get("type")
     if "enum" in schema:
         return value in schema["enum"]
-    if kind == "null":
-        return value is None
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == "object":
-        values = schema.get("additionalProperties")
-        return isinstance(value, dict) and (
-            not isinstance(values, dict) or all(_accepts(values, item) for item in value.values())
-        )
-    if kind == "array":
-        return isinstance(value, list)
-    return True
+    kind = _JSON_TYPES.get(str(schema.get("type")))
+    if kind is not None and not kind[1](value):
+        return False
+    values = schema.get("additionalProperties") if schema.get("type") == "object" else None
+    return not isinstance(values, dict) or all(_accepts(values, item) for item in value.values())
+
+
+def _words(kind: str, default: str) -> str:
+    return _JSON_TYPES[kind][0] if kind in _JSON_TYPES else default
 
 
 def _expected(schema: dict[str, Any]) -> str:
@@ -441,20 +373,11 @@ def _expected(schema: dict[str, Any]) -> str:
     for option in options:
         if "enum" in option:
             words.append("one of " + ", ".join(json.dumps(item) for item in option["enum"]))
-        elif option.get("type") == "object" and isinstance(option.get("additionalProperties"), dict):
-            words.append(
-                "an object of "
-                + _JSON_TYPES.get(option["additionalProperties"].get("type", ""), "values").split(" ", 1)[1]
-                + "s"
-            )
+        elif option.get("type") == "object" and isinstance(values := option.get("additionalProperties"), dict):
+            words.append(f"an object of {_words(values.get('type', ''), 'values').split(' ', 1)[1]}s")
         else:
-            words.append(_JSON_TYPES.get(str(option.get("type")), "a value"))
+            words.append(_words(str(option.get("type")), "a value"))
     return " or ".join(words) or "a value"
-
-
-# Arguments whose rule is narrower than their JSON type (wait_for_port's boolean is only ever
-# true): a value of the wrong type is told the rule, not the type, which would invite `false`.
-TYPE_RULES = {"wait_for_port": PORT_RULE}
 
 
 def check_call(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> None:
@@ -463,7 +386,7 @@ def check_call(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> 
     valid = list(properties)
     for name in arguments:
         if name not in properties:
-            raise unknown_argument(tool, name, valid)
+            raise unknown_argument(name, valid, tool=tool)
     for name in schema.get("required", []):
         if arguments.get(name) is None:
             raise InvalidArgument(name, f"is required ({tool} needs {_expected(properties.get(name, {}))})")

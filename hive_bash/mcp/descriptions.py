@@ -1,10 +1,5 @@
-"""What the model is told about the tools: the server instructions and each tool's description.
-
-A client sends these (with the input schemas) to its model on every turn, so they are short,
-true for this daemon's configuration (completion todos are promised only when a harness
-socket is configured), one line per sentence without indentation, and they say what a model
-would otherwise get wrong: each run is a fresh shell, background children end with their
-task, a reused name replaces the old task's files. tests/clients/test_claude_code.py measures them.
+"""The server instructions and each tool's description, sent to the model on every turn: short, true
+for this configuration (todos only with a harness socket), saying what a model would otherwise get wrong.
 """
 
 from __future__ import annotations
@@ -17,21 +12,11 @@ from hive_bash.core import (
     PTY_COLUMNS,
     PTY_ROWS,
 )
-from hive_bash.mcp.limits import (
-    DEFAULT_RUN_WAIT_SECS,
-    FOLLOW_UP,
-    LIST_DEFAULT,
-    LIST_MAX,
-    LOGS_DEFAULT_BYTES,
-    LOGS_MAX_BYTES,
-    WAIT_CAP,
-    WRITE_MAX_BYTES,
-    mib,
-    secs,
-)
+from hive_bash.mcp import limits
+from hive_bash.mcp.limits import FOLLOW_UP, WAIT_CAP, mib, secs
 from hive_bash.model import NAME_MAX_CHARS
 
-RUN_DEFAULT = secs(DEFAULT_RUN_WAIT_SECS)
+RUN_DEFAULT = secs(limits.DEFAULT_RUN_WAIT_SECS)
 
 # One line per argument: the input schemas go to the model on every turn. Those stating a limit
 # are here, formatted from it, and those too long to sit beside their argument in hive_bash.mcp.tools.
@@ -43,12 +28,12 @@ RUN_WAIT = f"Wait inline for the end (default {RUN_DEFAULT}, max {WAIT_CAP}, 0: 
 NAME = f"Your task id: [a-z0-9-], 1-{NAME_MAX_CHARS} chars"
 PTY = f"Under a pseudo-terminal ({PTY_ROWS}x{PTY_COLUMNS}, TERM=dumb)"
 WAIT_FOR = "Regex: the wait also returns when an output line matches; the task keeps running"
-WAIT_FOR_PORT = "Also return once it listens: true any TCP port, a number that port"
+PORT_WAIT = "Also return once it listens: true any TCP port, a number that port"
 WAIT_FOR_NEW = "Regex: the wait also returns when a new output line matches"
 NOTIFY_ON = f"Regex: while it runs, a matching output line updates its todo (at most every {secs(NOTICE_EVERY_SECS)}s)"
 STATUS_WAIT = f"Wait up to this long (max {WAIT_CAP}) for the end"
-LIST_LIMIT = f"At most this many (default {LIST_DEFAULT}, max {LIST_MAX})"
-LOGS_MAX = f"Page size (default {LOGS_DEFAULT_BYTES}, max {mib(LOGS_MAX_BYTES)})"
+LIST_LIMIT = f"At most this many (default {limits.LIST_DEFAULT}, max {limits.LIST_MAX})"
+LOGS_MAX = f"Page size (default {limits.LOGS_DEFAULT_BYTES}, max {mib(limits.LOGS_MAX_BYTES)})"
 LOGS_WAIT = f"Wait up to this long (max {WAIT_CAP}) for new output or the end"
 CONTEXT_LINES = f"Lines around each match (max {MAX_CONTEXT_LINES})"
 MAX_MATCHES = f"Matches listed (default {DEFAULT_MAX_MATCHES}, max {MAX_MATCHES_CAP})"
@@ -92,6 +77,6 @@ def tool_descriptions(todos: bool) -> dict[str, str]:
         "write": (
             "Send input to a task started with pty=true or stdin='pipe'; returns at once. Follow with "
             f"logs(id, offset=out_offset, wait_seconds={FOLLOW_UP}). A pty echoes input and ends lines with \\r\\n. "
-            f"eof=true closes a pipe (^D under pty). At most {mib(WRITE_MAX_BYTES)}."
+            f"eof=true closes a pipe (^D under pty). At most {mib(limits.WRITE_MAX_BYTES)}."
         ),
     }

@@ -1,12 +1,6 @@
-"""Knowing when the client that made a tool call has gone away.
-
-A `run` or `status` that waits inline and then returns a terminal result clears
-the task's todo, because the agent has the result in hand. That is only true if
-the reply reached it: a client that hung up mid-wait never sees it, and must get
-the todo. The mcp 1.x server keeps processing a request whose client left, so we
-watch the HTTP connection ourselves: this middleware marks the request's ASGI
-scope when the server sees `http.disconnect`, and tools read that mark through
-the request in their MCP context.
+"""Whether the client behind a tool call hung up: a wait's reply then never reached it, so its todo
+must not be cleared. The mcp 1.x server goes on with such a request, so this middleware marks the
+request's ASGI scope on `http.disconnect`, and tools read the mark through their context.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The numbers the tools promise: each typed once here, checked by hive_bash.mcp.arguments and
-formatted into what the model and the CLI's user read (descriptions, replies, help texts).
-
-`secs` and `mib` write them as those texts always did: `30`, `0.5`, `1 MiB`.
-"""
+"""The numbers the tools promise, typed once: checked by hive_bash.mcp.arguments and written by `secs` and
+`mib` into what the model and the CLI's user read (descriptions, replies, help texts)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""The MCP tools: one method of `BashTools` per tool, registered by `build_server`.
-
-Each tool checks its arguments (hive_bash.mcp.arguments), asks the task manager, and
-returns the reply hive_bash.mcp.replies builds (a module per reply) from a frozen view of the
-task (hive_bash.core.task_view): a live `Task` is only handed back to the manager. What the model
-is told about the tools is in hive_bash.mcp.descriptions (true for this configuration: todos only
-with a harness socket). An inline wait is the manager's (TaskManager.wait); a tool turns its ticks into
-progress notifications (hive_bash.mcp.progress) and renders its outcome.
-Domain errors (hive_bash.errors) become MCP tool errors here and nowhere else.
+"""The MCP tools: a method of `BashTools` each. A tool checks its arguments, asks the task manager and
+returns the reply built from a frozen `TaskView`; domain errors become tool errors here and nowhere else.
 """
 
 from __future__ import annotations
@@ -21,17 +14,9 @@ from pydantic import Field
 from hive_bash import __version__
 from hive_bash.mcp import arguments, descriptions, limits, progress
 from hive_bash.mcp.replies import control, listing, page, schema
-from hive_bash.mcp.replies import task as task_reply
-from hive_bash.core import (
-    Growth,
-    LineWanted,
-    SearchSlots,
-    Task,
-    TaskManager,
-    command_warning,
-    file_size,
-    task_view,
-)
+from hive_bash.mcp.replies.task import status_reply
+from hive_bash.mcp.replies.render import reply
+from hive_bash.core import Growth, LineWanted, SearchSlots, Task, TaskManager, command_warning, file_size, task_view
 from hive_bash.mcp.disconnects import client_gone
 from hive_bash.errors import HiveBashError
 from hive_bash.sdk.server import McpServer, ToolError, ToolContext, ToolRefusal, add_tool, create_server, hide_argument
@@ -103,7 +88,7 @@ class BashTools:
         pids_max: Annotated[int | None, Field(description="Limit on processes at once (cgroup)")] = None,
         wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR)] = None,
         notify_on: Annotated[str | None, Field(description=descriptions.NOTIFY_ON)] = None,
-        wait_for_port: Annotated[bool | int | None, Field(description=descriptions.WAIT_FOR_PORT)] = None,
+        wait_for_port: Annotated[bool | int | None, Field(description=descriptions.PORT_WAIT)] = None,
         ctx: ToolContext | None = None,
     ) -> Annotated[CallToolResult, schema.TaskStatus]:
         options = arguments.task_options(
@@ -121,14 +106,12 @@ class BashTools:
             pids_max=pids_max,
             notify_on=notify_on,
         )
-        wait = arguments.wait_seconds(wait_seconds, limits.DEFAULT_RUN_WAIT_SECS)
+        wait = arguments.wait_seconds(wait_seconds, default=limits.DEFAULT_RUN_WAIT_SECS)
         line = arguments.line_wanted(wait_for, from_start=True)
         port = arguments.port_wanted(wait_for_port)
         task = self.manager.submit(options)
         warning = command_warning(options.cmd)
-        return await status_reply(
-            self.manager, self.settings, ctx, task, wait, line=line, port=port, from_run=True, warning=warning
-        )
+        return await self._status(ctx, task, wait, line=line, port=port, from_run=True, warning=warning)
 
     @tool_errors
     async def status(
@@ -137,15 +120,15 @@ class BashTools:
         wait_seconds: Annotated[float | None, Field(description=descriptions.STATUS_WAIT)] = None,
         offset: Annotated[int | None, Field(description="Stdout bytes already read: only newer ones are shown")] = None,
         wait_for: Annotated[str | None, Field(description=descriptions.WAIT_FOR_NEW)] = None,
-        wait_for_port: Annotated[bool | int | None, Field(description=descriptions.WAIT_FOR_PORT)] = None,
+        wait_for_port: Annotated[bool | int | None, Field(description=descriptions.PORT_WAIT)] = None,
         ctx: ToolContext | None = None,
     ) -> Annotated[CallToolResult, schema.TaskStatus]:
         line = arguments.line_wanted(wait_for, from_start=False)
         port = arguments.port_wanted(wait_for_port)
         task = self.manager.get(arguments.task_id("id", id))
         start = arguments.byte_offset("offset", offset)
-        wait = arguments.wait_seconds(wait_seconds, 0.0)
-        return await status_reply(self.manager, self.settings, ctx, task, wait, line=line, port=port, offset=start)
+        wait = arguments.wait_seconds(wait_seconds)
+        return await self._status(ctx, task, wait, line=line, port=port, offset=start)
 
     @tool_errors
     async def kill(
@@ -154,7 +137,7 @@ class BashTools:
         force: Annotated[bool, Field(description="SIGKILL instead of SIGINT")] = False,
     ) -> Annotated[CallToolResult, schema.KillResult]:
         task, action = self.manager.kill(arguments.task_id("id", id), bool(force))
-        return control.kill_reply(task_view(task), action)
+        return reply(control.killed(task_view(task), action))
 
     @tool_errors
     async def list(
@@ -171,7 +154,7 @@ class BashTools:
             task_view(task, found) for task, found in zip(listed, await self.manager.listening(listed), strict=True)
         ]
         known, sessions = self.manager.task_count, self.manager.sessions(name)
-        return listing.list_reply(shown, total=len(tasks), known=known, status=status, sessions=sessions)
+        return reply(listing.listing(shown, total=len(tasks), known=known, status=status, sessions=sessions))
 
     @tool_errors
     async def logs(
@@ -195,7 +178,7 @@ class BashTools:
         path, other_path = self.manager.output_path(task, read), self.manager.output_path(task, other)
         unread = page.Unread(other, other_path, file_size(other_path))
         grows = [Growth(path, start)] + ([Growth(other_path, unread.size_before)] if stream is None else [])
-        wait = arguments.wait_seconds(wait_seconds, 0.0)
+        wait = arguments.wait_seconds(wait_seconds)
         request = arguments.search_request(
             path, pattern, offset=start, context_lines=context_lines, max_matches=max_matches, stream=read
         )
@@ -219,31 +202,36 @@ class BashTools:
     ) -> Annotated[CallToolResult, schema.WriteResult]:
         payload = arguments.input_data(data, limits.WRITE_MAX_BYTES)
         task, out_offset = self.manager.write_input(arguments.task_id("id", id), payload, bool(eof))
-        return control.write_reply(task_view(task), accepted=len(payload), out_offset=out_offset, eof=bool(eof))
+        view = task_view(task)
+        queued = view.queued_input_bytes
+        return reply(
+            control.written(view.id, accepted=len(payload), out_offset=out_offset, queued=queued, eof=bool(eof))
+        )
 
-
-async def status_reply(
-    manager: TaskManager,
-    settings: Settings,
-    ctx: ToolContext | None,
-    task: Task,
-    wait: float,
-    *,
-    line: LineWanted | None,
-    port: int | None,
-    from_run: bool = False,
-    offset: int = 0,
-    warning: str | None = None,
-) -> CallToolResult:
-    """run's and status's reply, after a wait of up to `wait` seconds for the end, `line` or `port`."""
-    paths = manager.output_path(task, "stdout"), manager.output_path(task, "stderr")
-    reporting = progress.reporter(ctx, paths[0], wait)
-    outcome = await manager.wait(task, wait, line=line, port=port, on_progress=reporting, abandon=client_gone(ctx))
-    manager.shown(task)
-    seen = outcome.port.listening if outcome.port is not None else None  # the look that found the port
-    view = task_view(task, seen if seen is not None else (await manager.listening([task]))[0])
-    session = manager.session_state(view.session) if view.session is not None else None
-    todos = settings.agent_socket is not None
-    return task_reply.status_reply(
-        view, paths, warning=warning, from_run=from_run, offset=offset, todos=todos, session=session, wait=outcome
-    )
+    async def _status(
+        self,
+        ctx: ToolContext | None,
+        task: Task,
+        seconds: float,
+        *,
+        line: LineWanted | None,
+        port: int | None,
+        from_run: bool = False,
+        offset: int = 0,
+        warning: str | None = None,
+    ) -> CallToolResult:
+        """run's and status's reply, after a wait of up to `seconds` for the end, `line` or `port`."""
+        manager = self.manager
+        paths = manager.output_path(task, "stdout"), manager.output_path(task, "stderr")
+        reporting = progress.reporter(ctx, paths[0], seconds)
+        outcome = await manager.wait(
+            task, seconds, line=line, port=port, on_progress=reporting, abandon=client_gone(ctx)
+        )
+        manager.shown(task)
+        seen = outcome.port.listening if outcome.port is not None else None  # the look that found the port
+        view = task_view(task, seen if seen is not None else (await manager.listening([task]))[0])
+        session = manager.session_state(view.session) if view.session is not None else None
+        todos = self.settings.agent_socket is not None
+        return status_reply(
+            view, paths, warning=warning, from_run=from_run, offset=offset, todos=todos, session=session, wait=outcome
+        )

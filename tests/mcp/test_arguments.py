@@ -81,10 +81,10 @@ def test_cwd_and_env_rules(tmp_path: Path) -> None:
 
 
 def test_wait_seconds_default_clamp_and_refusal() -> None:
-    assert arguments.wait_seconds(None, 3.0) == 3.0
-    assert arguments.wait_seconds(999, 3.0) == limits.WAIT_CAP_SECS
-    assert arguments.wait_seconds(0, 3.0) == 0.0
-    assert "0 or more" in refusal(arguments.wait_seconds, -1, 3.0)
+    assert arguments.wait_seconds(None, default=3.0) == 3.0
+    assert arguments.wait_seconds(999, default=3.0) == limits.WAIT_CAP_SECS
+    assert arguments.wait_seconds(0, default=3.0) == 0.0
+    assert "0 or more" in refusal(arguments.wait_seconds, -1, default=3.0)
 
 
 def test_whole_numbers_and_input_data() -> None:

@@ -132,7 +132,7 @@ def test_the_message_is_what_a_person_reads(tmp_path: Path) -> None:
     out.write_bytes(b"one\n\x1b[32mtwo\x1b[0m\n" + b"x" * 100 + b"\r\x1b]0;title\x07 50% \x08done\n\n")
     count = progress.LineCount(out)
     size = count.update()
-    message = progress.progress_message(12.4, count.count, count.exact, progress.last_line(out, size))
+    message = progress.progress_message(12.4, count, progress.last_line(out, size))
     assert message == "12s, 4 lines, last: 50%done"  # the backspace took the space back, as on a terminal
     out.write_bytes(b"y" * 200 + b"\n")
     assert progress.last_line(out, 201) == "y" * 59 + "…"

@@ -43,6 +43,7 @@ def test_the_marker_names_bytes_lines_and_the_logs_call(tmp_path: Path) -> None:
 
 
 RECORD_KEYS = frozenset(TaskRecord.model_fields)
+LIVE_KEYS = frozenset(field.name for field in dataclasses.fields(TaskView)) - RECORD_KEYS  # only the daemon knows
 
 
 def view(record: TaskRecord, waiting_for_input: bool = False) -> TaskView:
@@ -51,8 +52,8 @@ def view(record: TaskRecord, waiting_for_input: bool = False) -> TaskView:
 
 
 def facts(tmp_path: Path, **changes: Any) -> tuple[TaskView, task.Shown]:
-    """A task's view and what its reply shows beside it: `changes` go to whichever has the key;
-    duration_secs sets the start (and the end, for a task that ended)."""
+    """A task's view and what its reply shows beside it: `changes` go to whichever has the key (the record,
+    the view's live part, or Shown); duration_secs sets the start (and the end, for a task that ended)."""
     out = tmp_path / "t.out"
     out.write_text("hi\n")
     (tmp_path / "t.err").write_text("")
@@ -60,17 +61,16 @@ def facts(tmp_path: Path, **changes: Any) -> tuple[TaskView, task.Shown]:
     values: dict[str, Any] = dict(id="abc", status=Status.DONE, cmd="echo hi", cwd=str(tmp_path), exit_code=0)
     shown: dict[str, Any] = dict(
         from_run=True,
-        stdout=task.StreamExcerpt("stdout", str(out), budget.excerpt_of(reading.read_stream(out), 4000)),
-        stderr=task.StreamExcerpt(
-            "stderr", str(tmp_path / "t.err"), budget.excerpt_of(reading.read_stream(tmp_path / "t.err"), 4000)
-        ),
+        stdout=budget.excerpt_of(reading.read_stream(out), 4000),
+        stderr=budget.excerpt_of(reading.read_stream(tmp_path / "t.err"), 4000),
     )
+    live: dict[str, Any] = {}
     for key, value in changes.items():
-        (values if key in RECORD_KEYS else shown)[key] = value
+        (values if key in RECORD_KEYS else live if key in LIVE_KEYS else shown)[key] = value
     started = time.time() - took
     ended = started + took if values["status"].is_terminal else None
     record = TaskRecord(created_at=started, started_at=started, ended_at=ended, **values)
-    return view(record), task.Shown(**shown)
+    return dataclasses.replace(view(record), **live), task.Shown(**shown)
 
 
 def task_reply(tmp_path: Path, **changes: Any) -> dict[str, Any]:
@@ -176,7 +176,7 @@ def test_a_running_task_gets_one_next_step_and_todos_only_when_they_exist(tmp_pa
 
 
 def test_a_task_that_ignores_sigint_is_told_how_to_end_it(tmp_path: Path) -> None:
-    reply = task_reply(tmp_path, status=Status.RUNNING, exit_code=None, kill_sent="SIGINT", kill_age_secs=12.0)
+    reply = task_reply(tmp_path, status=Status.RUNNING, exit_code=None, kill_signal="SIGINT", kill_age_secs=12.0)
     assert reply["next"] == "SIGINT was sent 12s ago and it still runs: kill(id='abc', force=true) ends it"
 
 
@@ -223,7 +223,7 @@ def test_an_excerpt_from_an_offset_shows_only_what_came_after_it(tmp_path: Path)
     assert cut.head.startswith("50001\n") and cut.tail.endswith("100000\n")
     assert cut.cut_lines == 50_000 - len(cut.head.splitlines()) - len(cut.tail.splitlines())
     seen = budget.excerpt_of(reading.read_stream(path, path.stat().st_size), 2000)
-    reply = task_reply(tmp_path, stdout=task.StreamExcerpt("stdout", str(path), seen))
+    reply = task_reply(tmp_path, stdout=seen)
     assert reply["verdict"] == f"done, exit 0 after 2ms; nothing new on stdout since offset {seen.size}"
     assert "stdout" not in reply and reply["stdout_path"] == str(path)
 
@@ -338,10 +338,8 @@ def test_a_task_printing_only_to_stderr_is_followed_on_stderr(tmp_path: Path) ->
     (tmp_path / "t.err").write_text("GET / 200\n")
     (tmp_path / "t.out").write_text("")
     streams = dict(
-        stdout=task.StreamExcerpt(
-            "stdout", str(tmp_path / "t.out"), budget.excerpt_of(reading.read_stream(tmp_path / "t.out"), 4000)
-        ),
-        stderr=task.StreamExcerpt("stderr", str(err), budget.excerpt_of(reading.read_stream(err), 4000)),
+        stdout=budget.excerpt_of(reading.read_stream(tmp_path / "t.out"), 4000),
+        stderr=budget.excerpt_of(reading.read_stream(err), 4000),
     )
     reply = task.task_reply(record, dataclasses.replace(shown, **streams))
     assert reply["next"] == "logs(id='abc', stream='stderr', offset=10, wait_seconds=30) follows new output"
@@ -385,7 +383,7 @@ def test_excerpts_fold_overwrites_and_repeats_and_say_so(tmp_path: Path) -> None
     path.write_bytes((progress + "retrying\n" * 300 + "done\n").encode())
     cut = budget.excerpt_of(reading.read_stream(path), 4000)
     assert cut.head == "progress 100%\nretrying\n[... the line above 299 more times ...]\ndone\n"
-    reply = task_reply(tmp_path, stdout=task.StreamExcerpt("stdout", str(path), cut))
+    reply = task_reply(tmp_path, stdout=cut)
     assert (
         reply["stdout_folded"]
         == "101 carriage-return overwrites and 299 repeated lines folded here; the file has every byte"

@@ -1,18 +1,15 @@
-"""What of a task's output fits a reply: its cost in JSON characters, and the cut that keeps it within a budget.
-
-A client hands the model the reply as JSON (Claude Code: `JSON.stringify` of the structured
-result), so a budget counts JSON characters, not bytes. Here a `logs` page and a run/status
-excerpt are cut to one: whole lines where they fit, else whole characters, and an excerpt
-folds what a terminal would have overwritten or a loop repeated. The bytes, sizes and line
-counts come from the engine (hive_bash.core.output.reading, through hive_bash.core's face);
-this module only decides how much of them to show.
+"""How much of a task's output fits a reply: a budget counts JSON characters (clients hand the model the
+reply as JSON), cut on whole lines where they fit; an excerpt folds what a terminal overwrote or a loop
+repeated. The bytes come from the engine (hive_bash.core.output.reading); this only decides what to show.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from hive_bash.core import (
     StreamBytes,
@@ -24,19 +21,15 @@ from hive_bash.core import (
     skip_partial_start,
 )
 
-# ---- what bytes cost in a reply ------
+Text = TypeVar("Text", str, bytes)
 
 REPEAT_FOLD_MIN = 4  # identical lines in a row from which on they show once, with a count
 REPEAT_MARKER_COST = 45  # `[... the line above 99999 more times ...]\n` as JSON
-# What one byte costs once a client puts it in a JSON string (Claude Code sends the model
-# JSON.stringify of the structured result): quote, backslash and \b\t\n\f\r take two
-# characters, other control bytes six (\u001b). Bytes of multi-byte characters count one
-# each, which over-counts non-ASCII text and so keeps a budget safe.
-_JSON_COST = [6 if byte < 0x20 else 1 for byte in range(256)]
-for _byte in b'"\\\b\t\n\f\r':
-    _JSON_COST[_byte] = 2
-_ESCAPED_BYTES = bytes(byte for byte in range(256) if _JSON_COST[byte] > 1)
+# What one byte costs in a JSON string: quote, backslash and \b\t\n\f\r two characters, other controls
+# six (\u001b); a multi-byte character's bytes one each, which over-counts and so keeps a budget safe.
 _TWO_CHAR_BYTES = b'"\\\b\t\n\f\r'
+_JSON_COST = [2 if byte in _TWO_CHAR_BYTES else 6 if byte < 0x20 else 1 for byte in range(256)]
+_ESCAPED_BYTES = bytes(byte for byte in range(256) if _JSON_COST[byte] > 1)
 
 
 def json_cost(data: bytes) -> int:
@@ -49,9 +42,6 @@ def json_cost(data: bytes) -> int:
 def json_cost_bound(stream: StreamBytes) -> int:
     """What showing `stream` from its `start` whole would cost in JSON characters; its length when too long."""
     return json_cost(stream.head) if stream.whole else stream.size - stream.start
-
-
-# ---- cutting on line boundaries within a budget ------
 
 
 def _lines(data: bytes) -> list[bytes]:
@@ -79,35 +69,21 @@ def line_costs(lines: list[bytes], folding: bool) -> list[int]:
     costs: list[int] = []
     previous, run = b"", 0
     for line in lines:
-        shown = _overwritten_bytes(line)
+        body = line.rstrip(b"\n")
+        shown = overwritten(body, b"\r", ended=body != line) + line[len(body) :]
         run = run + 1 if shown == previous else 1
         previous = shown
         costs.append(json_cost(shown) if run < REPEAT_FOLD_MIN else REPEAT_MARKER_COST if run == REPEAT_FOLD_MIN else 0)
     return costs
 
 
-def _overwritten_bytes(line: bytes) -> bytes:
-    body = line.rstrip(b"\n")
-    ending = line[len(body) :]
-    if body.endswith(b"\r") and ending:
-        body, ending = body[:-1], b"\r" + ending
-    if b"\r" not in body:
-        return line
-    shown = b""
-    for piece in body.split(b"\r"):
-        shown = piece + shown[len(piece) :]
-    return shown + ending
-
-
 def shown_cost(data: bytes) -> int:
     return sum(line_costs(_lines(data), folding=True))
 
 
-def take_head(data: bytes, budget: int, complete: bool, folding: bool = False) -> int:
-    """How many bytes from the start of `data` to show: whole lines within `budget`, else part of the first.
-
-    `complete` says `data` is the whole stream, so an unfinished last line is really its end;
-    `folding`: lines cost what fold shows of them (excerpts; a logs page is shown byte for byte)."""
+def take_head(data: bytes, budget: int, *, complete: bool, folding: bool = False) -> int:
+    """How many bytes from the start of `data` to show: whole lines within `budget`, else part of the first;
+    `complete`: an unfinished last line is the stream's end; `folding`: lines cost what fold shows of them."""
     used = taken = 0
     lines = _lines(data)
     for line, cost in zip(lines, line_costs(lines, folding), strict=True):
@@ -119,7 +95,7 @@ def take_head(data: bytes, budget: int, complete: bool, folding: bool = False) -
     return taken
 
 
-def take_tail(data: bytes, budget: int, starts_mid_stream: bool, folding: bool = False) -> int:
+def take_tail(data: bytes, budget: int, *, starts_mid_stream: bool, folding: bool = False) -> int:
     """How many bytes at the end of `data` to show: whole lines within `budget`, else the end of the last."""
     lines = _lines(data)
     if starts_mid_stream and len(lines) > 1:
@@ -139,14 +115,13 @@ def take_tail(data: bytes, budget: int, starts_mid_stream: bool, folding: bool =
     return taken
 
 
-def plan_excerpt(head: bytes, tail: bytes, size: int, budget: int) -> tuple[int, int]:
-    """(head_end, tail_begin): show bytes [0, head_end) and [tail_begin, size); equal when nothing is cut.
-
-    `head` is the stream's first bytes, `tail` its last bytes (both may be the whole stream)."""
+def plan_excerpt(head: bytes, tail: bytes, *, size: int, budget: int) -> tuple[int, int]:
+    """(head_end, tail_begin): show bytes [0, head_end) and [tail_begin, size) of a stream whose first and last
+    bytes are `head` and `tail` (both may be all of it); equal when nothing is cut."""
     complete = len(head) == size
     if complete and shown_cost(head) <= budget:
         return size, size
-    head_end = take_head(head, budget // 3, complete, folding=True)
+    head_end = take_head(head, budget // 3, complete=complete, folding=True)
     remaining = budget - shown_cost(head[:head_end])
     tail_begin = size - take_tail(tail, remaining, starts_mid_stream=len(tail) < size, folding=True)
     return head_end, max(head_end, tail_begin)
@@ -164,7 +139,7 @@ class Page:
     skipped_bytes: int  # bytes at `offset` that belonged to a character begun before it
 
 
-def read_page(path: Path, offset: int, max_bytes: int, budget: int | None = None) -> Page:
+def read_page(path: Path, offset: int, *, max_bytes: int, budget: int | None = None) -> Page:
     """Bytes [offset, offset+max_bytes) cut to whole lines (whole characters when one line is longer than
     the page, or `budget` JSON characters when given); next_offset is where to continue."""
     size = file_size(path)
@@ -192,6 +167,7 @@ def read_page(path: Path, offset: int, max_bytes: int, budget: int | None = None
 class Excerpt:
     """What a reply shows of a stream: all of it, or a head and a tail cut on line boundaries."""
 
+    path: Path
     head: str  # from byte `start`; all of it when nothing is left out
     tail: str  # the end of the stream; "" when nothing is left out
     size: int
@@ -214,19 +190,19 @@ def excerpt_of(stream: StreamBytes, budget: int) -> Excerpt:
     lines (the file is opened again only to count the lines left out)."""
     path, start, head, tail = stream.path, stream.start, stream.head, stream.tail
     if stream.size <= start:
-        return Excerpt("", "", stream.size, stream.size, stream.size, 0, start)
+        return Excerpt(path, "", "", stream.size, stream.size, stream.size, 0, start)
     size = stream.read_end  # a file cut shorter meanwhile (output cap) ends where the read did
     skipped = skip_partial_start(head) if start else 0  # a character begun before `start`
     head, start = head[skipped:], start + skipped
     tail = head if len(head) == size - start else tail
-    head_end, tail_begin = (start + offset for offset in plan_excerpt(head, tail, size - start, budget))
+    head_end, tail_begin = (start + offset for offset in plan_excerpt(head, tail, size=size - start, budget=budget))
     if head_end >= size:
-        return folded(Excerpt(decode(head), "", size, size, size, 0, start))
+        return folded(Excerpt(path, decode(head), "", size, size, size, 0, start))
     shown_head = head[: head_end - start]
     shown_tail = tail[len(tail) - (size - tail_begin) :] if tail_begin < size else b""
     cut_lines, counted = lines_left_out(path, head_end, tail_begin, shown_head + shown_tail)
     return folded(
-        Excerpt(decode(shown_head), decode(shown_tail), size, head_end, tail_begin, cut_lines, start, counted)
+        Excerpt(path, decode(shown_head), decode(shown_tail), size, head_end, tail_begin, cut_lines, start, counted)
     )
 
 
@@ -235,51 +211,40 @@ def excerpt_of(stream: StreamBytes, budget: int) -> Excerpt:
 # line are one line to a reader, and so are 500 identical "retrying..." lines.
 
 
-def overwritten(line: str) -> str:
-    """What a terminal shows of a line with carriage returns: each piece written over the start."""
-    shown = ""
-    for piece in line.split("\r"):
+def overwritten(line: Text, return_: Text, *, ended: bool) -> Text:
+    """What a terminal shows of a line (its newline left out) with carriage returns (`return_`): each piece
+    written over its start; one that ends a line a newline `ended` (a PTY's `\\r\\n`) stays."""
+    ending = return_ if ended and line.endswith(return_) else line[:0]
+    shown = line[:0]
+    for piece in line[: len(line) - len(ending)].split(return_):
         shown = piece + shown[len(piece) :]
-    return shown
+    return shown + ending
 
 
 def fold(text: str) -> tuple[str, int, int]:
     """(text, overwrites folded, repeated lines folded). A `\\r` that ends a line (a PTY's `\\r\\n`) stays."""
     lines = text.split("\n")
-    overwrites = repeats = 0
-    shown: list[str] = []
-    for index, line in enumerate(lines):
-        ending = "\r" if line.endswith("\r") and index < len(lines) - 1 else ""
-        body = line[: len(line) - len(ending)]
-        if "\r" in body:
-            overwrites += body.count("\r")
-            body = overwritten(body)
-        shown.append(body + ending)
+    shown = [overwritten(line, "\r", ended=index < len(lines) - 1) for index, line in enumerate(lines)]
+    overwrites = text.count("\r") - sum(line.endswith("\r") for line in lines[:-1])
+    repeats = 0
     folded_lines: list[str] = []
-    index = 0
-    while index < len(shown):
-        run = 1
-        while index + run < len(shown) and shown[index + run] == shown[index] and index + run < len(shown) - 1:
-            run += 1
-        folded_lines.append(shown[index])
-        if run >= REPEAT_FOLD_MIN:
-            folded_lines.append(f"[... the line above {run - 1} more times ...]")
-            repeats += run - 1
+    for line, group in itertools.groupby(shown[:-1]):  # the last line (maybe unfinished) is never folded
+        run = len(list(group))
+        if run < REPEAT_FOLD_MIN:
+            folded_lines += [line] * run
         else:
-            folded_lines.extend(shown[index + 1 : index + run])
-        index += run
+            folded_lines += [line, f"[... the line above {run - 1} more times ...]"]
+            repeats += run - 1
+    folded_lines.append(shown[-1])
     return "\n".join(folded_lines), overwrites, repeats
 
 
 def folded(excerpt: Excerpt) -> Excerpt:
-    head, head_overwrites, head_repeats = fold(excerpt.head)
-    tail, tail_overwrites, tail_repeats = fold(excerpt.tail)
-    if not (head_overwrites or head_repeats or tail_overwrites or tail_repeats):
-        return excerpt
-    return dataclasses.replace(
-        excerpt,
-        head=head,
-        tail=tail,
-        overwrites_folded=head_overwrites + tail_overwrites,
-        repeats_folded=head_repeats + tail_repeats,
+    (head, head_overwrites, head_repeats), (tail, tail_overwrites, tail_repeats) = (
+        fold(excerpt.head),
+        fold(excerpt.tail),
     )
+    overwrites, repeats = head_overwrites + tail_overwrites, head_repeats + tail_repeats
+    if not (overwrites or repeats):
+        return excerpt
+    return dataclasses.replace(excerpt, head=head, tail=tail, overwrites_folded=overwrites, repeats_folded=repeats)

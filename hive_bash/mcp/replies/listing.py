@@ -6,13 +6,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from mcp.types import CallToolResult
-
-from hive_bash.core import SessionState, TaskView, ending_words, json_chars, shorten, shorten_middle
+from hive_bash.core import SessionState, TaskView, json_chars, shorten, shorten_middle
 from hive_bash.model import Status
-from hive_bash.mcp.replies.render import compact, duration, in_schema_order, reply
+from hive_bash.mcp.replies.render import compact, in_schema_order, took_words, usage_words
 from hive_bash.mcp.replies.schema import TaskList
-from hive_bash.mcp.replies.task import usage_words
 
 LIST_ROW_CHARS = 72  # one `list` row, id included: 50 rows stay under 4,000 characters
 LIST_CMD_MIN_CHARS = 20
@@ -26,19 +23,6 @@ LIST_SESSIONS_MIN_CHARS = 600
 SESSION_CWD_CHARS = 120
 
 
-def list_reply(
-    tasks: Sequence[TaskView],
-    *,
-    total: int,
-    known: int,
-    status: Status | None,
-    sessions: Sequence[tuple[SessionState, int]] = (),
-) -> CallToolResult:
-    """`list`: the first tasks of `total` matching, newest first, then the shell sessions with their
-    task counts; `known` says what exists when none match."""
-    return reply(listing(tasks, total=total, known=known, status=status, sessions=sessions))
-
-
 def listing(
     rows: Sequence[TaskView],
     *,
@@ -47,7 +31,8 @@ def listing(
     status: Status | None,
     sessions: Sequence[tuple[SessionState, int]] = (),
 ) -> dict[str, Any]:
-    """`rows`: the tasks to list, newest first. An empty answer says what exists."""
+    """`list`: the first tasks (`rows`) of `total` matching, newest first, then the shell sessions with their
+    task counts; `known` says what exists when none match."""
     which = f"{status.value} tasks" if status else "tasks"
     if not rows:
         if total:
@@ -98,10 +83,7 @@ def addresses(rows: Sequence[TaskView], budget: int) -> tuple[dict[str, list[str
 
 def list_row(record: TaskView, chars: int = LIST_ROW_CHARS) -> str:
     """`done, exit 0 after 1.2s: make test`, shortened so the row with its id fits `chars`."""
-    words = ending_words(record.status, record.exit_code, record.signal)
-    took = record.duration_secs
-    if took is not None:
-        words += f" {'for' if record.status is Status.RUNNING else 'after'} {duration(took)}"
+    words = took_words(record)
     if record.waiting_for_input and not record.status.is_terminal:
         words += ", waits for input"
     session = f" [{record.session}]" if record.session is not None else ""
@@ -121,9 +103,8 @@ def list_row(record: TaskView, chars: int = LIST_ROW_CHARS) -> str:
 
 
 def session_rows(sessions: Sequence[tuple[SessionState, int]], budget: int) -> list[dict[str, Any]]:
-    """The sessions with their task counts, by name, as many as fit `budget` JSON characters (at least
-    LIST_SESSIONS_MIN_CHARS' worth): 300 sessions made a `list(limit=5)` reply of 35,775 characters.
-    A long cwd shows its end."""
+    """The sessions with their task counts, as many as fit `budget` JSON characters (at least LIST_SESSIONS_MIN_CHARS;
+    300 sessions made a `list(limit=5)` of 35,775 characters); a long cwd shows its end."""
     rows: list[dict[str, Any]] = []
     left = max(budget, LIST_SESSIONS_MIN_CHARS)
     for state, count in sessions:

@@ -15,7 +15,7 @@ from mcp.types import CallToolResult
 from hive_bash.core import Line, SearchRequest, SearchResult, SearchSlots, TaskView, file_size
 from hive_bash.errors import HiveBashError
 from hive_bash.mcp.replies.budget import Page, read_page
-from hive_bash.mcp.replies.render import counted, in_schema_order, reply
+from hive_bash.mcp.replies.render import counted, in_schema_order, logs_call, reply
 from hive_bash.mcp.replies.schema import LogPage
 from hive_bash.model import Status, Stream
 
@@ -50,7 +50,7 @@ def log_reply(
 ) -> CallToolResult:
     """`logs`: one page of `stream` (at `path`) from `offset`, cut to LOGS_DEFAULT_BUDGET when `budgeted`
     (max_bytes was not given); `task` as it was before the page was read."""
-    page = read_page(path, offset, max_bytes, LOGS_DEFAULT_BUDGET if budgeted else None)
+    page = read_page(path, offset, max_bytes=max_bytes, budget=LOGS_DEFAULT_BUDGET if budgeted else None)
     other = None if unread is None else OtherStream(unread.name, unread.size_before, file_size(unread.path))
     return reply(page_reply(task.id, stream, page, status=task.status, ended=task.ended, other=other))
 
@@ -84,19 +84,13 @@ async def other_search(
     return OtherStream(unread.name, unread.size_before, size, matches)
 
 
-def logs_call(task_id: str, stream: str, **arguments: object) -> str:
-    """`logs(id='x', stream='stderr', offset=3)`: stdout is the default and not named."""
-    named = [f"id='{task_id}'"] + ([f"stream='{stream}'"] if stream == "stderr" else [])
-    return f"logs({', '.join(named + [f'{key}={value!r}' for key, value in arguments.items()])})"
-
-
 def other_news(task_id: str, other: OtherStream | None, this_size: int) -> str:
     """What a page or an empty answer adds about the other stream: it grew meanwhile, or it has the output."""
     if other is None or other.size == 0:
         return ""
     if other.size > other.size_before:
         grew = counted(other.size - other.size_before, "byte")
-        return f"; {other.name} grew by {grew}: {logs_call(task_id, other.name, offset=other.size_before)}"
+        return f"; {other.name} grew by {grew}: {logs_call(task_id, other.name, f'offset={other.size_before}')}"
     if this_size == 0:
         return f"; {other.name} has {counted(other.size, 'byte')}: {logs_call(task_id, other.name)}"
     return ""
@@ -107,7 +101,6 @@ def page_reply(
 ) -> dict[str, Any]:
     """One page of output; with nothing new at the offset, one short line that says so. `other`: the
     stream not read, when the call named none."""
-    quoted = f"id='{task_id}'" + (", stream='stderr'" if stream == "stderr" else "")
     eof = ended and page.next_offset >= page.size
     state = "the task ended" if ended else f"task {status.value}"
     if page.offset > page.size:
@@ -119,7 +112,7 @@ def page_reply(
         if page.skipped_bytes:
             head += f" ({page.skipped_bytes} bytes of a character begun before offset skipped)"
         if page.next_offset < page.size:
-            head += f"; more: logs({quoted}, offset={page.next_offset})"
+            head += f"; more: {logs_call(task_id, stream, f'offset={page.next_offset}')}"
         else:
             head += "; end of output" if eof else f"; all so far ({state})"
         head += other_news(task_id, other, page.size)
@@ -172,15 +165,15 @@ def matches_reply(
     # A pattern may be 1,000 characters: quoted whole twice it took a third of the reply's budget.
     long = len(pattern) > SEARCH_PATTERN_CHARS
     quoted = repr(pattern[:SEARCH_PATTERN_CHARS] + "…" if long else pattern)
+    again = "the same pattern" if long else quoted
     match = "matches" if found.total_matches == 1 else "match"
     lines = counted(found.total_matches, "line")
     head = f"{lines} of {stream} bytes {found.start_offset}-{size} {match} {quoted} ({state})"
     if listed < found.total_matches:
-        again = "the same pattern" if long else quoted
         more = f"logs(id='{task_id}', pattern={again}, offset={found.next_offset})"
         head += f"; {listed} listed, more: {more}"
     if other is not None and other.size:  # "0 lines match" must not read as "it never printed that"
-        call = logs_call(task_id, other.name).removesuffix(")") + f", pattern={'the same pattern' if long else quoted})"
+        call = logs_call(task_id, other.name, f"pattern={again}")
         matches = (
             ""
             if other.matches is None

@@ -9,7 +9,9 @@ from typing import Any
 from mcp.types import CallToolResult
 from pydantic import BaseModel
 
-from hive_bash.core import seconds
+from hive_bash.core import TaskView, ending_words, seconds, size
+from hive_bash.mcp.replies.schema import CPU_WORTH_SAYING_SECS
+from hive_bash.model import Status
 from hive_bash.sdk.server import tool_result
 
 
@@ -39,8 +41,10 @@ def counted(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
-def rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
+def logs_call(task_id: str, stream: str, *arguments: str) -> str:
+    """`logs(id='x', stream='stderr', offset=3)`: stdout is the default and not named."""
+    named = [f"id='{task_id}'"] + ([f"stream='{stream}'"] if stream == "stderr" else [])
+    return f"logs({', '.join(named + list(arguments))})"
 
 
 def duration(value: float) -> str:
@@ -50,31 +54,31 @@ def duration(value: float) -> str:
     return f"{value * 1000:.0f}ms" if value < 1 else seconds(value)
 
 
+def took_words(task: TaskView) -> str:
+    """`done, exit 3 after 1.2s`, `running for 5s`, `pending`: the status, how it ended, and how long it took."""
+    words, took = ending_words(task.status, task.exit_code, task.signal), task.duration_secs
+    return words if took is None else f"{words} {'for' if task.status is Status.RUNNING else 'after'} {duration(took)}"
+
+
+def cpu_shown(cpu_secs: float | None) -> float | None:
+    """cpu_secs as a reply shows it: left out when too little to say anything."""
+    return round(cpu_secs, 2) if cpu_secs is not None and cpu_secs >= CPU_WORTH_SAYING_SECS else None
+
+
+def usage_words(cpu_secs: float | None, max_rss_bytes: int | None) -> str:
+    """`cpu 12s, 410 MiB`; "" when there is nothing worth saying."""
+    cpu = cpu_shown(cpu_secs)
+    words = [f"cpu {seconds(cpu)}"] if cpu is not None else []
+    return ", ".join(words + ([size(max_rss_bytes)] if max_rss_bytes is not None else []))
+
+
 # ---- the same reading as text ---------------------------------------------
 
 _BLOCK_KEYS = ("stdout", "stderr", "data")
-_ONE_LINE_LISTS = frozenset({"listening"})  # short lists said on one line: `listening: 127.0.0.1:80, /tmp/s`
 # Facts every verdict already states: the text block does not repeat them.
 _STATED_IN_VERDICT = frozenset(
-    {
-        "status",
-        "exit_code",
-        "signal",
-        "semantic_status",
-        "semantic_message",
-        "action",
-        "total",
-        "offset",
-        "next_offset",
-        "size",
-        "eof",
-        "skipped_bytes",
-        "bytes_accepted",
-        "out_offset",
-        "queued_bytes",
-        "eof_sent",
-        "total_matches",
-    }
+    "status exit_code signal semantic_status semantic_message action total offset next_offset size eof"  # noqa: SIM905
+    " skipped_bytes bytes_accepted out_offset queued_bytes eof_sent total_matches".split()
 )
 
 
@@ -84,10 +88,10 @@ def as_text(reply: Mapping[str, Any]) -> str:
     for key, value in reply.items():
         if key == "verdict" or key in _BLOCK_KEYS or key in _STATED_IN_VERDICT or key.endswith("_path"):
             continue
-        if key in _ONE_LINE_LISTS and isinstance(value, Mapping):  # `list`'s: one line a task
+        if key == "listening" and isinstance(value, Mapping):  # `list`'s: one line a task
             lines.append(f"{key}:")
             lines.extend(f"  {name}  {', '.join(map(str, row))}" for name, row in value.items())
-        elif key in _ONE_LINE_LISTS and isinstance(value, list):
+        elif key == "listening" and isinstance(value, list):  # a short list on one line: `listening: 127.0.0.1:80`
             lines.append(f"{key}: {', '.join(map(str, value))}")
         elif isinstance(value, Mapping):
             lines.extend(f"{name}  {row}" for name, row in value.items())

@@ -1,9 +1,5 @@
-"""Each reply's keys, once: in the order the reply gives them, with what the output schema says of them.
-
-The builders (hive_bash.mcp.replies.task, listing, page, control) put their values in this order
-(render.in_schema_order) and leave out the keys with nothing to say, so a key is optional here
-unless every reply of its kind has it.
-"""
+"""Each reply's keys, once, in the order the reply gives them (render.in_schema_order), with what the output
+schema says of them; a key is optional unless every reply of its kind has it."""
 
 from __future__ import annotations
 

@@ -15,25 +15,25 @@ GRIN = "😀".encode()  # 4 bytes
 def test_pages_never_split_a_character_and_say_what_they_skipped(tmp_path: Path) -> None:
     path = tmp_path / "t.out"
     path.write_bytes(b"ab" + GRIN + b"cd")
-    first = budget.read_page(path, 0, 4)  # the emoji does not fit: left for the next page
+    first = budget.read_page(path, 0, max_bytes=4)  # the emoji does not fit: left for the next page
     assert (first.data, first.next_offset) == ("ab", 2)
-    inside = budget.read_page(path, 3, 10)  # starts inside the emoji
+    inside = budget.read_page(path, 3, max_bytes=10)  # starts inside the emoji
     assert (inside.data, inside.skipped_bytes, inside.next_offset) == ("cd", 3, 8)
-    end = budget.read_page(path, 8, 10)
+    end = budget.read_page(path, 8, max_bytes=10)
     assert (end.data, end.next_offset, end.size) == ("", 8, 8)
 
 
 def test_a_page_smaller_than_one_character_still_moves_on(tmp_path: Path) -> None:
     path = tmp_path / "t.out"
     path.write_bytes(GRIN + b"x")
-    page = budget.read_page(path, 0, 2)
+    page = budget.read_page(path, 0, max_bytes=2)
     assert page.next_offset == 2  # raw bytes handed over rather than a page that never advances
 
 
 def test_an_incomplete_character_at_the_end_waits_for_the_rest(tmp_path: Path) -> None:
     path = tmp_path / "t.out"
     path.write_bytes(b"x" + GRIN[:2])
-    page = budget.read_page(path, 0, 100)
+    page = budget.read_page(path, 0, max_bytes=100)
     assert (page.data, page.next_offset) == ("x", 1)
 
 
