@@ -1,24 +1,9 @@
 """Start a task's first process inside its cgroup: glibc's posix_spawn with CLONE_INTO_CGROUP.
 
-Moving a process into a cgroup write-locks the kernel's cgroup_threadgroup_rwsem, whose
-percpu write path waits for an RCU grace period (milliseconds when moves are seconds
-apart). clone3's CLONE_INTO_CGROUP has the child born in the cgroup instead: no move, no
-lock, no window in which it runs anywhere else. glibc 2.39 offers it through
-``posix_spawnattr_setcgroup_np``, bound here with ctypes. Older C libraries lack it, and
-a kernel can refuse it (clone3 missing before 5.3, CLONE_INTO_CGROUP before 5.7, a
-container runtime's seccomp profile): ``unavailable_reason()`` says which, asked once, and
-the caller then keeps the placing bash. glibc itself does not fall back to clone when a
-cgroup was asked for, so refusal must be known before a task depends on it.
-
-posix_spawn runs no Python in the child (glibc gives it a stack of its own and shares the
-parent's memory, CLONE_VM | CLONE_VFORK, until exec), so it is as safe from the daemon's
-threads as CPython's own vfork path, and the parent resumes once the child has exec'd.
-The child is set up as ``subprocess.Popen(start_new_session=True, close_fds=True)``
-sets up a task: its own session, every signal at its default disposition (exec would
-reset only handlers; ``POSIX_SPAWN_SETSIGDEF`` resets the ignored ones too), fds 0-2
-from the caller, the working directory, every other fd closed, argv[0] found on the
-task environment's PATH. A terminal for a PTY task is opened by the child after
-``setsid``, so it becomes the child's controlling terminal as TIOCSCTTY would make it.
+A move into a cgroup waits on the kernel's cgroup_threadgroup_rwsem; clone3's CLONE_INTO_CGROUP has
+the child born there instead (glibc 2.39's `posix_spawnattr_setcgroup_np`, bound with ctypes). Where
+the C library or the kernel refuses it, `unavailable_reason()` says why, asked once. The child is set
+up as Popen(start_new_session=True, close_fds=True) sets one up, and runs no Python (CLONE_VFORK).
 """
 
 from __future__ import annotations
@@ -169,6 +154,7 @@ def _clone_into_cgroup_error() -> int:
 
 def spawn(
     argv: Sequence[str],
+    *,
     env: Mapping[str, str],
     cwd: str,
     cgroup_fd: int,
@@ -177,13 +163,10 @@ def spawn(
     stderr: int,
     terminal: str | None = None,
 ) -> NativeProcess:
-    """Start argv in the cgroup whose directory `cgroup_fd` holds, as its own session's leader.
+    """Start argv in the cgroup open as `cgroup_fd`, as its own session's leader; OSError as Popen.
 
-    `stdin` is an fd, subprocess.PIPE or subprocess.DEVNULL, as for Popen. With `terminal`
-    (a PTY's slave path) the child opens it as fd 0 once it leads its session, which makes it
-    its controlling terminal, and gets it as 1 and 2 too; the stdio arguments are then unused.
-    Raises OSError as Popen would (the child's chdir or exec failing included).
-    """
+    `stdin` as for Popen. With `terminal` (a PTY's slave path) the child opens it as fd 0 once it leads
+    its session, its controlling terminal then, and as 1 and 2: the stdio arguments are unused."""
     assert _libc is not None, "spawn() called where available() is False"
     # posix_spawnp searches the daemon's own PATH, in the child after its chdir, as Popen searches
     # the task's: the same search when the two are the same (they are, unless `run` set PATH),
@@ -206,7 +189,16 @@ def spawn(
                     stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
                     child_ends.callback(os.close, stdin)
                 stdio = [_above_stdio(fd, child_ends) for fd in (stdin, stdout, stderr)]  # EMFILE possible
-            error, pid = _posix_spawn(executable, search, c_argv, c_env, cgroup_fd, cwd, c_terminal, stdio)
+            error, pid = _posix_spawn(
+                executable,
+                search=search,
+                argv=c_argv,
+                env=c_env,
+                cgroup_fd=cgroup_fd,
+                cwd=cwd,
+                terminal=c_terminal,
+                stdio=stdio,
+            )
         except BaseException:
             if stdin_writer is not None:
                 os.close(stdin_writer)
@@ -222,6 +214,7 @@ def spawn(
 
 def _posix_spawn(
     executable: bytes,
+    *,
     search: bool,
     argv: ctypes.Array[ctypes.c_char_p],
     env: ctypes.Array[ctypes.c_char_p],

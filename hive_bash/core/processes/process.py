@@ -1,12 +1,9 @@
 """One task's process: bash in its own session, output straight into files, a pidfd to learn of its end.
 
-The child writes ``.out``/``.err`` itself (its stdout/stderr *are* the files), so
-the daemon copies no bytes and a task printing gigabytes costs it no memory.
-The daemon learns of the exit through a pidfd on the event loop (no thread per
-child), kills whatever the command left in its process group while the leader
-is still an unreaped zombie (so the group id cannot have been recycled), and
-only then reaps. How the process is started (clone3 into its cgroup, a placing bash,
-plain Popen) is the spawner's, chosen once when the daemon starts (hive_bash.core.processes.spawners).
+The child writes .out/.err itself (the daemon copies no bytes, but a PTY's); its exit comes through a
+pidfd on the loop; what it left in its group (and cgroup) is killed while the leader is an unreaped
+zombie, so the group id cannot have been recycled, and only then is it reaped. How it is started is
+the spawner's (spawners), chosen once at start.
 """
 
 from __future__ import annotations
@@ -27,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from hive_bash.core.processes import spawners
-from hive_bash.core.processes.cgroups import CgroupEnd, TaskCgroup
-from hive_bash.core.processes.procfs import NS_PER_CLOCK_TICK, TASK_ID_ENV, stat_fields, task_id_of
+from hive_bash.core.processes import procfs, spawners
+from hive_bash.core.processes.procfs import NS_PER_CLOCK_TICK, TASK_ID_ENV, TaskProcesses
+from hive_bash.core.processes.task_cgroup import CgroupEnd, TaskCgroup
 from hive_bash.private_files import create_private
 
 logger = logging.getLogger(__name__)
@@ -64,11 +61,8 @@ SIGNALS_TASKS_GET_AT_DEFAULT = frozenset(signal.valid_signals()) - {
 
 
 def give_tasks_default_signals() -> list[int]:
-    """Swap each ignored disposition for a handler that does nothing, and return those signals.
-
-    The daemon still ignores them; a handler, unlike SIG_IGN, is reset to the default by exec,
-    so every task starts with the dispositions a shell started from a terminal has, at no cost
-    per spawn (a reset in the child would need preexec_fn, which forbids vfork)."""
+    """Swap each ignored disposition for a handler that does nothing (exec resets a handler, not SIG_IGN,
+    and a reset in the child would need preexec_fn, which forbids vfork); those signals."""
     swapped: list[int] = []
     for sig in sorted(SIGNALS_TASKS_GET_AT_DEFAULT):
         try:
@@ -85,10 +79,7 @@ def _ignored(signum: int, frame: object) -> None:
 
 
 def base_environment(environ: Mapping[str, str], hidden: frozenset[str]) -> dict[str, str]:
-    """The daemon's environment minus startup-file hooks, its own settings and hidden names.
-
-    Computed once at start: filtering os.environ per task was a measurable part of `run`.
-    """
+    """The daemon's environment minus startup-file hooks, its own settings and hidden names (once, at start)."""
     return {
         name: value
         for name, value in environ.items()
@@ -109,75 +100,10 @@ def task_environment(base: Mapping[str, str], extra: Mapping[str, str], task_id:
 
 
 def start_ticks_between(before_ns: int, after_ns: int) -> int | None:
-    """The start time of a process forked between two CLOCK_BOOTTIME readings, in clock ticks, if they tell.
-
-    The kernel stamps a new process with CLOCK_BOOTTIME in fork and shows it in
-    /proc/<pid>/stat as that time in whole clock ticks (10 ms): when both readings fall in
-    the same tick, so did the fork. Reading /proc instead while the child execs waits on
-    the exec (bench/breakdown.py's figures: docs/performance.md, "What moved and why"); the
-    readings straddle a tick in about 1 spawn of 20, and then the caller reads /proc.
-    """
+    """The start time, in clock ticks, of a process forked between two CLOCK_BOOTTIME readings if both fall
+    in one tick (/proc would wait on its exec: docs/performance.md, "What moved and why"); else None."""
     tick = before_ns // NS_PER_CLOCK_TICK
     return tick if after_ns // NS_PER_CLOCK_TICK == tick else None
-
-
-def read_start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22), or None if gone."""
-    fields = stat_fields(pid)
-    return None if fields is None else int(fields[19])
-
-
-def boot_id() -> str | None:
-    """This boot's id (the kernel's random boot_id): a pid and start time name one process only within a boot."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", "rb") as boot:
-            return boot.read().strip().decode("ascii", errors="replace") or None
-    except OSError:
-        return None
-
-
-def same_process_alive(pid: int, start_ticks: int | None) -> bool:
-    """True only if `pid` still names the very process we started: same pid and kernel start
-    time (within this boot: the caller checks the boot id), still leading the session and
-    process group it was started with (start_new_session). Whatever the process did to its
-    environment or argv (`exec env -i ...`, `exec -c ...`) changes none of these."""
-    if start_ticks is None:
-        return False
-    fields = stat_fields(pid)
-    if fields is None or fields[0] in (b"Z", b"X"):
-        return False
-    return int(fields[2]) == int(fields[3]) == pid and int(fields[19]) == start_ticks
-
-
-def carries_task_id(pid: int, task_id: str) -> bool:
-    """Whether the process was started with HIVE_BASH_TASK_ID=<task_id> (and kept it)."""
-    return task_id_of(pid) == task_id
-
-
-def leftover_group_members(pgid: int, leader_start_ticks: int | None) -> list[int]:
-    """Live processes still in a task's group after its leader is gone (seen after a daemon restart).
-
-    Members must be in the session and group the leader created and must have started
-    no earlier than it; a stranger would need to reuse the very pid as a new session id.
-    """
-    if leader_start_ticks is None:
-        return []
-    leader = stat_fields(pgid)
-    if leader is not None and leader[0] not in (b"Z", b"X"):
-        # A live process holds the leader's pid: ours (the caller ended its group) or a
-        # stranger (the pid was reused, or the record forged): leave its group alone.
-        return []
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        fields = stat_fields(entry)
-        # fields: state(0) ppid(1) pgrp(2) session(3) ... starttime(19)
-        if fields is None or int(fields[2]) != pgid or int(fields[3]) != pgid or fields[0] in (b"Z", b"X"):
-            continue
-        if int(fields[19]) >= leader_start_ticks:
-            members.append(int(entry))
-    return members
 
 
 def signal_group(pgid: int, sig: int) -> bool:
@@ -190,10 +116,6 @@ def signal_group(pgid: int, sig: int) -> bool:
         logger.warning("not allowed to signal process group %d", pgid)
         return False
     return True
-
-
-def _open_output(path: Path) -> int:
-    return create_private(path)
 
 
 def _set_window_size(fd: int) -> None:
@@ -233,9 +155,18 @@ class SpawnRequest:
             script.write(self.cmd)
         return [*BASH_SCRIPT_ARGV, str(self.script_path)]
 
-    def child(self, stdin: int, stdout: int, stderr: int, terminal: bool = False) -> spawners.Child:
+    def child(self, *, stdin: int, stdout: int, stderr: int, terminal: bool = False) -> spawners.Child:
         """What the spawner starts for this request, on these fds (see spawners.Child)."""
-        return spawners.Child(self.prepare_argv(), self.cwd, self.env, stdin, stdout, stderr, terminal, self.cgroup)
+        return spawners.Child(
+            argv=self.prepare_argv(),
+            cwd=self.cwd,
+            env=self.env,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            terminal=terminal,
+            cgroup=self.cgroup,
+        )
 
 
 @dataclass(frozen=True)
@@ -347,7 +278,9 @@ class TaskProcess:
         self.pid = started.process.pid
         self.pgid = started.process.pid  # its own session: the leader's pid is the group's id
         ticks = start_ticks_between(*started.forked_between)
-        self.start_ticks = ticks if ticks is not None else read_start_ticks(self.pid)
+        if ticks is None and (found := procfs.stat(self.pid)) is not None:
+            ticks = found.start_ticks
+        self.start_ticks = ticks
         # Where `write` sends bytes: a pipe's write end or the PTY master (None: no input).
         self.input_fd = input_fd
         self._terminal = terminal
@@ -372,6 +305,17 @@ class TaskProcess:
     @property
     def is_pty(self) -> bool:
         return self._terminal is not None
+
+    def processes(self) -> TaskProcesses:
+        """How its processes are found (procfs): its cgroup's, else its group's."""
+        cgroup = self.cgroup
+        return TaskProcesses(
+            leader=self.pid,
+            start_ticks=self.start_ticks,
+            pgid=self.pgid,
+            cgroup=None if cgroup is None else str(cgroup.path),
+            owners=None if cgroup is None else cgroup.owners(),
+        )
 
     def signal(self, sig: int) -> bool:
         if self.wait_status.done() or self._emptying is not None:
@@ -468,12 +412,12 @@ def spawn(request: SpawnRequest, spawner: spawners.Spawner) -> TaskProcess:
     if request.pty:
         return _spawn_pty(request, spawner)
     with contextlib.ExitStack() as fds:
-        out_fd = _open_output(request.stdout_path)
+        out_fd = create_private(request.stdout_path)
         fds.callback(os.close, out_fd)
-        err_fd = _open_output(request.stderr_path)
+        err_fd = create_private(request.stderr_path)
         fds.callback(os.close, err_fd)
         stdin = subprocess.PIPE if request.stdin == "pipe" else subprocess.DEVNULL
-        started = spawner.start(request.child(stdin, out_fd, err_fd))
+        started = spawner.start(request.child(stdin=stdin, stdout=out_fd, stderr=err_fd))
     popen = started.process
     with _owned(popen, request.cgroup) as on_failure:
         input_fd = None
@@ -487,15 +431,15 @@ def spawn(request: SpawnRequest, spawner: spawners.Spawner) -> TaskProcess:
 
 def _spawn_pty(request: SpawnRequest, spawner: spawners.Spawner) -> TaskProcess:
     """The task's stdin, stdout and stderr are one terminal; .err stays empty (a terminal has one stream)."""
-    os.close(_open_output(request.stderr_path))
+    os.close(create_private(request.stderr_path))
     with contextlib.ExitStack() as until_supervised:
-        out_fd = _open_output(request.stdout_path)
+        out_fd = create_private(request.stdout_path)
         until_supervised.callback(os.close, out_fd)
         master, slave = os.openpty()
         until_supervised.callback(os.close, master)
         try:
             _set_window_size(slave)
-            started = spawner.start(request.child(slave, slave, slave, terminal=True))
+            started = spawner.start(request.child(stdin=slave, stdout=slave, stderr=slave, terminal=True))
         finally:
             os.close(slave)  # the child has its own copy; ours would keep EIO from ever arriving
         with _owned(started.process, request.cgroup):

@@ -13,7 +13,8 @@ import logging
 import os
 import signal
 
-from hive_bash.core.processes import process
+from hive_bash.core.processes import procfs
+from hive_bash.core.processes.process import signal_group
 from hive_bash.core.storage import TaskRecord
 
 logger = logging.getLogger(__name__)
@@ -26,24 +27,24 @@ def end_leftover_processes(record: TaskRecord) -> None:
     pgid, start_ticks = record.pid, record.proc_start_ticks
     if not _this_boot(record):
         return  # the pid and start time belonged to a process of another boot: nothing of it is left
-    if process.same_process_alive(pgid, start_ticks) and _leader_of(record):
+    if procfs.same_process_alive(pgid, start_ticks) and _leader_of(record):
         logger.warning("task %s (pid %d) outlived the previous daemon; ending its group", record.id, pgid)
-        process.signal_group(pgid, signal.SIGKILL)
+        signal_group(pgid, signal.SIGKILL)
         return
-    for pid in process.leftover_group_members(pgid, start_ticks):
+    for pid in procfs.leftover_group_members(pgid, start_ticks):
         logger.warning("task %s left process %d behind; ending it", record.id, pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
 
 def _this_boot(record: TaskRecord) -> bool:
-    current = process.boot_id()
+    current = procfs.boot_id()
     return record.boot_id is None or current is None or record.boot_id == current
 
 
 def _leader_of(record: TaskRecord) -> bool:
     """A record written before records kept the boot id: its leader must also carry its task id."""
-    return record.boot_id is not None or process.carries_task_id(record.pid or 0, record.id)
+    return record.boot_id is not None or procfs.task_id_of(record.pid or 0) == record.id
 
 
 def interrupted_reason(record: TaskRecord) -> str:

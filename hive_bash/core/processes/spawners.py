@@ -1,19 +1,8 @@
-"""How a task's first process is started: one of three ways, chosen once when the daemon starts.
-
-- ``CloneIntoCgroup``: where the daemon owns a cgroup tree and the C library and the kernel
-  offer clone3's CLONE_INTO_CGROUP (hive_bash.core.processes.native_spawn), the task's bash is born in
-  its cgroup: no move, and none of a move's costs.
-- ``PlacingBash``: where they do not, the task's first process is a bash in POSIX mode that
-  writes its own pid into its cgroup's ``cgroup.procs`` and then execs the task's bash (same
-  pid, session and group): nothing of the task runs outside its cgroup either.
-- ``PlainPopen``: without a cgroup tree, subprocess.Popen.
-
-Each starts argv as the leader of a session and process group of its own, fds 0-2 as given
-and every other fd closed, every signal at its default disposition, and returns the process
-with CLOCK_BOOTTIME read just before and after the fork (process.start_ticks_between). A
-spawner only starts: supervising, ending and reaping the process is hive_bash.core.processes.process's.
-``choose`` picks one from what the machine offers and logs it once; the launcher hands it to
-every start.
+"""How a task's first process is started, one way chosen once at start (`choose_spawner`): born in its
+cgroup by clone3's CLONE_INTO_CGROUP (native_spawn), a placing bash that writes its own pid into its
+cgroup.procs and execs the task's bash (same pid, session and group), or plain Popen without a tree.
+Each starts the leader of a session of its own, fds 0-2 as given, every signal at its default; it
+only starts: supervising and reaping is process.py's.
 """
 
 from __future__ import annotations
@@ -48,13 +37,10 @@ class CgroupDir(Protocol):
     def procs_path(self) -> Path: ...  # its cgroup.procs, for the placing bash
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Child:
-    """What to start: `argv` in `cwd` with `env`, on fds 0-2, in `cgroup` where the daemon owns a tree.
-
-    `stdin` is an fd, subprocess.PIPE or subprocess.DEVNULL, as for Popen. With `terminal`, `stdin`
-    is a PTY's slave (`stdout` and `stderr` too) and becomes the task's controlling terminal.
-    """
+    """What to start: `argv` in `cwd` with `env`, on fds 0-2 (`stdin` as for Popen), in `cgroup` where the
+    daemon owns a tree. With `terminal`, the fds are a PTY's slave, to be its controlling terminal."""
 
     argv: list[str]
     cwd: str
@@ -117,12 +103,19 @@ class CloneIntoCgroup:
         terminal_path = os.ttyname(child.stdin) if child.terminal else None
         before = boottime_ns()
         spawned = native_spawn.spawn(
-            child.argv, child.env, child.cwd, cgroup.fd, child.stdin, child.stdout, child.stderr, terminal_path
+            child.argv,
+            env=child.env,
+            cwd=child.cwd,
+            cgroup_fd=cgroup.fd,
+            stdin=child.stdin,
+            stdout=child.stdout,
+            stderr=child.stderr,
+            terminal=terminal_path,
         )
         return Started(spawned, (before, boottime_ns()))
 
 
-def choose(tree: cgroups.CgroupTree | None) -> Spawner:
+def choose_spawner(tree: cgroups.CgroupTree | None) -> Spawner:
     """The spawner for this machine: by the cgroup tree the daemon owns, if any, and what starts a
     task in it (asked once: native_spawn probes the kernel). Logged once."""
     if tree is None:

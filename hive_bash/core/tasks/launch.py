@@ -1,11 +1,6 @@
-"""Starting a task: everything it needs before it runs, the spawn, and undoing a start that cannot go on.
-
-A start goes: room on disk for its end (a full disk refuses it before anything
-runs), its environment and, in a shell session, its wrapper (hive_bash.core.sessions.session),
-its cgroup with its limits, the spawn (hive_bash.core.processes.process); the lifecycle
-(hive_bash.core.tasks.lifecycle) then saves its record with its pid, before anything else
-happens. A start refused after the spawn ends the process it made (`abandon`);
-nothing records it.
+"""Starting a task: the OS set up once at the daemon's start (`Launcher.start`: its cgroup tree, the
+spawner), then per task room on disk for its end, its environment and session wrapper, its cgroup
+with its limits and the spawn; a start refused after the spawn ends the process it made (`abandon`).
 """
 
 from __future__ import annotations
@@ -19,11 +14,12 @@ from pathlib import Path
 
 from hive_bash.core.output import file_size, last_printed_line
 from hive_bash.core.processes import (
+    CgroupMemory,
     CgroupTree,
     InputEnd,
-    InputSampler,
     InputWait,
     Limits,
+    ProcReaders,
     Spawner,
     SpawnRequest,
     TaskProcess,
@@ -51,11 +47,20 @@ class Launcher:
     """Starts tasks: the cgroup tree they run in, the limits it enforces, their files, sessions and records."""
 
     def __init__(self, settings: Settings, store: RecordStore, sessions: SessionStore) -> None:
+        self._settings = settings
         self._store = store
         self._sessions = sessions
-        # The tree first: it moves the daemon into a leaf, and the OOM counter of its root counts the tasks'.
+        self.cgroups: CgroupTree | None = None
+        self.spawner: Spawner | None = None
+        self.oom_counter: CgroupMemory | None = None
+        self._default_limits = Limits()
+
+    def start(self) -> None:
+        """At the daemon's start, the one place that touches the OS: the cgroup tree first (the daemon
+        moves into its leaf; its root's OOM counter counts the tasks'), then the spawner (probed once)."""
+        settings = self._settings
         self.cgroups = locate_cgroups(settings.cgroup_root)
-        self.spawner = choose_spawner(self.cgroups)  # how every task starts: asked and logged once
+        self.spawner = choose_spawner(self.cgroups)
         self.oom_counter = locate_oom_counter(settings.cgroup_dir or _counting_root(self.cgroups))
         self._default_limits = _default_limits(settings, self.cgroups)
 
@@ -79,8 +84,9 @@ class Launcher:
             options.pids_max if options.pids_max is not None else defaults.pids_max,
         )
 
-    def start(self, task: Task, output_failed: TerminalWriteFailed) -> TaskProcess:
+    def launch(self, task: Task, output_failed: TerminalWriteFailed) -> TaskProcess:
         """Spawn the task; raises SpawnFailed, with nothing left running. Its record is saved by the caller."""
+        assert self.spawner is not None, "Launcher.start() first"
         record = task.record
         try:
             # Room for its end on disk, before anything runs: a full disk refuses the start.
@@ -125,15 +131,18 @@ def new_record(task_id: str, options: TaskOptions) -> TaskRecord:
     )
 
 
-def watch_input(task: Task, files: TaskFiles, changed: InputChanged, sampler: InputSampler) -> None:
+def watch_input(task: Task, files: TaskFiles, changed: InputChanged, readers: ProcReaders) -> None:
     """A task with input (pipe or pty) is sampled for a blocked read of it (hive_bash.core.processes.input_wait),
-    in `sampler`'s thread."""
+    in `readers`' threads."""
     proc, record = task.process, task.record
     if task.input is None or proc is None or proc.input_fd is None:
         return
     fd = proc.input_fd
     try:
-        end = InputEnd.of_pty(fd, proc.pid) if proc.is_pty else InputEnd.of_pipe(fd, proc.pid, proc.pgid)
+        if proc.is_pty:
+            end = InputEnd.of_pty(fd, leader=proc.pid)
+        else:
+            end = InputEnd.of_pipe(fd, leader=proc.pid, pgid=proc.pgid)
     except OSError as exc:  # nothing to sample: the task runs on, never said to wait
         logger.warning("task %s: cannot watch its input: %s", record.id, exc)
         return
@@ -146,7 +155,7 @@ def watch_input(task: Task, files: TaskFiles, changed: InputChanged, sampler: In
         task.input_waiting(waiting)
         changed(record, last_printed_line(out, err) if waiting else None, waiting)
 
-    task.watch_input(InputWait(end, activity, on_change), sampler)
+    task.watch_input(InputWait(end, activity, on_change), readers)
 
 
 def _counting_root(tree: CgroupTree | None) -> Path | None:

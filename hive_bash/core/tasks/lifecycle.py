@@ -28,8 +28,9 @@ from hive_bash.core import wording
 from hive_bash.core.output import disk_full
 from hive_bash.core.processes import (
     CgroupMemory,
+    CgroupTree,
     InputBudget,
-    InputSampler,
+    ProcReaders,
     base_environment,
     diagnose_oom,
     end_leftover_processes,
@@ -66,11 +67,10 @@ class Lifecycle:
         self.slots = Slots(settings.max_running, settings.max_pending)
         self._retention = Retention(settings.retain_count, settings.retain_secs)
         self._input_budget = InputBudget()  # input waiting for all tasks together
-        self.input_sampler = InputSampler()  # the one thread that reads whether tasks wait for input
+        self.readers = ProcReaders()  # the threads /proc is read in: input waits, listening
         base_env = base_environment(os.environ, settings.hidden_env_names)
         self.sessions = SessionStore(files, base_env, settings.hidden_env_names)
-        self._launcher = launch.Launcher(settings, self._store, self.sessions)
-        self.cgroups = self._launcher.cgroups  # the daemon's cgroup tree, where it has one
+        self.launcher = launch.Launcher(settings, self._store, self.sessions)
         self._grace_secs = settings.kill_grace_secs
         self._endings = Endings(settings, self.current)
         self.watcher = Watcher(
@@ -81,11 +81,16 @@ class Lifecycle:
             self._endings.hold_cap_after_end,
         )
 
+    @property
+    def cgroups(self) -> CgroupTree | None:
+        """The daemon's cgroup tree, where it has one (found by `launcher.start()`)."""
+        return self.launcher.cgroups
+
     async def recover(self) -> None:
         """Load the records a previous daemon left: what was pending or running is now interrupted."""
         self.sessions.load()
-        if self._launcher.cgroups is not None:
-            await self._launcher.cgroups.end_leftovers()  # what a previous daemon's tasks left, setsid'd or not
+        if self.launcher.cgroups is not None:
+            await self.launcher.cgroups.end_leftovers()  # what a previous daemon's tasks left, setsid'd or not
         for record in sorted(self._store.load_all(), key=lambda record: record.ended_at or time.time()):
             task = self.tasks[record.id] = Task(record)
             self.todos.track(record)
@@ -99,7 +104,7 @@ class Lifecycle:
                 self._end(task, Cause(Status.INTERRUPTED, interrupted_reason(record)))
 
     def submit(self, options: TaskOptions) -> Task:
-        limits = self._launcher.limits(options)
+        limits = self.launcher.limits(options)
         # Before the name is claimed: a start refused for want of room keeps the old task of that name.
         self.slots.check_room()
         task_id = self._claim_id(options.name)
@@ -135,7 +140,7 @@ class Lifecycle:
     def _start(self, task: Task) -> None:
         """Spawn it, save its record with its pid (before anything else happens), watch it."""
         record = task.record
-        proc = self._launcher.start(task, functools.partial(self._output_failed, task))
+        proc = self.launcher.launch(task, functools.partial(self._output_failed, task))
         with self._saver.settling():
             self.todos.started(record)  # wants its running todo; the record is written just below
         try:
@@ -145,8 +150,8 @@ class Lifecycle:
         except SpawnFailed:
             launch.abandon(task)
             raise
-        self._launcher.keep_reserve(record)
-        launch.watch_input(task, self.files, self.todos.waits_for_input, self.input_sampler)
+        self.launcher.keep_reserve(record)
+        launch.watch_input(task, self.files, self.todos.waits_for_input, self.readers)
         self.slots.running.add(task)
         self.watcher.watch(record, task.notify_on)
         # A callback, not a task awaiting the future: the end is handled in the same loop turn.
@@ -192,7 +197,7 @@ class Lifecycle:
         self.slots.running.discard(task)
         self.watcher.unwatch(task.record)
         self.watcher.keep_cap_after_end(task.record)
-        report = _cgroup_report(task, exit, self._launcher.oom_counter)
+        report = _cgroup_report(task, exit, self.launcher.oom_counter)
         full_dir = self.files.dir if task.cause is None and disk_full(self.files.dir) else None
         self._end(task, decide_ending(exit, task.cause, report, full_dir), collect=True)
         self._start_pending()

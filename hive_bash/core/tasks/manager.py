@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hive_bash.core.output import file_size
-from hive_bash.core.processes import Listening, ListeningReader, TaskProcesses
+from hive_bash.core.processes import Listening, TaskProcesses, read_listening
 from hive_bash.core.sessions import SessionState
 from hive_bash.core.storage import TaskFiles
 from hive_bash.core.tasks.lifecycle import Lifecycle
@@ -38,10 +38,10 @@ class TaskManager:
         self._tasks = self._life.tasks
         self._watching: asyncio.Task[None] | None = None
         self._watching_cgroups: asyncio.Task[None] | None = None
-        self._listening = ListeningReader()  # read only when a reply or a wait_for_port asks
 
     async def start(self) -> None:
         """Load the records a previous daemon left (what was pending or running is now interrupted), then serve."""
+        self._life.launcher.start()
         await self._life.recover()
         self._life.prune(sessions_too=True)
         self._life.todos.start()
@@ -57,8 +57,7 @@ class TaskManager:
             if watching is not None:
                 watching.cancel()
         await self._life.shutdown()
-        self._life.input_sampler.close()
-        self._listening.close()
+        self._life.readers.close()
         self._life.write_settled()
         await self._life.todos.stop(SHUTDOWN_TODO_FLUSH_SECS)
 
@@ -131,7 +130,7 @@ class TaskManager:
     async def listening(self, tasks: Sequence[Task]) -> list[Listening]:
         """What each running task's processes listen on now (hive_bash.core.processes.listening), read in a
         worker thread: its cgroup's processes, else its process group's and their descendants'."""
-        return await self._listening.read([_processes(task) for task in tasks])
+        return await read_listening(self._life.readers, [_processes(task) for task in tasks])
 
     def shown(self, task: Task) -> None:
         """A reply showed the task to the agent (what it printed so far): its notify_on notice is seen."""
@@ -160,6 +159,4 @@ def _processes(task: Task) -> TaskProcesses | None:
     proc = task.process
     if proc is None or task.ended.is_set() or task.status is not Status.RUNNING:
         return None
-    if proc.cgroup is None:
-        return TaskProcesses(proc.pid, proc.start_ticks, proc.pgid)
-    return TaskProcesses(proc.pid, proc.start_ticks, proc.pgid, str(proc.cgroup.path), proc.cgroup.owners())
+    return proc.processes()

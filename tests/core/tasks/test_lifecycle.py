@@ -30,10 +30,11 @@ async def life(tmp_path: Path) -> AsyncIterator[Lifecycle]:
     files = TaskFiles(prepare_tasks_dir(tmp_path / "tasks"))
     settings = Settings(tasks_dir=files.dir, agent_socket=None, max_running=1, kill_grace_secs=2)
     lifecycle = Lifecycle(settings, files)
+    lifecycle.launcher.start()
     await lifecycle.recover()
     yield lifecycle
     await lifecycle.shutdown()
-    lifecycle.input_sampler.close()
+    lifecycle.readers.close()
 
 
 def on_disk(life: Lifecycle, task: Task) -> dict[str, Any]:

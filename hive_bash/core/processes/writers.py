@@ -1,10 +1,5 @@
-"""Processes an ended task left behind that still write its output (a child that left the
-task's session with `setsid` escapes the group kill).
-
-Found only when an ended task's output is over the cap, by the file they hold open for
-writing: that fd came from the task (the daemon gave it only to the task's leader), so
-they are the task's, and they are ended.
-"""
+"""Writers: processes an ended task left (a `setsid` child escapes the group kill) that still write its
+output, found by the file they hold open for writing (only the task's leader got that fd) and ended."""
 
 from __future__ import annotations
 
@@ -13,6 +8,8 @@ import logging
 import os
 import signal
 from pathlib import Path
+
+from hive_bash.core.processes.procfs import all_pids
 
 logger = logging.getLogger(__name__)
 
@@ -24,14 +21,10 @@ def writers_of(path: Path) -> list[int]:
     except OSError:
         return []
     own_pid = os.getpid()
-    writers = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != own_pid and _writes(entry, target.st_dev, target.st_ino):
-            writers.append(int(entry))
-    return writers
+    return [pid for pid in all_pids() if pid != own_pid and _writes(pid, target.st_dev, target.st_ino)]
 
 
-def _writes(pid: str, device: int, inode: int) -> bool:
+def _writes(pid: int, device: int, inode: int) -> bool:
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:  # gone, or not ours to look at
@@ -46,7 +39,7 @@ def _writes(pid: str, device: int, inode: int) -> bool:
     return False
 
 
-def _open_for_writing(pid: str, fd: str) -> bool:
+def _open_for_writing(pid: int, fd: str) -> bool:
     with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as fdinfo:
         for line in fdinfo:
             if line.startswith(b"flags:"):
