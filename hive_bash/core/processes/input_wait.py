@@ -13,8 +13,9 @@ import fcntl
 import logging
 import os
 import platform
+import re
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,6 +27,7 @@ INPUT_WAIT_SECS = 2.0
 SAMPLE_SECS = 0.5
 _EPOLL_SET_BYTES = 64 * 1024  # of an epoll set's fdinfo: about 800 watched files
 _EPOLLIN = 0x001
+_FDINFO_PAIR = re.compile(r"(\w+):\s*(\S+)")  # `events: 19` and `ino:1a2b` alike
 
 
 @dataclass(frozen=True)
@@ -136,9 +138,8 @@ _SIGINT_SIGQUIT = 1 << (2 - 1) | 1 << (3 - 1)  # signal n is bit n-1
 
 @dataclass(frozen=True)
 class _Seen:
-    """One process of a sample: what it does ("reads" the task's input, only "waits" for a child or
-    a signal, or "runs": anything else, stopped included), its group, and whether it ignores both
-    SIGINT and SIGQUIT (a background job of a shell without job control)."""
+    """One process of a sample: what it does ("waits": for a child or a signal only; "runs": anything else,
+    stopped included), its group, and whether it ignores SIGINT and SIGQUIT (a job of a shell without -m)."""
 
     pid: int
     group: int
@@ -152,7 +153,7 @@ def _watches_input(fdinfo: str | None, file: tuple[int, int]) -> bool:
     for line in (fdinfo or "").splitlines():
         if not line.startswith("tfd:"):
             continue
-        fields = dict(_pairs(line.split()))
+        fields = dict(_FDINFO_PAIR.findall(line))
         try:
             events, inode, sdev = int(fields["events"], 16), int(fields["ino"], 16), int(fields["sdev"], 16)
         except (KeyError, ValueError):
@@ -160,16 +161,6 @@ def _watches_input(fdinfo: str | None, file: tuple[int, int]) -> bool:
         if events & _EPOLLIN and (os.makedev(sdev >> 20, sdev & 0xFFFFF), inode) == file:
             return True
     return False
-
-
-def _pairs(words: list[str]) -> Iterator[tuple[str, str]]:
-    """`events: 19` and `ino:1a2b` alike, as (key, value)."""
-    words_iter = iter(words)
-    for word in words_iter:
-        key, _, value = word.partition(":")
-        if not value:
-            value = next(words_iter, "")
-        yield key, value
 
 
 @dataclass(frozen=True)
@@ -209,11 +200,8 @@ def waiting_reader(end: InputEnd) -> int | None:
 
 
 class InputWait:
-    """Samples a running task every SAMPLE_SECS; `waiting` once a read held for INPUT_WAIT_SECS.
-
-    `activity()` returns a number that changes whenever the task printed or was written to
-    (its output sizes and input counter): any change restarts the clock. `on_change(waiting)`
-    is called when the answer flips."""
+    """Samples a running task every SAMPLE_SECS; `waiting` once a read held for INPUT_WAIT_SECS with
+    `activity()` (what it printed and was written) unchanged; `on_change(waiting)` when it flips."""
 
     def __init__(self, end: InputEnd, activity: Callable[[], object], on_change: Callable[[bool], None]) -> None:
         self.end = end
@@ -259,8 +247,7 @@ class InputWait:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                # Read on the loop: the activity (cheap), and the terminal's foreground group
-                # (the PTY master is closed on the loop when the task ends, never under the thread).
+                # On the loop: the activity, and the terminal's foreground group (the master is closed on the loop).
                 activity, now = self._activity(), loop.time()
                 found = await readers.run(look, self.end, self.end.reading_group())
                 self.judge(now, activity, found.reader is not None)

@@ -17,7 +17,7 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from hive_bash.core.processes.procfs import ProcReaders, TaskProcesses
+from hive_bash.core.processes.procfs import ProcReaders, TaskProcesses, read_start
 from hive_bash.core.wording import escape_controls, shorten_middle
 
 logger = logging.getLogger(__name__)
@@ -50,8 +50,7 @@ class Address:
     path: str = ""
 
     def __str__(self) -> str:
-        """A unix path as the task chose it, up to 107 bytes of anything: its control and invisible
-        characters shown as `\\x1b`/`\\u202e`, cut in the middle (`…`) past ADDRESS_CHARS."""
+        """A unix path as the task chose it, its control and invisible characters escaped, cut in the middle."""
         if self.kind == "unix":
             path = self.path if self.path.startswith(("/", "@")) else f"./{self.path}"  # `9:8000` is no address
             return shorten_middle(escape_controls(path, one_line=True), ADDRESS_CHARS)
@@ -75,8 +74,7 @@ NOTHING = Listening(())
 
 
 def socket_inodes(pid: int, limit: int = MAX_FDS_READ) -> tuple[set[int], int]:
-    """The inodes of the sockets a process holds among its first `limit` descriptors, and how
-    many descriptors were read."""
+    """The inodes of the sockets a process holds among its first `limit` descriptors; how many were read."""
     found: set[int] = set()
     read = 0
     try:
@@ -172,23 +170,9 @@ def namespace_listeners() -> dict[int, Address]:
 
 
 def _read_table(path: str) -> list[str]:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return []
-    try:
-        chunks, size = [], 0
-        while size < MAX_TABLE_BYTES and (chunk := os.read(fd, 65536)):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        if exc.errno not in (errno.EACCES, errno.EPERM, errno.ENOENT, errno.ESRCH):
-            logger.debug("reading %s: %s", path, exc)
-        return []
-    finally:
-        os.close(fd)
-    lines = b"".join(chunks).decode("utf-8", "replace").split("\n")
-    return lines[1:-1] if size >= MAX_TABLE_BYTES else lines[1:]  # the header; a cut last line
+    """The rows of a /proc/self/net table, at most MAX_TABLE_BYTES of it (a row cut there left out)."""
+    text = read_start(path, limit=MAX_TABLE_BYTES) or ""
+    return text.split("\n")[1 : -1 if len(text) >= MAX_TABLE_BYTES else None]
 
 
 def _tcp_host(hex_address: str) -> str:

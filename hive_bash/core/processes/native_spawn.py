@@ -18,22 +18,16 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import IO
 
-# glibc's flag values (bits/spawn.h); SETCGROUP is glibc 2.39's.
-POSIX_SPAWN_SETSIGDEF = 0x04
-POSIX_SPAWN_SETSID = 0x80
-POSIX_SPAWN_SETCGROUP = 0x100
-# The opaque types are kept in buffers larger than glibc's (posix_spawnattr_t is 336 bytes,
-# posix_spawn_file_actions_t 80 and sigset_t 128 on 64-bit Linux), aligned as uint64.
-ATTR_WORDS = 128
-FILE_ACTIONS_WORDS = 32
-SIGSET_WORDS = 32
+POSIX_SPAWN_SETSIGDEF, POSIX_SPAWN_SETSID, POSIX_SPAWN_SETCGROUP = 0x04, 0x80, 0x100  # bits/spawn.h
+# Buffers larger than glibc's opaque types (posix_spawnattr_t 336 bytes, file actions 80, sigset_t 128).
+ATTR_WORDS, FILE_ACTIONS_WORDS, SIGSET_WORDS = 128, 32, 32
 LOWEST_FREE_FD = 3  # the child keeps 0-2 and closes every fd from here on
-# clone3 (the same number on every architecture: the generic table's) and what the probe passes.
-SYS_CLONE3 = 435
+SYS_CLONE3 = 435  # the same on every architecture (the generic table's)
 CLONE_VM, CLONE_VFORK, CLONE_INTO_CGROUP = 0x100, 0x4000, 0x200000000
 NEVER_OPEN_FD = 2**31 - 1  # INT_MAX: above the kernel's largest fd table (fs.nr_open), never open
 
 _Buffer = ctypes.Array[ctypes.c_uint64]
+_Strings = ctypes.Array[ctypes.c_char_p]
 
 
 class NativeProcess:
@@ -71,10 +65,9 @@ class _Libc:
         self.add_open = _declare(libc.posix_spawn_file_actions_addopen, pointer, integer, text, integer, ctypes.c_uint)
         self.add_chdir = _declare(libc.posix_spawn_file_actions_addchdir_np, pointer, text)
         self.add_closefrom = _declare(libc.posix_spawn_file_actions_addclosefrom_np, pointer, integer)
-        self.spawn = _declare(libc.posix_spawn, ctypes.POINTER(ctypes.c_int), text, pointer, pointer, pointer, pointer)
-        self.spawnp = _declare(
-            libc.posix_spawnp, ctypes.POINTER(ctypes.c_int), text, pointer, pointer, pointer, pointer
-        )
+        spawn_args = (ctypes.POINTER(ctypes.c_int), text, pointer, pointer, pointer, pointer)
+        self.spawn = _declare(libc.posix_spawn, *spawn_args)
+        self.spawnp = _declare(libc.posix_spawnp, *spawn_args)
         # sigfillset leaves out the signals glibc keeps for itself (thread cancellation, setxid).
         self.sigfillset = _declare(libc.sigfillset, pointer)
 
@@ -98,22 +91,8 @@ _libc = _load()
 class _CloneArgs(ctypes.Structure):
     """struct clone_args as of Linux 5.7 (CLONE_ARGS_SIZE_VER2, 88 bytes)."""
 
-    _fields_ = [
-        (name, ctypes.c_uint64)
-        for name in (
-            "flags",
-            "pidfd",
-            "child_tid",
-            "parent_tid",
-            "exit_signal",
-            "stack",
-            "stack_size",
-            "tls",
-            "set_tid",
-            "set_tid_size",
-            "cgroup",
-        )
-    ]
+    _names = "flags pidfd child_tid parent_tid exit_signal stack stack_size tls set_tid set_tid_size cgroup"
+    _fields_ = [(name, ctypes.c_uint64) for name in _names.split()]
 
 
 @functools.cache
@@ -133,13 +112,9 @@ def available() -> bool:
 
 
 def _clone_into_cgroup_error() -> int:
-    """The error clone3 answers CLONE_INTO_CGROUP with, for a cgroup fd that cannot be open.
-
-    A kernel that has the flag, and lets this process call clone3, checks everything else
-    first and fails at the fd, EBADF, before any process exists (so CLONE_VM with no stack
-    of its own is safe: no child ever runs). ENOSYS: no clone3 or a seccomp profile; EINVAL:
-    a kernel before 5.7; EPERM: a seccomp profile that says so.
-    """
+    """The error clone3 answers CLONE_INTO_CGROUP with for a cgroup fd that cannot be open: EBADF where the
+    kernel has it (checked last, before any process exists: no child ever runs), ENOSYS without clone3 or
+    under seccomp, EINVAL before 5.7, EPERM under a seccomp profile that says so."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     args = _CloneArgs(flags=CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP, cgroup=NEVER_OPEN_FD)
@@ -168,9 +143,8 @@ def spawn(
     `stdin` as for Popen. With `terminal` (a PTY's slave path) the child opens it as fd 0 once it leads
     its session, its controlling terminal then, and as 1 and 2: the stdio arguments are unused."""
     assert _libc is not None, "spawn() called where available() is False"
-    # posix_spawnp searches the daemon's own PATH, in the child after its chdir, as Popen searches
-    # the task's: the same search when the two are the same (they are, unless `run` set PATH),
-    # without the ~30 us of stat calls a lookup in Python makes on every start.
+    # posix_spawnp searches the daemon's PATH, as Popen the task's: the same unless `run` set PATH, and
+    # without the ~30 us of stat calls a lookup in Python costs.
     search = os.sep not in argv[0] and "PATH" in env and env["PATH"] == os.environ.get("PATH")
     executable = _c_string(argv[0]) if search else _find_executable(argv[0], env, cwd)
     c_argv = _string_array([_c_string(arg) for arg in argv])
@@ -189,16 +163,11 @@ def spawn(
                     stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
                     child_ends.callback(os.close, stdin)
                 stdio = [_above_stdio(fd, child_ends) for fd in (stdin, stdout, stderr)]  # EMFILE possible
-            error, pid = _posix_spawn(
-                executable,
-                search=search,
-                argv=c_argv,
-                env=c_env,
-                cgroup_fd=cgroup_fd,
-                cwd=cwd,
-                terminal=c_terminal,
-                stdio=stdio,
-            )
+            attr = _spawn_attributes(cgroup_fd)
+            child_ends.callback(_libc.attr_destroy, attr)
+            actions = _file_actions(cwd, c_terminal, stdio)
+            child_ends.callback(_libc.actions_destroy, actions)
+            error, pid = _posix_spawn(executable, search=search, argv=c_argv, env=c_env, attr=attr, actions=actions)
         except BaseException:
             if stdin_writer is not None:
                 os.close(stdin_writer)
@@ -213,29 +182,13 @@ def spawn(
 
 
 def _posix_spawn(
-    executable: bytes,
-    *,
-    search: bool,
-    argv: ctypes.Array[ctypes.c_char_p],
-    env: ctypes.Array[ctypes.c_char_p],
-    cgroup_fd: int,
-    cwd: str,
-    terminal: bytes | None,
-    stdio: list[int],
+    executable: bytes, *, search: bool, argv: _Strings, env: _Strings, attr: _Buffer, actions: _Buffer
 ) -> tuple[int, int | None]:
     """posix_spawn's error number (0 once the child has exec'd) and the child's pid."""
     assert _libc is not None
     pid = ctypes.c_int()
-    attr = _spawn_attributes(cgroup_fd)
-    try:
-        actions = _file_actions(cwd, terminal, stdio)
-        try:
-            posix_spawn = _libc.spawnp if search else _libc.spawn  # search: `executable` is a name
-            error = posix_spawn(ctypes.byref(pid), executable, actions, attr, argv, env)
-        finally:
-            _libc.actions_destroy(actions)
-    finally:
-        _libc.attr_destroy(attr)
+    posix_spawn = _libc.spawnp if search else _libc.spawn  # search: `executable` is a name
+    error = posix_spawn(ctypes.byref(pid), executable, actions, attr, argv, env)
     return error, pid.value if error == 0 else None
 
 
@@ -259,10 +212,8 @@ def _spawn_attributes(cgroup_fd: int) -> _Buffer:
 
 
 def _file_actions(cwd: str, terminal: bytes | None, stdio: list[int]) -> _Buffer:
-    """An initialised posix_spawn_file_actions_t: fds 0-2, the working directory, every other fd closed.
-
-    glibc runs them in order, after setsid: opened there, the terminal becomes the controlling one.
-    """
+    """An initialised posix_spawn_file_actions_t: fds 0-2, the working directory, every other fd closed
+    (run after setsid: the terminal opened there becomes the controlling one)."""
     assert _libc is not None
     actions = (ctypes.c_uint64 * FILE_ACTIONS_WORDS)()
     _check(_libc.actions_init(actions), "posix_spawn_file_actions_init")
@@ -281,8 +232,7 @@ def _file_actions(cwd: str, terminal: bytes | None, stdio: list[int]) -> _Buffer
 
 
 def _above_stdio(fd: int, child_ends: contextlib.ExitStack) -> int:
-    """`fd`, or a copy of it above 2 when it is one of 0-2 (an earlier dup2 could overwrite it):
-    only a daemon started with one of its own fds 0-2 closed gets such an fd."""
+    """`fd`, or a copy above 2 when it is one of 0-2 (an earlier dup2 could overwrite it)."""
     if fd >= LOWEST_FREE_FD:
         return fd
     copy = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, LOWEST_FREE_FD)
@@ -318,7 +268,7 @@ def _c_string(value: str | bytes) -> bytes:
     return encoded
 
 
-def _string_array(values: list[bytes]) -> ctypes.Array[ctypes.c_char_p]:
+def _string_array(values: list[bytes]) -> _Strings:
     """A NULL-terminated char *[] (the array keeps the bytes objects alive)."""
     return (ctypes.c_char_p * (len(values) + 1))(*values, None)
 

@@ -33,25 +33,19 @@ logger = logging.getLogger(__name__)
 
 BASH_ARGV = ("bash", "--noprofile", "--norc", "-c")
 BASH_SCRIPT_ARGV = ("bash", "--noprofile", "--norc")
-# The kernel refuses a single exec argument over 128 KiB (MAX_ARG_STRLEN): a longer
-# command is handed to bash as a script file instead of as its -c argument.
+# The kernel refuses an exec argument over 128 KiB (MAX_ARG_STRLEN): a longer command goes in a script file.
 MAX_ARGUMENT_BYTES = 128 * 1024 - 1
-# Variables that would make bash (or a zsh a task starts) run startup files.
-STARTUP_ENV = frozenset({"BASH_ENV", "ENV", "ZDOTDIR"})
+STARTUP_ENV = frozenset({"BASH_ENV", "ENV", "ZDOTDIR"})  # would make bash (or a zsh) run startup files
 STARTUP_ENV_PREFIXES = ("ZSH_",)
-# The daemon's own configuration is not the task's business (the token file above all).
-DAEMON_ENV_PREFIXES = ("HIVE_BASH_",)
+DAEMON_ENV_PREFIXES = ("HIVE_BASH_",)  # the daemon's own configuration (the token file above all)
 PTY_ROWS, PTY_COLUMNS = 40, 200
-# How a failed write of terminal output is named in the task's end reason.
 WRITE_ERROR_NAMES = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EIO: "I/O error"}
 
 # Told (once) why a PTY task's terminal output could not be written: its end reason.
 TerminalWriteFailed = Callable[[str], None]
 
-
-# Ignored dispositions survive exec, so a daemon started under nohup or as a background job
-# would hand its tasks an ignored SIGHUP or SIGINT that bash cannot even trap. SIGPIPE and
-# SIGXFSZ are Python's own and subprocess restores them for every child.
+# Ignored dispositions survive exec: a daemon started under nohup would hand its tasks an ignored SIGHUP
+# bash cannot even trap. SIGPIPE and SIGXFSZ are Python's own, restored by subprocess.
 SIGNALS_TASKS_GET_AT_DEFAULT = frozenset(signal.valid_signals()) - {
     signal.SIGKILL,
     signal.SIGSTOP,
@@ -75,7 +69,7 @@ def give_tasks_default_signals() -> list[int]:
 
 
 def _ignored(signum: int, frame: object) -> None:
-    """Stands for SIG_IGN in the daemon (see give_tasks_default_signals)."""
+    """SIG_IGN in the daemon, the default in its tasks (give_tasks_default_signals)."""
 
 
 def base_environment(environ: Mapping[str, str], hidden: frozenset[str]) -> dict[str, str]:
@@ -118,12 +112,8 @@ def signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def _set_window_size(fd: int) -> None:
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", PTY_ROWS, PTY_COLUMNS, 0, 0))
-
-
 def write_failure_reason(exc: OSError, path: Path) -> str:
-    """The end reason of a task whose terminal output could not be written, e.g. "disk full: ..."."""
+    """The end reason of a PTY task whose output could not be written, e.g. "disk full: ..."."""
     name = WRITE_ERROR_NAMES.get(exc.errno or 0, exc.strerror or str(exc))
     return f"{name}: terminal output could not be written to {path}"
 
@@ -142,8 +132,7 @@ class SpawnRequest:
     script_path: Path  # where a command too long for argv is written
     stdin: Literal["null", "pipe"] = "null"
     pty: bool = False
-    # Called (once) when a PTY task's output cannot be written, with the end reason.
-    on_output_failed: TerminalWriteFailed = field(default=_ignore_output_failure)
+    on_output_failed: TerminalWriteFailed = field(default=_ignore_output_failure)  # once, with the end reason
     cgroup: TaskCgroup | None = None  # the task's own cgroup, where the daemon owns a tree
 
     def prepare_argv(self) -> list[str]:
@@ -156,7 +145,6 @@ class SpawnRequest:
         return [*BASH_SCRIPT_ARGV, str(self.script_path)]
 
     def child(self, *, stdin: int, stdout: int, stderr: int, terminal: bool = False) -> spawners.Child:
-        """What the spawner starts for this request, on these fds (see spawners.Child)."""
         return spawners.Child(
             argv=self.prepare_argv(),
             cwd=self.cwd,
@@ -174,35 +162,27 @@ class ResourceUsage:
     """What the kernel reports to the reaper: the leader plus every descendant that was waited for."""
 
     cpu_secs: float  # user + system
-    # The largest resident set of any one of those processes; None when it was no larger than
-    # the daemon's own peak: the leader starts as the daemon's (v)fork, and the kernel counts
-    # that image in its peak, so such a figure says nothing about the task (only: it was smaller).
+    # The largest resident set of one of them; None if no larger than the daemon's peak, which the
+    # leader's, a (v)fork of the daemon, counts: then it says nothing of the task.
     max_rss_bytes: int | None
 
     @classmethod
     def from_rusage(cls, usage: resource.struct_rusage, daemon_peak_kib: int) -> ResourceUsage:
-        # ru_maxrss is in KiB
         max_rss = usage.ru_maxrss * 1024 if usage.ru_maxrss > daemon_peak_kib else None
         return cls(round(usage.ru_utime + usage.ru_stime, 3), max_rss)
 
     def counted_by(self, end: CgroupEnd) -> ResourceUsage:
-        """The cgroup's figures, where it has them: every process that ran in it, waited for or not.
-
-        memory.peak is kept whatever its size: unlike ru_maxrss it never counts the daemon's
-        image (the task's first page is charged to its cgroup only once the task touches it)."""
+        """The cgroup's figures where it has them: every process that ran in it; memory.peak never counts
+        the daemon's image, so it is kept whatever its size."""
         cpu = end.cpu_secs if end.cpu_secs is not None else self.cpu_secs
         peak = end.memory_peak_bytes if end.memory_peak_bytes is not None else self.max_rss_bytes
         return ResourceUsage(cpu, peak)
 
 
 class TerminalCopy:
-    """A PTY task's terminal, copied into its .out file as it shows output: the daemon is the
-    terminal (the only case where it copies output bytes). The master is the task's, not closed here.
-
-    A write error (disk full, I/O error) must not escape: raised in a reader callback it
-    would be lost in the event loop, and at the task's end it would stop the task from
-    ever ending. It is reported once, through `write_failed`, and the rest is discarded.
-    """
+    """A PTY task's terminal copied into its .out as it shows output (the master is not closed here).
+    A write error is reported once through `write_failed` and the rest discarded: raised in a reader
+    callback it would be lost, and at the task's end it would keep the task from ever ending."""
 
     def __init__(self, master: int, out_fd: int, out_path: Path, write_failed: TerminalWriteFailed, pid: int) -> None:
         self._master = master
@@ -222,7 +202,6 @@ class TerminalCopy:
             self._copy(data)
 
     def close(self) -> None:
-        """Close the .out file's fd."""
         if self._out_fd is not None:
             os.close(self._out_fd)
             self._out_fd = None
@@ -239,14 +218,13 @@ class TerminalCopy:
     def _pump(self) -> None:
         data = self._read()
         if data:
-            if not self._copy(data):
-                # Nothing more can be kept: stop reading; the task is being ended.
+            if not self._copy(data):  # nothing more can be kept: the task is being ended
                 asyncio.get_running_loop().remove_reader(self._master)
         elif data is not None:
             asyncio.get_running_loop().remove_reader(self._master)
 
     def _copy(self, data: bytes) -> bool:
-        """Append terminal output to .out whole; False once a write failed (the rest is discarded)."""
+        """Append terminal output to .out whole; False once a write failed."""
         assert self._out_fd is not None
         if self.error is not None:
             return False
@@ -281,13 +259,11 @@ class TaskProcess:
         if ticks is None and (found := procfs.stat(self.pid)) is not None:
             ticks = found.start_ticks
         self.start_ticks = ticks
-        # Where `write` sends bytes: a pipe's write end or the PTY master (None: no input).
-        self.input_fd = input_fd
+        self.input_fd = input_fd  # where `write` sends bytes: a pipe's write end or the PTY master
         self._terminal = terminal
         self.wait_status: asyncio.Future[int] = loop.create_future()
         self.usage: ResourceUsage | None = None  # set when reaped
-        # With a cgroup the task has ended once the cgroup is empty, not when the leader exits.
-        self.cgroup = cgroup
+        self.cgroup = cgroup  # with one, the task has ended once it is empty, not when the leader exits
         if cgroup is not None:
             cgroup.led_by(self.pid)  # kept in its cgroup should it move itself out (CgroupTree.look)
         self.limit_reason: str | None = None  # its own cgroup limit ended it ("memory limit 512 MiB reached")
@@ -328,8 +304,7 @@ class TaskProcess:
         loop = asyncio.get_running_loop()
         loop.remove_reader(self._pidfd)
         os.close(self._pidfd)
-        # The leader is a zombie now, so its pid (= the group id) cannot be reused yet:
-        # whatever the command left running in the group is ended before we reap.
+        # The leader is a zombie now, so its pid (the group id) cannot be reused yet: what is left is ended.
         signal_group(self.pgid, signal.SIGKILL)
         cgroup = self.cgroup
         left = cgroup is not None and cgroup.kill_what_is_left()  # what left the group (setsid) too
@@ -378,13 +353,8 @@ class TaskProcess:
 
 @contextlib.contextmanager
 def _owned(popen: spawners.StartedProcess, cgroup: TaskCgroup | None) -> Iterator[contextlib.ExitStack]:
-    """Guard the steps between the spawn and a supervised TaskProcess.
-
-    Should one fail (EMFILE from pidfd_open or dup, ENOSYS from pidfd_open on an old
-    kernel or under a seccomp profile), the child would run on unsupervised and never be
-    reaped: its whole group is killed and it is reaped before the error goes on, and the
-    fds registered on the yielded stack are closed. On success they are kept.
-    """
+    """Guard the steps between the spawn and a supervised TaskProcess: should one fail (EMFILE, ENOSYS from
+    pidfd_open under seccomp), the child's group is killed and reaped, and the stack's fds closed."""
     with contextlib.ExitStack() as cleanup:
         try:
             yield cleanup
@@ -406,9 +376,7 @@ def _end_and_reap(popen: spawners.StartedProcess, cgroup: TaskCgroup | None) -> 
 
 
 def spawn(request: SpawnRequest, spawner: spawners.Spawner) -> TaskProcess:
-    """Start bash for a task, the way `spawner` starts processes (chosen once: spawners.choose).
-
-    Raises OSError (EMFILE, EAGAIN, ENOENT...) if the kernel refuses, with nothing left running."""
+    """Start bash for a task; OSError (EMFILE, EAGAIN, ENOENT...) if refused, with nothing left running."""
     if request.pty:
         return _spawn_pty(request, spawner)
     with contextlib.ExitStack() as fds:
@@ -438,7 +406,7 @@ def _spawn_pty(request: SpawnRequest, spawner: spawners.Spawner) -> TaskProcess:
         master, slave = os.openpty()
         until_supervised.callback(os.close, master)
         try:
-            _set_window_size(slave)
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", PTY_ROWS, PTY_COLUMNS, 0, 0))
             started = spawner.start(request.child(stdin=slave, stdout=slave, stderr=slave, terminal=True))
         finally:
             os.close(slave)  # the child has its own copy; ours would keep EIO from ever arriving

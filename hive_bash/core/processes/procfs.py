@@ -148,12 +148,7 @@ def group_members(pgid: int, *, since_ticks: int = 0, limit: int | None = None) 
         if limit is not None and len(members) >= limit:
             break
         found = stat(pid)
-        if (
-            found is not None
-            and found.alive
-            and found.pgrp == found.session == pgid
-            and found.start_ticks >= since_ticks
-        ):
+        if found and found.alive and found.pgrp == found.session == pgid and found.start_ticks >= since_ticks:
             members.append(pid)
     return members
 
@@ -207,9 +202,6 @@ def cgroup_pids(path: str | Path, *, dir_fd: int | None = None, limit: int | Non
     return pids[:limit]
 
 
-# ---- the task's own, or another task's intruder ----
-
-
 @dataclass(frozen=True, kw_only=True)
 class Owners:
     """What tells a running task's own processes from intruders: its first process, the tick its cgroup
@@ -230,7 +222,8 @@ def intruder_origin(pid: int, owners: Owners) -> str | None:
 
     Its lineage tells, in order: a parent that is the task's first process or a known own process, or
     another task's; for an orphan, the session it was born in, a start before the cgroup existed, the
-    other task id it was started with. A task's or the daemon's first processes are no intruders."""
+    other task id it was started with. An orphan none of these mark is the task's (a double-forked
+    daemon of its own); a task's or the daemon's first processes are no intruders."""
     found = stat(pid)
     if found is None or pid in owners.leaders:
         return None
@@ -283,9 +276,6 @@ class TaskProcesses:
         return left
 
 
-# ---- a leader's descendants, in a bounded walk ----
-
-
 class Walk:
     """One bounded look at a leader and its descendants: every /proc file opened counts against MAX_PROC_READS."""
 
@@ -293,36 +283,29 @@ class Walk:
         self.reads = 0
         self.cut = False  # processes were left unseen (a bound was reached)
 
-    @property
-    def spent(self) -> bool:
-        return self.reads >= MAX_PROC_READS
+    def _spend(self) -> bool:
+        """Count one /proc file about to be opened; False once MAX_PROC_READS are spent."""
+        if self.reads >= MAX_PROC_READS:
+            return False
+        self.reads += 1
+        return True
 
     def read(self, path: str, limit: int = 4096) -> str | None:
-        if self.spent:
-            return None
-        self.reads += 1
-        return read_start(path, limit=limit)
+        return read_start(path, limit=limit) if self._spend() else None
+
+    def stat(self, pid: int) -> Stat | None:
+        return stat(pid) if self._spend() else None
 
     def link(self, path: str) -> str | None:
-        if self.spent:
-            return None
-        self.reads += 1
         try:
-            return os.readlink(path)
+            return os.readlink(path) if self._spend() else None
         except OSError:
             return None
 
-    def stat(self, pid: int) -> Stat | None:
-        if self.spent:
-            return None
-        self.reads += 1
-        return stat(pid)
-
     def threads(self, pid: int) -> list[str]:
         """Its first MAX_THREADS_READ thread ids (the main thread first): a directory read stops there."""
-        if self.spent:
+        if not self._spend():
             return []
-        self.reads += 1
         try:
             with os.scandir(f"/proc/{pid}/task") as entries:
                 return [entry.name for entry in itertools.islice(entries, MAX_THREADS_READ)]
@@ -334,7 +317,7 @@ class Walk:
         only the task's own processes are read, not all of /proc."""
         queue = collections.deque([leader])
         for _ in range(MAX_DESCENDANTS):
-            if not queue or self.spent:
+            if not queue or self.reads >= MAX_PROC_READS:
                 break
             pid = queue.popleft()
             threads = self.threads(pid)
@@ -342,7 +325,7 @@ class Walk:
             for tid in threads:
                 children = (self.read(f"/proc/{pid}/task/{tid}/children") or "").split()
                 queue.extend(int(word) for word in children if word.isdigit())
-        self.cut = bool(queue) or self.spent
+        self.cut = bool(queue) or self.reads >= MAX_PROC_READS
 
 
 def descendants(leader: int) -> list[int]:

@@ -10,7 +10,6 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from hive_bash.core.output import file_size, last_printed_line
 from hive_bash.core.processes import (
@@ -59,10 +58,11 @@ class Launcher:
         """At the daemon's start, the one place that touches the OS: the cgroup tree first (the daemon
         moves into its leaf; its root's OOM counter counts the tasks'), then the spawner (probed once)."""
         settings = self._settings
-        self.cgroups = locate_cgroups(settings.cgroup_root)
-        self.spawner = choose_spawner(self.cgroups)
-        self.oom_counter = locate_oom_counter(settings.cgroup_dir or _counting_root(self.cgroups))
-        self._default_limits = _default_limits(settings, self.cgroups)
+        self.cgroups = tree = locate_cgroups(settings.cgroup_root)
+        self.spawner = choose_spawner(tree)
+        counting_root = tree.root if tree is not None and oom_counter_at(tree.root) is not None else None
+        self.oom_counter = locate_oom_counter(settings.cgroup_dir or counting_root)
+        self._default_limits = _default_limits(settings, tree)
 
     def limits(self, options: TaskOptions) -> Limits:
         """The task's own limits: its arguments over the daemon's defaults; refused where nothing enforces them."""
@@ -101,10 +101,41 @@ class Launcher:
         # start time taken after it would make a loaded daemon report `sleep 1` as 0.98 s.
         task.prepared(start.session_env_before, self.oom_counter.oom_kills() if self.oom_counter is not None else None)
         started_at = time.time()
-        # A refused spawn has deleted every file of the task (reserve and session wrapper included).
-        proc = _spawn(task, self._store, start.env, output_failed, self.spawner, self.cgroups)
+        proc = self._spawn(task, start.env, output_failed, self.spawner)  # refused: none of its files is left
         task.started(proc, started_at)
         return proc
+
+    def _spawn(
+        self, task: Task, env: dict[str, str], output_failed: TerminalWriteFailed, spawner: Spawner
+    ) -> TaskProcess:
+        record, store = task.record, self._store
+        try:
+            cgroup = self.cgroups.create(record.id, task.limits) if self.cgroups is not None else None
+        except OSError as exc:
+            logger.warning("task %s could not get a cgroup: %s", record.id, exc)
+            store.delete(record.id)  # its reserve and its session's wrapper: nothing will run
+            raise SpawnFailed(f"its cgroup could not be created: {exc.strerror or exc} (errno {exc.errno})") from exc
+        files = store.files
+        request = SpawnRequest(
+            cmd=record.cmd,
+            cwd=record.cwd,
+            env=env,
+            stdout_path=files.out(record.id),
+            stderr_path=files.err(record.id),
+            script_path=files.script(record.id),
+            stdin=record.stdin,
+            pty=record.pty,
+            on_output_failed=output_failed,
+            cgroup=cgroup,
+        )
+        try:
+            return spawn(request, spawner)
+        except OSError as exc:
+            failed = _could_not_start(store, record, exc)
+            if cgroup is not None:
+                cgroup.kill()
+                cgroup.remove()
+            raise failed from exc
 
     def keep_reserve(self, record: TaskRecord) -> None:
         """Room for its end again, if saving its record with its pid took the reserve."""
@@ -132,8 +163,7 @@ def new_record(task_id: str, options: TaskOptions) -> TaskRecord:
 
 
 def watch_input(task: Task, files: TaskFiles, changed: InputChanged, readers: ProcReaders) -> None:
-    """A task with input (pipe or pty) is sampled for a blocked read of it (hive_bash.core.processes.input_wait),
-    in `readers`' threads."""
+    """A task with input (pipe or pty) is sampled for a blocked read of it (input_wait), in `readers`' threads."""
     proc, record = task.process, task.record
     if task.input is None or proc is None or proc.input_fd is None:
         return
@@ -158,11 +188,6 @@ def watch_input(task: Task, files: TaskFiles, changed: InputChanged, readers: Pr
     task.watch_input(InputWait(end, activity, on_change), readers)
 
 
-def _counting_root(tree: CgroupTree | None) -> Path | None:
-    """The tree's root, whose memory.events counts the OOM kills of every task cgroup below it."""
-    return tree.root if tree is not None and oom_counter_at(tree.root) is not None else None
-
-
 def _default_limits(settings: Settings, tree: CgroupTree | None) -> Limits:
     """HIVE_BASH_TASK_MEMORY_MAX / _PIDS_MAX, as far as the tree can enforce them (the rest is logged, once)."""
     memory = memory_bytes(settings.task_memory_max) if settings.task_memory_max is not None else None
@@ -172,43 +197,6 @@ def _default_limits(settings: Settings, tree: CgroupTree | None) -> Limits:
         if value is not None and controller not in controllers:
             logger.warning("%s is not enforced: no cgroup tree with the %s controller", name, controller)
     return Limits(memory if "memory" in controllers else None, pids if "pids" in controllers else None)
-
-
-def _spawn(
-    task: Task,
-    store: RecordStore,
-    env: dict[str, str],
-    on_output_failed: TerminalWriteFailed,
-    spawner: Spawner,
-    tree: CgroupTree | None = None,
-) -> TaskProcess:
-    record, files = task.record, store.files
-    try:
-        cgroup = tree.create(record.id, task.limits) if tree is not None else None
-    except OSError as exc:
-        logger.warning("task %s could not get a cgroup: %s", record.id, exc)
-        store.delete(record.id)  # its reserve and its session's wrapper: nothing will run
-        raise SpawnFailed(f"its cgroup could not be created: {exc.strerror or exc} (errno {exc.errno})") from exc
-    request = SpawnRequest(
-        cmd=record.cmd,
-        cwd=record.cwd,
-        env=env,
-        stdout_path=files.out(record.id),
-        stderr_path=files.err(record.id),
-        script_path=files.script(record.id),
-        stdin=record.stdin,
-        pty=record.pty,
-        on_output_failed=on_output_failed,
-        cgroup=cgroup,
-    )
-    try:
-        return spawn(request, spawner)
-    except OSError as exc:
-        failed = _could_not_start(store, record, exc)
-        if cgroup is not None:
-            cgroup.kill()
-            cgroup.remove()
-        raise failed from exc
 
 
 def record_not_saved(store: RecordStore, record: TaskRecord, exc: RecordNotSaved) -> SpawnFailed:
