@@ -1,8 +1,5 @@
-"""A task's processes: the spawn (process, spawners, native_spawn), which processes are its (procfs),
-its cgroup (cgroups, task_cgroup, cgroup_sweep, oom), what an ended task or a previous daemon left
-running (writers, recovery), its input (task_input, input_wait) and what it listens on (listening).
-The other subpackages import these names from here, never a module (tests/core/test_layers.py).
-"""
+"""A task's processes: the spawn, which are its (procfs), its cgroup, what it left running, its input and
+what it listens on. The other subpackages import these names from here (tests/core/test_layers.py)."""
 
 from __future__ import annotations
 

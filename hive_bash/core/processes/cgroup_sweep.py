@@ -1,22 +1,19 @@
-"""Clearing the daemon's cgroup subtree of what tasks left in it: sub-cgroups, escapees, intruders.
-
-A task runs as the daemon's uid, so it can make cgroups anywhere in the subtree and move its
-processes into the daemon's leaf or the root (escapees) or another task's cgroup (intruders), out
-of reach of its cgroup's `cgroup.kill`. What it made is removed deepest first, by one thread
-(`Sweeper`) off the loop; on the loop the work is bounded (INLINE_DIRS, MAX_ESCAPEES per look).
-"""
+"""Clearing the daemon's cgroup subtree of what tasks (its uid) did to it: cgroups they made, removed by
+one thread off the loop (`Sweeper`); processes moved into the leaf or the root (escapees) or another
+task's cgroup (intruders), out of reach of their cgroup's `cgroup.kill`, ended."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
 import queue
 import signal
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from hive_bash.burst_log import BurstLog
@@ -42,9 +39,8 @@ def populated(path: Path) -> bool:
 
 
 def remove_tree(path: Path, max_dirs: int | None = None, deadline: float | None = None) -> bool:
-    """rmdir `path` and every cgroup below it, deepest first, by directory fds (depth is no limit);
-    True once `path` is gone. At most `max_dirs` tried, none after `deadline`; one that still holds
-    processes (EBUSY) has them SIGKILLed, for a later pass."""
+    """rmdir `path` and every cgroup below, deepest first, by directory fds (depth is no limit), at most
+    `max_dirs`, none after `deadline`; True once `path` is gone. One in use has its processes SIGKILLed."""
     try:
         top = os.open(path, DIR_FLAGS)
     except FileNotFoundError:
@@ -153,35 +149,43 @@ class Sweeper:
                     self._pending.discard(path)
 
 
+def _end(pid: int, judge: Callable[[int], str | None], spared: Callable[[], set[int]]) -> str | None:
+    """SIGKILL `pid` if `judge` says why and it is not `spared` (the daemon's ancestors, read once needed),
+    held by a pidfd meanwhile so a pid reused is never signalled; why, or None if spared or gone."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    try:
+        why = judge(pid)
+        if why is not None and pid not in spared():
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            return why
+    except OSError:
+        pass
+    finally:
+        os.close(pidfd)
+    return None
+
+
+def _escapee(pid: int) -> str | None:
+    """In the leaf or the root, all but the daemon's children (a first process not yet in its cgroup)."""
+    return None if procfs.parent(pid) in (os.getpid(), None) else "escaped"
+
+
+def _ancestors() -> Callable[[], set[int]]:
+    return functools.cache(lambda: set(procfs.ancestors(os.getpid())))
+
+
 def end_escapees(places: Iterable[Path]) -> list[int]:
-    """SIGKILL every process in `places` (the leaf, the root) that is not the daemon, an ancestor of it
-    or a child of it (a task's first process before it moved into its cgroup); their pids. Each is held
-    by a pidfd while checked and signalled (a pid reused meanwhile is never signalled); MAX_ESCAPEES at most."""
-    own = os.getpid()
-    ancestors: set[int] | None = None  # read only when a stranger is found (a few /proc reads)
+    """SIGKILL the escapees in `places` (the leaf, the root), MAX_ESCAPEES at most; their pids."""
     ended: list[int] = []
+    spared = _ancestors()
     for place in places:
         ended_here = len(ended)
         for pid in procfs.cgroup_procs(place):
-            if pid == own or len(ended) >= MAX_ESCAPEES:
-                continue
-            try:
-                pidfd = os.pidfd_open(pid)
-            except OSError:
-                continue  # gone
-            try:
-                if procfs.parent(pid) in (own, None):
-                    continue
-                if ancestors is None:
-                    ancestors = set(procfs.ancestors(own))
-                if pid in ancestors:
-                    continue
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            if pid != os.getpid() and len(ended) < MAX_ESCAPEES and _end(pid, _escapee, spared):
                 ended.append(pid)
-            except OSError:
-                pass
-            finally:
-                os.close(pidfd)
         if len(ended) > ended_here:
             logger.warning(
                 "ended %d processes that left their task's cgroup for %s: pids %s",
@@ -193,34 +197,24 @@ def end_escapees(places: Iterable[Path]) -> list[int]:
 
 
 def end_intruders(pids: Iterable[int], owners: procfs.Owners, budget: int, burst: BurstLog) -> tuple[list[int], int]:
-    """Judge at most `budget` of `pids` (those not known); SIGKILL the intruders, each held by a pidfd
-    while judged and signalled, said once per burst. (the task's own, how many were ended)."""
+    """Judge at most `budget` of `pids` not known; SIGKILL intruders. (the task's own, how many ended)"""
     own: list[int] = []
     ended: list[tuple[int, str]] = []
-    ancestors: set[int] | None = None  # the daemon's (a wrapper that started it), read once needed
+    spared = _ancestors()
+
+    def intruder(pid: int) -> str | None:
+        origin = procfs.intruder_origin(pid, owners)
+        if origin is None:
+            own.append(pid)
+        return origin
+
     for pid in pids:
         if pid in owners.known or pid in owners.leaders:  # a first process is put back by its own task's watch
             continue
         if len(own) + len(ended) >= budget:
             break
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError:
-            continue  # gone
-        try:
-            origin = procfs.intruder_origin(pid, owners)
-            if origin is None:
-                own.append(pid)
-                continue
-            if ancestors is None:
-                ancestors = set(procfs.ancestors(os.getpid()))
-            if pid not in ancestors:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                ended.append((pid, origin))
-        except OSError:
-            pass
-        finally:
-            os.close(pidfd)
+        if (origin := _end(pid, intruder, spared)) is not None:
+            ended.append((pid, origin))
     if ended and (said := burst.starts_burst(len(ended)))[0]:
         logger.warning(
             "task %s: ended %d processes another task had moved into its cgroup: %s (logged once per burst; %d in "

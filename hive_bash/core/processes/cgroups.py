@@ -1,10 +1,6 @@
-"""The cgroup v2 subtree the daemon owns, a cgroup per task in it: nothing a task starts outlives it.
-
-Where systemd delegated the daemon's cgroup (`Delegate=yes`) or HIVE_BASH_CGROUP_ROOT names one,
-the tree is `<root>/daemon` (the daemon: only leaves hold processes once controllers are enabled)
-and `<root>/task-<id>` per running task (task_cgroup), a task born in it (spawners), its limits
-written before. What a task does to the tree is undone by the watch (`look`) and cgroup_sweep.
-"""
+"""The cgroup v2 subtree the daemon owns (delegated by systemd, or HIVE_BASH_CGROUP_ROOT): `<root>/daemon`
+holds the daemon (only leaves hold processes), `<root>/task-<id>` each running task, so nothing a task
+starts outlives it; what a task does to the tree is undone by the watch (`look`) and cgroup_sweep."""
 
 from __future__ import annotations
 
@@ -28,12 +24,9 @@ logger = logging.getLogger(__name__)
 PROC_SELF_MOUNTS = Path("/proc/self/mounts")
 DAEMON_LEAF = "daemon"
 TASK_PREFIX = "task-"
-# Never swept: the daemon's leaf, and where systemd runs a delegated unit's control processes.
-KEPT_NAMES = frozenset({DAEMON_LEAF, ".control"})
-# What a task cgroup may get, where the tree has them: accounting and the limits.
-WANTED_CONTROLLERS = ("cpu", "memory", "pids")
-# systemd marks a cgroup it delegated (v251+; user.* for a service with User=).
-DELEGATE_XATTRS = ("trusted.delegate", "user.delegate")
+KEPT_NAMES = frozenset({DAEMON_LEAF, ".control"})  # never swept: the leaf, systemd's control processes'
+WANTED_CONTROLLERS = ("cpu", "memory", "pids")  # accounting and the limits, where the tree has them
+DELEGATE_XATTRS = ("trusted.delegate", "user.delegate")  # systemd's mark (v251+; user.* for User=)
 LEFTOVER_WAIT_SECS = 5.0
 MAX_FOREIGN_PER_LOOK = 1024  # cgroups a task made in the tree handed to the sweeper per task's end
 WATCH_SECS = 1.0  # the watch looks this often, on the loop,
@@ -43,21 +36,17 @@ TASK_IDS_KEPT = 4096  # ids of the tasks lately given a cgroup, that an intruder
 
 
 class CgroupTree:
-    """The subtree the daemon owns: its leaf and a cgroup per task. Made at the daemon's start (it moves
-    the daemon into the leaf); anything else in it is a task's doing, ended and removed (cgroup_sweep)."""
+    """The subtree the daemon owns; made at the daemon's start, it moves the daemon into its leaf."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.leaf = root / DAEMON_LEAF
         self.leaf.mkdir(exist_ok=True)
         (self.leaf / "cgroup.procs").write_text("0")  # the daemon moves into its leaf
-        # The root as /proc/<pid>/cgroup names it, read from the daemon's own line, now in the leaf.
-        own = procfs.cgroup_of("self")
-        suffix = f"/{DAEMON_LEAF}"
-        self.relative_root = own[: -len(suffix)] if own is not None and own.endswith(suffix) else None
+        own = procfs.cgroup_of("self") or ""  # the root as /proc/<pid>/cgroup names it, from the leaf
+        self.relative_root = own.removesuffix(f"/{DAEMON_LEAF}") if own.endswith(f"/{DAEMON_LEAF}") else None
         self.controllers = self._enable_controllers()
-        # A mount's root (a cgroup namespace's, a container's /sys/fs/cgroup) holds other
-        # processes and cgroups than the daemon's: then only `task-*` cgroups count as the daemon's.
+        # A mount's root (a container's /sys/fs/cgroup) holds more than the daemon's: then only `task-*` count.
         self._whole_root = root not in cgroup2_mounts()
         self._live: set[Path] = set()  # the cgroups of running tasks
         self._watched: dict[Path, TaskCgroup] = {}  # their TaskCgroups, looked at by the watch
@@ -91,22 +80,21 @@ class CgroupTree:
         path = self._free_path(self.root / f"{TASK_PREFIX}{task_id}")
         path.mkdir()
         self._live.add(path)
+        cgroup = None
         try:
             cgroup = TaskCgroup(self, path, limits, task_id)
-        except OSError:
-            self.discard(path)
-            raise
-        try:
             cgroup.apply_limits()
         except OSError:
-            cgroup.remove()
+            if cgroup is not None:
+                cgroup.remove()
+            else:
+                self.discard(path)
             raise
         self._watched[path] = cgroup
         return cgroup
 
     def _free_path(self, path: Path) -> Path:
-        """`path`, or where it is still taken (a leftover a task may have planted, with cgroups and
-        processes under it) and cannot be cleared at once, a name no task can foresee."""
+        """`path`, or a name no task can foresee where a leftover (a task's plant) holds it still."""
         if not self._sweeper.pending(path) and not path.exists():
             return path
         if not self._sweeper.pending(path):
@@ -144,9 +132,8 @@ class CgroupTree:
                 logger.exception("watching the cgroup tree failed")
 
     def look(self) -> None:
-        """Undo a limit a task changed (ending it), put back a first process that moved itself out, end
-        intruders and escapees. A round takes the tasks running when it starts, TASKS_PER_LOOK per look;
-        the root is scanned only when it holds more cgroups than the running tasks'."""
+        """Undo a limit a task changed (ending it), put back a first process that moved out, end intruders
+        and escapees: TASKS_PER_LOOK tasks per look, round-robin over the tasks running at a round's start."""
         if not self._watch_queue:
             self._watch_queue.extend(self._watched.values())
         budget = JUDGED_PER_LOOK
@@ -209,13 +196,11 @@ class CgroupTree:
         return sorted(found)
 
     async def end_leftovers(self) -> None:
-        """At start: every cgroup but the leaf is a previous daemon's or a task's: end what is in it and
-        remove it (off the loop); end what left its cgroup."""
+        """At start every cgroup but the leaf is a previous daemon's: end what is in it, remove it, off the loop."""
         cgroup_sweep.end_escapees(self._escape_places)
         paths = self._foreign()
         for path in paths:
-            procs = procfs.cgroup_procs(path)
-            if procs:
+            if procs := procfs.cgroup_procs(path):
                 logger.warning(
                     "cgroup %s outlived the previous daemon with %d processes; ending them", path, len(procs)
                 )
@@ -252,7 +237,6 @@ def favours_moves(path: Path) -> bool:
 
 
 def _in_cgroup2(path: Path) -> bool:
-    """True if `path` is a cgroup v2 directory (only v2 has cgroup.controllers)."""
     return (path / "cgroup.controllers").is_file() and (path / "cgroup.procs").is_file()
 
 
@@ -310,8 +294,7 @@ def configured_root(path: Path) -> Path:
 
 
 def locate_cgroups(setting: Path | None) -> CgroupTree | None:
-    """The tree to run tasks in, set up (the daemon moved into its leaf), or None: process groups as
-    before. Logged once; an unusable HIVE_BASH_CGROUP_ROOT raises CgroupError (an operator asked for it)."""
+    """The tree to run tasks in, set up, or None (logged); CgroupError for an unusable HIVE_BASH_CGROUP_ROOT."""
     if setting is not None:
         root: Path | None = configured_root(setting)
         why = ""

@@ -1,10 +1,6 @@
-"""Whether a task waits for its input, read from the kernel, never guessed from its output.
-
-A thread of the task's shell or a descendant blocked in a system call that reads the task's pipe or
-terminal (`read` of it, `select` of fd 0 alone, `epoll_wait` on a set that watches it), numbers
-tabled for x86_64 and aarch64; which readers count is docs/tools.md's "Waiting for input". Said only
-once it held for INPUT_WAIT_SECS, unfed and silent (`InputWait`), so quick answers do not flicker.
-"""
+"""Whether a task waits for its input, read from the kernel (docs/tools.md, "Waiting for input"): a thread
+of its shell or a descendant blocked reading its pipe or terminal, held for INPUT_WAIT_SECS unfed and
+silent (`InputWait`), so quick answers do not flicker."""
 
 from __future__ import annotations
 
@@ -119,8 +115,7 @@ def _seen(walk: Walk, pid: int, threads: list[str], end: InputEnd, table: Syscal
 
 
 def _reads_input(walk: Walk, pid: int, number: int, first: int, end: InputEnd, table: SyscallTable) -> bool:
-    """Whether system call `number` (first argument `first`) waits on `end`: a read of it, a select
-    on fd 0 alone, fd 0 being `end`, or an epoll wait on a set that watches it for input."""
+    """Whether system call `number` waits on `end`: a read of it, a select of fd 0 alone, an epoll wait on it."""
     if number in table.epolls:
         epoll_set = walk.read(f"/proc/{pid}/fdinfo/{first}", _EPOLL_SET_BYTES)
         return end.file is not None and _watches_input(epoll_set, end.file)
@@ -170,8 +165,7 @@ class Sample:
 
 
 def look(end: InputEnd, group: int | None, table: SyscallTable | None = None) -> Sample:
-    """One sample: a reader of the input the task waits on, `group` being the foreground group: the
-    foreground's reader, else one beside which nothing else of the task runs (docs/tools.md)."""
+    """One sample: the foreground (`group`)'s reader, else one beside which nothing else of the task runs."""
     table = table or syscall_table()
     if table is None:
         return Sample(None, 0)

@@ -1,10 +1,6 @@
-"""The addresses a task's processes listen on, read from the kernel, never guessed from output.
-
-The listening sockets of the daemon's network namespace come from sock_diag (records per inode: no
-name a task gives a unix socket can pass for another's record, as in /proc/net/unix), matched against
-the `socket:[inode]` links of the task's processes' /proc/<pid>/fd. Without sock_diag, TCP comes
-from /proc/self/net/tcp and tcp6. Bounded, in ProcReaders' threads, only when a reply asks (docs/tools.md).
-"""
+"""The addresses a task's processes listen on (docs/tools.md): the daemon's namespace's listening sockets
+from sock_diag (no name a task gives a socket can forge a record there, as in /proc/net/unix; without
+it TCP from /proc/self/net/tcp) against its processes' /proc/<pid>/fd socket links, bounded."""
 
 from __future__ import annotations
 
@@ -197,8 +193,7 @@ def _tcp_table(lines: Iterable[str], kind: str) -> Iterator[tuple[int, Address]]
 def listening(
     pids: Iterable[int], *, listeners: dict[int, Address] | None = None, budget: int = MAX_TASK_FDS
 ) -> Listening:
-    """What the given processes listen on in the daemon's network namespace, reading at most
-    `budget` descriptors; `listeners`: the namespace's, when the caller read them already."""
+    """What the processes listen on, reading at most `budget` descriptors (`listeners`: if read already)."""
     if listeners is None:
         listeners = namespace_listeners()
     found: set[Address] = set()

@@ -1,10 +1,5 @@
-"""Start a task's first process inside its cgroup: glibc's posix_spawn with CLONE_INTO_CGROUP.
-
-A move into a cgroup waits on the kernel's cgroup_threadgroup_rwsem; clone3's CLONE_INTO_CGROUP has
-the child born there instead (glibc 2.39's `posix_spawnattr_setcgroup_np`, bound with ctypes). Where
-the C library or the kernel refuses it, `unavailable_reason()` says why, asked once. The child is set
-up as Popen(start_new_session=True, close_fds=True) sets one up, and runs no Python (CLONE_VFORK).
-"""
+"""A task's first process born in its cgroup (glibc 2.39's posix_spawn with CLONE_INTO_CGROUP): no move and
+its wait on the kernel's cgroup lock. Set up as Popen(start_new_session=True, close_fds=True) sets one up."""
 
 from __future__ import annotations
 
@@ -112,9 +107,8 @@ def available() -> bool:
 
 
 def _clone_into_cgroup_error() -> int:
-    """The error clone3 answers CLONE_INTO_CGROUP with for a cgroup fd that cannot be open: EBADF where the
-    kernel has it (checked last, before any process exists: no child ever runs), ENOSYS without clone3 or
-    under seccomp, EINVAL before 5.7, EPERM under a seccomp profile that says so."""
+    """clone3's answer to CLONE_INTO_CGROUP with an fd never open: EBADF where the kernel has it (checked last:
+    no child ever runs), ENOSYS without clone3 or under seccomp, EINVAL before 5.7, EPERM under seccomp."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     args = _CloneArgs(flags=CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP, cgroup=NEVER_OPEN_FD)
@@ -138,10 +132,8 @@ def spawn(
     stderr: int,
     terminal: str | None = None,
 ) -> NativeProcess:
-    """Start argv in the cgroup open as `cgroup_fd`, as its own session's leader; OSError as Popen.
-
-    `stdin` as for Popen. With `terminal` (a PTY's slave path) the child opens it as fd 0 once it leads
-    its session, its controlling terminal then, and as 1 and 2: the stdio arguments are unused."""
+    """Start argv in the cgroup open as `cgroup_fd` leading its own session; OSError as Popen. With `terminal`
+    (a PTY slave's path) the child opens it as fds 0-2 after setsid, its controlling terminal."""
     assert _libc is not None, "spawn() called where available() is False"
     # posix_spawnp searches the daemon's PATH, as Popen the task's: the same unless `run` set PATH, and
     # without the ~30 us of stat calls a lookup in Python costs.
@@ -212,8 +204,7 @@ def _spawn_attributes(cgroup_fd: int) -> _Buffer:
 
 
 def _file_actions(cwd: str, terminal: bytes | None, stdio: list[int]) -> _Buffer:
-    """An initialised posix_spawn_file_actions_t: fds 0-2, the working directory, every other fd closed
-    (run after setsid: the terminal opened there becomes the controlling one)."""
+    """An initialised posix_spawn_file_actions_t: fds 0-2, the working directory, every other fd closed."""
     assert _libc is not None
     actions = (ctypes.c_uint64 * FILE_ACTIONS_WORDS)()
     _check(_libc.actions_init(actions), "posix_spawn_file_actions_init")

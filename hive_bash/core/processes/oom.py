@@ -1,9 +1,5 @@
-"""Was a task most likely ended by the kernel's OOM killer? The daemon's cgroup keeps count.
-
-The kernel counts OOM kills per memory cgroup (v2 `memory.events`, v1 `memory.oom_control`: line
-`oom_kill N`); a count that rose while a task ran, with a SIGKILL the daemon did not send, points at
-it. Only ever read; where no counter can be read, nothing is said.
-"""
+"""Was a task most likely ended by the OOM killer? Its memory cgroup's `oom_kill` count rose while it ran
+and a SIGKILL the daemon did not send ended it. Only read; where no counter is readable, nothing is said."""
 
 from __future__ import annotations
 
@@ -14,13 +10,12 @@ from pathlib import Path
 from typing import Literal
 
 from hive_bash.core import wording
-from hive_bash.core.processes.procfs import PROC_SELF_CGROUP, key_value
+from hive_bash.core.processes.procfs import PROC_SELF_CGROUP, key_value, read_start
 
 logger = logging.getLogger(__name__)
 
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
-# v1 reports "no limit" as a page-rounded LONG_MAX; anything this large is no limit.
-V1_UNLIMITED = 1 << 62
+V1_UNLIMITED = 1 << 62  # v1's "no limit" is a page-rounded LONG_MAX
 SIGKILL_EXIT = 128 + 9  # what bash exits with when the process it waited for was SIGKILLed
 
 
@@ -30,23 +25,15 @@ class CgroupMemory:
 
     directory: Path
     version: Literal[1, 2]
-    # The counter is read at every task's start: kept open and re-read with pread instead of
-    # opened each time (bench/breakdown.py's figures: docs/performance.md, "What moved and why").
+    # Read at every task's start: kept open, re-read with pread (docs/performance.md, "What moved and why").
     _events_fd: int | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def _events_file(self) -> str:
-        return "memory.events" if self.version == 2 else "memory.oom_control"
-
-    @property
-    def _limit_file(self) -> str:
-        return "memory.max" if self.version == 2 else "memory.limit_in_bytes"
 
     def oom_kills(self) -> int | None:
         """The cgroup's OOM-kill count, or None if it cannot be read."""
         try:
             if self._events_fd is None:
-                self._events_fd = os.open(self.directory / self._events_file, os.O_RDONLY | os.O_CLOEXEC)
+                events = "memory.events" if self.version == 2 else "memory.oom_control"
+                self._events_fd = os.open(self.directory / events, os.O_RDONLY | os.O_CLOEXEC)
             text = os.pread(self._events_fd, 4096, 0).decode("ascii", "replace")
         except OSError:
             return None
@@ -55,9 +42,8 @@ class CgroupMemory:
     def limit(self) -> tuple[int, Path] | None:
         """The smallest memory limit from this cgroup up to the root, and the file it is in; None if unlimited."""
         found: tuple[int, Path] | None = None
-        directory = self.directory
-        while (directory / self._limit_file).is_file():
-            path = directory / self._limit_file
+        directory, name = self.directory, "memory.max" if self.version == 2 else "memory.limit_in_bytes"
+        while (path := directory / name).is_file():
             value = _read_limit(path)
             if value is not None and (found is None or value < found[0]):
                 found = (value, path)
@@ -68,13 +54,8 @@ class CgroupMemory:
 
 
 def _read_limit(path: Path) -> int | None:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return None
-    if not text.isdigit() or int(text) >= V1_UNLIMITED:
-        return None  # "max" (v2) or the v1 value for no limit
-    return int(text)
+    text = (read_start(path) or "").strip()
+    return int(text) if text.isdigit() and int(text) < V1_UNLIMITED else None  # not "max" (v2), nor v1's
 
 
 def oom_counter_at(directory: Path) -> CgroupMemory | None:

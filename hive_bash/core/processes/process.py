@@ -1,10 +1,5 @@
-"""One task's process: bash in its own session, output straight into files, a pidfd to learn of its end.
-
-The child writes .out/.err itself (the daemon copies no bytes, but a PTY's); its exit comes through a
-pidfd on the loop; what it left in its group (and cgroup) is killed while the leader is an unreaped
-zombie, so the group id cannot have been recycled, and only then is it reaped. How it is started is
-the spawner's (spawners), chosen once at start.
-"""
+"""One task's process: bash in its own session writing its output files itself, its end learnt by a pidfd,
+what it left killed while the leader is an unreaped zombie (its group id cannot be recycled yet)."""
 
 from __future__ import annotations
 
@@ -241,8 +236,7 @@ class TerminalCopy:
 
 
 class TaskProcess:
-    """A started task process. `wait_status` resolves to its wait status once nothing of the task
-    is left (its group gone; with a cgroup, the cgroup empty) and the leader is reaped."""
+    """A started task process; `wait_status` resolves once nothing of it is left and the leader is reaped."""
 
     def __init__(
         self,

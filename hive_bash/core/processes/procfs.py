@@ -1,10 +1,6 @@
-"""Which processes are a task's, and what /proc says of them: the one owner of that question.
-
-A task's processes are its cgroup's (and those of the cgroups it made below), less what another
-task moved in (`intruder_origin`); without a cgroup, its leader and descendants while the leader
-lives, else what is left in the session and group it led. Every read is bounded, /proc/<pid>/stat
-has one parser (`stat`), and the reads run in `ProcReaders`' threads, never on the event loop.
-"""
+"""Which processes are a task's (`TaskProcesses`), and what /proc says of them (one `stat` parser): its
+cgroup's less another task's intruders, else its leader's descendants or what is left of its group.
+Every read is bounded and runs in `ProcReaders`' threads, off the event loop."""
 
 from __future__ import annotations
 
@@ -204,9 +200,7 @@ def cgroup_pids(path: str | Path, *, dir_fd: int | None = None, limit: int | Non
 
 @dataclass(frozen=True, kw_only=True)
 class Owners:
-    """What tells a running task's own processes from intruders: its first process, the tick its cgroup
-    was made in, every running task's first process (pid -> task id), the processes already found its
-    own, the ids of the tasks the daemon ran lately. Collections may be live: only looked up in."""
+    """What tells a running task's own processes from intruders (collections may be live: only looked up in)."""
 
     task_id: str
     leader: int
@@ -313,8 +307,7 @@ class Walk:
             return []
 
     def processes(self, leader: int) -> Iterator[tuple[int, list[str]]]:
-        """`leader` and its descendants with their threads, breadth first, from each thread's children file:
-        only the task's own processes are read, not all of /proc."""
+        """`leader` and its descendants with their threads, breadth first, from each thread's children file."""
         queue = collections.deque([leader])
         for _ in range(MAX_DESCENDANTS):
             if not queue or self.reads >= MAX_PROC_READS:

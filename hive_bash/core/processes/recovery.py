@@ -1,10 +1,5 @@
-"""What a previous daemon left running: ended by process identity, never by pid alone.
-
-The identity is what the daemon gave the process and the process cannot change: its pid,
-its kernel start time, the boot both were in, and the session and process group it was
-started leading. A task that dropped its environment (`exec env -i sleep 600`) is found
-all the same.
-"""
+"""What a previous daemon left running, ended by what the task cannot change: its pid, its start time,
+the boot, and the session and group it was started leading (`exec env -i` changes none of them)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """How a task's first process is started, one way chosen once at start (`choose_spawner`): born in its
-cgroup by clone3's CLONE_INTO_CGROUP (native_spawn), a placing bash that writes its own pid into its
-cgroup.procs and execs the task's bash (same pid, session and group), or plain Popen without a tree.
-Each starts the leader of a session of its own, fds 0-2 as given, every signal at its default; it
-only starts: supervising and reaping is process.py's.
-"""
+cgroup (native_spawn), a placing bash that moves itself in and execs the task's bash (same pid, session
+and group), or plain Popen without a tree; each the leader of its own session, fds 0-2 as given."""
 
 from __future__ import annotations
 
@@ -22,8 +19,7 @@ from hive_bash.core.processes import cgroups, native_spawn
 
 logger = logging.getLogger(__name__)
 
-# The placing bash: it reads no startup file in POSIX mode, so a session's BASH_ENV runs in the
-# task's bash alone; "$0" is the cgroup's cgroup.procs, "$@" the task's argv.
+# In POSIX mode bash reads no startup file (a session's BASH_ENV runs in the task's bash alone).
 PLACE_ARGV = ("bash", "--posix", "--noprofile", "--norc", "-c", 'echo $$ > "$0" && exec "$@"')
 
 
@@ -69,9 +65,7 @@ class Started:
 
 
 class Spawner(Protocol):
-    def start(self, child: Child) -> Started:
-        """Start the child; raises OSError (EMFILE, EAGAIN, ENOENT...) as Popen would."""
-        ...
+    def start(self, child: Child) -> Started: ...  # OSError (EMFILE, EAGAIN, ENOENT...) as Popen
 
 
 def boottime_ns() -> int:
@@ -90,8 +84,7 @@ class PlacingBash:
     """A cgroup per task, entered by a move the task's first process makes."""
 
     def start(self, child: Child) -> Started:
-        # The move costs the mover a grace period of the kernel's cgroup lock (8-13 ms when tasks
-        # start seconds apart, docs/performance.md): paid by the task's first process, never by the loop.
+        # The move's wait for the kernel's cgroup lock (docs/performance.md) is the task's, not the loop's.
         return _popen([*PLACE_ARGV, str(_cgroup_of(child).procs_path), *child.argv], child)
 
 
@@ -116,8 +109,7 @@ class CloneIntoCgroup:
 
 
 def choose_spawner(tree: cgroups.CgroupTree | None) -> Spawner:
-    """The spawner for this machine: by the cgroup tree the daemon owns, if any, and what starts a
-    task in it (asked once: native_spawn probes the kernel). Logged once."""
+    """The spawner for this machine and its cgroup tree, if any (native_spawn probes the kernel once); logged."""
     if tree is None:
         logger.info("tasks start by Popen, each in a session and process group of its own")
         return PlainPopen()
@@ -139,10 +131,7 @@ def _cgroup_of(child: Child) -> CgroupDir:
 
 def _popen(argv: list[str], child: Child) -> Started:
     before = boottime_ns()
-    # start_new_session: the task is its own session and process group, so one
-    # killpg reaches everything it starts (unless a child leaves with setsid: the cgroup holds it).
-    # Without preexec_fn, CPython forks with vfork (the daemon's memory is not copied, the loop
-    # waits only until bash has exec'd); a terminal needs one (TIOCSCTTY), and then it forks.
+    # Without preexec_fn CPython uses vfork (the loop waits only for the exec); a terminal needs one (TIOCSCTTY).
     popen = subprocess.Popen(
         argv,
         stdin=child.stdin,

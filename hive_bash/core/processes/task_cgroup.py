@@ -1,6 +1,5 @@
-"""One task's cgroup: its limits written before anything runs in it and read back by the watch, the
-kill of whatever is in it, its end (accounting read, then removed), and what tells its own processes
-from what another task moved in."""
+"""One task's cgroup: its limits (written before anything runs in it, read back by the watch), the kill of
+whatever is in it, its end (accounting read, then removed)."""
 
 from __future__ import annotations
 
@@ -36,7 +35,7 @@ class Limits:
 class CgroupEnd:
     """What the kernel counted for a task's cgroup, read just before it is removed."""
 
-    cpu_secs: float | None  # every process that ever ran in it, waited for or not
+    cpu_secs: float | None  # every process that ever ran in it
     memory_peak_bytes: int | None  # None without the memory controller
     limit_reason: str | None  # e.g. "memory limit 512 MiB reached"
 
@@ -50,10 +49,10 @@ class TaskCgroup:
         self.limits = limits
         self.task_id = task_id
         self.born_ticks = procfs.ticks_now()  # nothing started before this tick was born in it
-        self._own: set[int] = set()  # processes in it found to be the task's own (the watch's `end_intruders`)
+        self._own: set[int] = set()  # processes in it found the task's own (`end_intruders`)
         self.tampered: str | None = None  # why the task was ended: it changed its own limit
-        self.limit_files: dict[str, str] = {}  # each limit file the daemon wrote, as the kernel reads it back
-        self.leader: int | None = None  # the task's first process (the daemon's child) until it is reaped
+        self.limit_files: dict[str, str] = {}  # each limit the daemon wrote, as the kernel reads it back
+        self.leader: int | None = None  # the task's first process until it is reaped
         self._dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
     @property
@@ -71,9 +70,7 @@ class TaskCgroup:
         if self.limits.memory_max is not None:
             self._write_limit("memory.max", str(self.limits.memory_max))
             self._write_limit("memory.swap.max", "0", missing_ok=True)  # a limit that swaps is no limit
-            # At the limit the OOM killer ends the whole task, not one of its processes at random
-            # while the rest carry on without it (systemd's OOMPolicy=kill does the same).
-            self._write("memory.oom.group", "1", missing_ok=True)
+            self._write("memory.oom.group", "1", missing_ok=True)  # the OOM killer ends the whole task
         if self.limits.pids_max is not None:
             self._write_limit("pids.max", str(self.limits.pids_max))
 
@@ -112,8 +109,7 @@ class TaskCgroup:
         self.leader = None
 
     def owners(self) -> procfs.Owners | None:
-        """What tells its own processes from intruders (live views, also read in ProcReaders' threads);
-        None once its first process is gone (then everything in it is killed)."""
+        """What tells its own processes from intruders; None once its first process is gone."""
         if self.leader is None:
             return None
         tree = self.tree
@@ -172,8 +168,7 @@ class TaskCgroup:
                 os.kill(int(pid), signal.SIGKILL)
 
     def kill_what_is_left(self) -> bool:
-        """After the leader's exit: SIGKILL whatever is still in the cgroup; whether anything was (the
-        exited leader no longer counts: an unpopulated cgroup holds nothing that could fork)."""
+        """After the leader's exit: SIGKILL whatever is still in the cgroup; whether anything was."""
         if not self.populated():
             return False
         self.kill()
@@ -193,8 +188,9 @@ class TaskCgroup:
 
     def finish(self) -> CgroupEnd:
         """Read what the task cost and whether its own limit ended it, then remove the cgroup."""
-        peak = self._int_file("memory.peak") if "memory" in self.tree.controllers else None
-        end = CgroupEnd(self._cpu_secs(), peak, self._limit_reason())
+        peak = (self._read("memory.peak") or "").strip() if "memory" in self.tree.controllers else ""
+        peak_bytes = int(peak) if peak.isdigit() else None
+        end = CgroupEnd(self._cpu_secs(), peak_bytes, self._limit_reason())
         self.remove()
         return end
 
@@ -222,10 +218,6 @@ class TaskCgroup:
         if self.limits.pids_max is not None and (procfs.key_value(self._read("pids.events"), "max") or 0) > 0:
             return f"process limit {self.limits.pids_max} reached (pids_max: a fork was refused)"
         return None
-
-    def _int_file(self, name: str) -> int | None:
-        text = self._read(name)
-        return int(text) if text is not None and text.strip().isdigit() else None
 
     def _read(self, name: str) -> str | None:
         return procfs.read_start(name, dir_fd=self._dir_fd)

@@ -4,14 +4,14 @@ output, found by the file they hold open for writing (only the task's leader got
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
+import re
 import signal
 from pathlib import Path
 
-from hive_bash.core.processes.procfs import all_pids
+from hive_bash.core.processes.procfs import all_pids, read_start
 
-logger = logging.getLogger(__name__)
+FLAGS = re.compile(r"^flags:\s*([0-7]+)", re.MULTILINE)  # of /proc/<pid>/fdinfo/<fd>, in octal
 
 
 def writers_of(path: Path) -> list[int]:
@@ -40,11 +40,8 @@ def _writes(pid: int, device: int, inode: int) -> bool:
 
 
 def _open_for_writing(pid: int, fd: str) -> bool:
-    with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as fdinfo:
-        for line in fdinfo:
-            if line.startswith(b"flags:"):
-                return int(line.split()[1], 8) & os.O_ACCMODE != os.O_RDONLY
-    return False
+    flags = FLAGS.search(read_start(f"/proc/{pid}/fdinfo/{fd}") or "")
+    return flags is not None and int(flags[1], 8) & os.O_ACCMODE != os.O_RDONLY
 
 
 def end_writers(path: Path) -> list[int]:
