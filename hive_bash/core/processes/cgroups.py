@@ -264,17 +264,16 @@ def own_delegated_cgroup(proc_cgroup: Path = PROC_SELF_CGROUP) -> tuple[Path | N
         return None, f"its cgroup /{relative} is in no mounted cgroup2 hierarchy"
     if not _writable(path):
         return None, f"{path} is not writable (no Delegate=yes)"
-    if os.geteuid() == 0 and not _delegated(path):
+    if os.geteuid() == 0 and not any(_xattr(path, name) == b"1" for name in DELEGATE_XATTRS):
         return None, f"{path} is not delegated (no Delegate=yes)"
     return path, ""
 
 
-def _delegated(path: Path) -> bool:
-    for name in DELEGATE_XATTRS:
-        with contextlib.suppress(OSError):
-            if os.getxattr(path, name) == b"1":
-                return True
-    return False
+def _xattr(path: Path, name: str) -> bytes | None:
+    try:
+        return os.getxattr(path, name)
+    except OSError:
+        return None
 
 
 def configured_root(path: Path) -> Path:

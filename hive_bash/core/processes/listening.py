@@ -171,13 +171,6 @@ def _read_table(path: str) -> list[str]:
     return text.split("\n")[1 : -1 if len(text) >= MAX_TABLE_BYTES else None]
 
 
-def _tcp_host(hex_address: str) -> str:
-    """The kernel prints an address as 32-bit words, each in the machine's byte order."""
-    words = [int(hex_address[i : i + 8], 16) for i in range(0, len(hex_address), 8)]
-    raw = b"".join(struct.pack("=I", word) for word in words)
-    return socket.inet_ntop(socket.AF_INET6 if len(raw) == 16 else socket.AF_INET, raw)
-
-
 def _tcp_table(lines: Iterable[str], kind: str) -> Iterator[tuple[int, Address]]:
     for line in lines:
         fields = line.split()
@@ -185,7 +178,10 @@ def _tcp_table(lines: Iterable[str], kind: str) -> Iterator[tuple[int, Address]]
             continue
         try:
             host, port = fields[1].split(":")
-            yield int(fields[9]), Address(kind, _tcp_host(host), int(port, 16))
+            # The kernel prints an address as 32-bit words, each in the machine's byte order.
+            raw = b"".join(struct.pack("=I", int(host[i : i + 8], 16)) for i in range(0, len(host), 8))
+            family = socket.AF_INET6 if len(raw) == 16 else socket.AF_INET
+            yield int(fields[9]), Address(kind, socket.inet_ntop(family, raw), int(port, 16))
         except ValueError:
             continue
 

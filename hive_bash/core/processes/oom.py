@@ -44,18 +44,14 @@ class CgroupMemory:
         found: tuple[int, Path] | None = None
         directory, name = self.directory, "memory.max" if self.version == 2 else "memory.limit_in_bytes"
         while (path := directory / name).is_file():
-            value = _read_limit(path)
+            text = (read_start(path) or "").strip()
+            value = int(text) if text.isdigit() and int(text) < V1_UNLIMITED else None  # not "max" nor v1's
             if value is not None and (found is None or value < found[0]):
                 found = (value, path)
             if directory.parent == directory:
                 break
             directory = directory.parent
         return found
-
-
-def _read_limit(path: Path) -> int | None:
-    text = (read_start(path) or "").strip()
-    return int(text) if text.isdigit() and int(text) < V1_UNLIMITED else None  # not "max" (v2), nor v1's
 
 
 def oom_counter_at(directory: Path) -> CgroupMemory | None:

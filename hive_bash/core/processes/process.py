@@ -113,10 +113,6 @@ def write_failure_reason(exc: OSError, path: Path) -> str:
     return f"{name}: terminal output could not be written to {path}"
 
 
-def _ignore_output_failure(reason: str) -> None:
-    pass
-
-
 @dataclass
 class SpawnRequest:
     cmd: str
@@ -127,7 +123,7 @@ class SpawnRequest:
     script_path: Path  # where a command too long for argv is written
     stdin: Literal["null", "pipe"] = "null"
     pty: bool = False
-    on_output_failed: TerminalWriteFailed = field(default=_ignore_output_failure)  # once, with the end reason
+    on_output_failed: TerminalWriteFailed = field(default=lambda reason: None)  # once, with the end reason
     cgroup: TaskCgroup | None = None  # the task's own cgroup, where the daemon owns a tree
 
     def prepare_argv(self) -> list[str]:
@@ -353,20 +349,15 @@ def _owned(popen: spawners.StartedProcess, cgroup: TaskCgroup | None) -> Iterato
         try:
             yield cleanup
         except BaseException:
-            _end_and_reap(popen, cgroup)
+            logger.warning("ending process group %d: its task could not be supervised", popen.pid)
+            signal_group(popen.pid, signal.SIGKILL)
+            if cgroup is not None:
+                cgroup.kill()
+            popen.wait()  # SIGKILL cannot be caught: short, though it blocks the loop
+            if popen.stdin is not None:
+                popen.stdin.close()
             raise
         cleanup.pop_all()
-
-
-def _end_and_reap(popen: spawners.StartedProcess, cgroup: TaskCgroup | None) -> None:
-    logger.warning("ending process group %d: its task could not be supervised", popen.pid)
-    signal_group(popen.pid, signal.SIGKILL)
-    if cgroup is not None:
-        cgroup.kill()
-    # SIGKILL cannot be caught: the wait is short even though it blocks the loop.
-    popen.wait()
-    if popen.stdin is not None:
-        popen.stdin.close()
 
 
 def spawn(request: SpawnRequest, spawner: spawners.Spawner) -> TaskProcess:

@@ -19,10 +19,12 @@ def end_leftover_processes(record: TaskRecord) -> None:
     """A previous daemon died without ending this task: end what is left of its process group."""
     if record.pid is None:
         return
-    pgid, start_ticks = record.pid, record.proc_start_ticks
-    if not _this_boot(record):
+    pgid, start_ticks, boot = record.pid, record.proc_start_ticks, procfs.boot_id()
+    if record.boot_id is not None and boot is not None and record.boot_id != boot:
         return  # the pid and start time belonged to a process of another boot: nothing of it is left
-    if procfs.same_process_alive(pgid, start_ticks) and _leader_of(record):
+    # A record older than its boot id: its leader must also carry its task id.
+    leader = record.boot_id is not None or procfs.task_id_of(pgid) == record.id
+    if leader and procfs.same_process_alive(pgid, start_ticks):
         logger.warning("task %s (pid %d) outlived the previous daemon; ending its group", record.id, pgid)
         signal_group(pgid, signal.SIGKILL)
         return
@@ -30,16 +32,6 @@ def end_leftover_processes(record: TaskRecord) -> None:
         logger.warning("task %s left process %d behind; ending it", record.id, pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-
-
-def _this_boot(record: TaskRecord) -> bool:
-    current = procfs.boot_id()
-    return record.boot_id is None or current is None or record.boot_id == current
-
-
-def _leader_of(record: TaskRecord) -> bool:
-    """A record written before records kept the boot id: its leader must also carry its task id."""
-    return record.boot_id is not None or procfs.task_id_of(record.pid or 0) == record.id
 
 
 def interrupted_reason(record: TaskRecord) -> str:

@@ -190,7 +190,8 @@ class TaskCgroup:
         """Read what the task cost and whether its own limit ended it, then remove the cgroup."""
         peak = (self._read("memory.peak") or "").strip() if "memory" in self.tree.controllers else ""
         peak_bytes = int(peak) if peak.isdigit() else None
-        end = CgroupEnd(self._cpu_secs(), peak_bytes, self._limit_reason())
+        usec = procfs.key_value(self._read("cpu.stat"), "usage_usec")
+        end = CgroupEnd(None if usec is None else round(usec / 1_000_000, 3), peak_bytes, self._limit_reason())
         self.remove()
         return end
 
@@ -201,10 +202,6 @@ class TaskCgroup:
         os.close(self._dir_fd)
         self._dir_fd = -1
         self.tree.discard(self.path)
-
-    def _cpu_secs(self) -> float | None:
-        usec = procfs.key_value(self._read("cpu.stat"), "usage_usec")
-        return None if usec is None else round(usec / 1_000_000, 3)
 
     def _limit_reason(self) -> str | None:
         """Why its own limit ended it, if it did: the OOM killer at its memory.max (`oom` counts its own

@@ -32,16 +32,14 @@ def _writes(pid: int, device: int, inode: int) -> bool:
     for fd in fds:
         try:
             info = os.stat(f"/proc/{pid}/fd/{fd}")
-            if (info.st_dev, info.st_ino) == (device, inode) and _open_for_writing(pid, fd):
-                return True
         except OSError:
             continue
+        if (info.st_dev, info.st_ino) != (device, inode):
+            continue
+        flags = FLAGS.search(read_start(f"/proc/{pid}/fdinfo/{fd}") or "")
+        if flags is not None and int(flags[1], 8) & os.O_ACCMODE != os.O_RDONLY:
+            return True
     return False
-
-
-def _open_for_writing(pid: int, fd: str) -> bool:
-    flags = FLAGS.search(read_start(f"/proc/{pid}/fdinfo/{fd}") or "")
-    return flags is not None and int(flags[1], 8) & os.O_ACCMODE != os.O_RDONLY
 
 
 def end_writers(path: Path) -> list[int]:

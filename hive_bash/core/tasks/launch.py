@@ -70,11 +70,9 @@ class Launcher:
             ("memory_max", options.memory_max, "memory"),
             ("pids_max", options.pids_max, "pids"),
         ):
-            if value is None:
-                continue
-            if self.cgroups is None:
+            if value is not None and self.cgroups is None:
                 raise InvalidArgument(argument, "needs a cgroup per task; this daemon has no delegated cgroup v2 tree")
-            if controller not in self.cgroups.controllers:
+            if value is not None and self.cgroups is not None and controller not in self.cgroups.controllers:
                 raise InvalidArgument(
                     argument, f"needs the {controller} controller; this daemon's cgroup tree has none"
                 )
