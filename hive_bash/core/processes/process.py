@@ -107,12 +107,6 @@ def signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def write_failure_reason(exc: OSError, path: Path) -> str:
-    """The end reason of a PTY task whose output could not be written, e.g. "disk full: ..."."""
-    name = WRITE_ERROR_NAMES.get(exc.errno or 0, exc.strerror or str(exc))
-    return f"{name}: terminal output could not be written to {path}"
-
-
 @dataclass
 class SpawnRequest:
     cmd: str
@@ -197,8 +191,7 @@ class TerminalCopy:
             os.close(self._out_fd)
             self._out_fd = None
 
-    def _read(self) -> bytes | None:
-        """One chunk of what the terminal shows: b"" once every process closed it, None if nothing yet."""
+    def _read(self) -> bytes | None:  # b"" once every process closed the terminal, None if nothing yet
         try:
             return os.read(self._master, 65536)
         except BlockingIOError:
@@ -224,7 +217,8 @@ class TerminalCopy:
             while view:  # a write to a filling disk can be short before it fails
                 view = view[os.write(self._out_fd, view) :]
         except OSError as exc:
-            self.error = write_failure_reason(exc, self._out_path)
+            name = WRITE_ERROR_NAMES.get(exc.errno or 0, exc.strerror or str(exc))  # "disk full"
+            self.error = f"{name}: terminal output could not be written to {self._out_path}"
             logger.warning("task process %d: %s (%s)", self._pid, self.error, exc)
             self._write_failed(self.error)
             return False

@@ -28,14 +28,19 @@ READERS = 4  # threads /proc is read in: input samples and listening looks, at m
 _T = TypeVar("_T")
 
 
-def read_start(path: str | Path, *, dir_fd: int | None = None, limit: int = 4096) -> str | None:
-    """The start of a /proc or cgroupfs file, in one read; None when gone or not ours to read."""
+def read_start(path: str | Path, *, dir_fd: int | None = None, limit: int | None = 4096) -> str | None:
+    """The start of a /proc or cgroupfs file in one read (all of it without `limit`); None when gone or not ours."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError:
         return None
     try:
-        return os.read(fd, limit).decode("ascii", "replace")
+        if limit is not None:
+            return os.read(fd, limit).decode("ascii", "replace")
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks).decode("ascii", "replace")
     except OSError:
         return None
     finally:
@@ -84,14 +89,8 @@ def ticks_now() -> int:
 
 def task_id_of(pid: int) -> str | None:
     """The HIVE_BASH_TASK_ID the process was started with (its environment at exec), if it kept it."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as environ:
-            variables = environ.read().split(b"\0")
-    except OSError:
-        return None
-    prefix = f"{TASK_ID_ENV}=".encode()
-    found = next((name[len(prefix) :] for name in variables if name.startswith(prefix)), None)
-    return None if found is None else found.decode("utf-8", "replace")
+    variables = (read_start(f"/proc/{pid}/environ", limit=None) or "").split("\0")
+    return next((name[len(TASK_ID_ENV) + 1 :] for name in variables if name.startswith(f"{TASK_ID_ENV}=")), None)
 
 
 def boot_id() -> str | None:
@@ -160,19 +159,8 @@ def leftover_group_members(pgid: int, leader_start_ticks: int | None) -> list[in
 
 def cgroup_procs(cgroup: str | Path, dir_fd: int | None = None) -> list[int]:
     """The processes in `cgroup` (its cgroup.procs; empty if unreadable)."""
-    try:
-        fd = os.open(os.path.join(cgroup, "cgroup.procs"), os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return []
-    chunks = []
-    try:
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    except OSError:
-        return []
-    finally:
-        os.close(fd)
-    return [int(pid) for pid in b"".join(chunks).split() if pid.isdigit()]
+    text = read_start(os.path.join(cgroup, "cgroup.procs"), dir_fd=dir_fd, limit=None) or ""
+    return [int(pid) for pid in text.split() if pid.isdigit()]
 
 
 def cgroup_pids(path: str | Path, *, dir_fd: int | None = None, limit: int | None = None) -> list[int]:
