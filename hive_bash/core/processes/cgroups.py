@@ -294,11 +294,7 @@ def configured_root(path: Path) -> Path:
 
 def locate_cgroups(setting: Path | None) -> CgroupTree | None:
     """The tree to run tasks in, set up, or None (logged); CgroupError for an unusable HIVE_BASH_CGROUP_ROOT."""
-    if setting is not None:
-        root: Path | None = configured_root(setting)
-        why = ""
-    else:
-        root, why = own_delegated_cgroup()
+    root, why = (configured_root(setting), "") if setting is not None else own_delegated_cgroup()
     if root is None:
         logger.info("no delegated cgroup v2 tree (%s): tasks are ended by process group", why)
         return None
