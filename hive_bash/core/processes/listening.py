@@ -55,12 +55,7 @@ class Address:
 
 @dataclass(frozen=True)
 class Listening:
-    addresses: tuple[Address, ...]
-    more: int = 0  # found past MAX_ADDRESSES
-
-    @property
-    def ports(self) -> frozenset[int]:
-        return frozenset(address.port for address in self.addresses if address.kind != "unix")
+    addresses: tuple[Address, ...]  # at most MAX_ADDRESSES
 
     def words(self) -> list[str]:
         return [str(address) for address in self.addresses]
@@ -200,7 +195,7 @@ def listening(
         budget -= read
         found.update(listeners[inode] for inode in held if inode in listeners)
     ordered = sorted(found, key=lambda address: (address.kind == "unix", address.port, address.host, address.path))
-    return Listening(tuple(ordered[:MAX_ADDRESSES]), max(0, len(ordered) - MAX_ADDRESSES))
+    return Listening(tuple(ordered[:MAX_ADDRESSES]))
 
 
 async def read_listening(readers: ProcReaders, tasks: Sequence[TaskProcesses | None]) -> list[Listening]:

@@ -85,14 +85,16 @@ class PlacingBash:
 
     def start(self, child: Child) -> Started:
         # The move's wait for the kernel's cgroup lock (docs/performance.md) is the task's, not the loop's.
-        return _popen([*PLACE_ARGV, str(_cgroup_of(child).procs_path), *child.argv], child)
+        assert child.cgroup is not None, "a spawner that puts tasks in their cgroups, but no task cgroup"
+        return _popen([*PLACE_ARGV, str(child.cgroup.procs_path), *child.argv], child)
 
 
 class CloneIntoCgroup:
     """A cgroup per task, the task born in it (clone3's CLONE_INTO_CGROUP): no move."""
 
     def start(self, child: Child) -> Started:
-        cgroup = _cgroup_of(child)
+        cgroup = child.cgroup
+        assert cgroup is not None, "a spawner that puts tasks in their cgroups, but no task cgroup"
         terminal_path = os.ttyname(child.stdin) if child.terminal else None
         before = boottime_ns()
         spawned = native_spawn.spawn(
@@ -122,11 +124,6 @@ def choose_spawner(tree: cgroups.CgroupTree | None) -> Spawner:
         how += "; without the cgroup2 mount option favordynmods each move waits ~10 ms"
     logger.info("%s", how)
     return PlacingBash()
-
-
-def _cgroup_of(child: Child) -> CgroupDir:
-    assert child.cgroup is not None, "a spawner that puts tasks in their cgroups, but no task cgroup"
-    return child.cgroup
 
 
 def _popen(argv: list[str], child: Child) -> Started:

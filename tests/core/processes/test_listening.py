@@ -75,7 +75,7 @@ def test_a_tcp_listener_is_found_with_its_host_and_port(servers: list[Server]) -
     servers.append(server := Server("tcp", "127.0.0.1"))
     found = listening([server.pid])
     assert found.words() == [f"127.0.0.1:{server.port}"]
-    assert found.ports == {server.port}
+    assert found.addresses == (Address("tcp", "127.0.0.1", server.port),)
 
 
 def test_a_tcp6_listener_is_found_in_brackets(servers: list[Server]) -> None:
