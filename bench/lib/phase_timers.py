@@ -43,9 +43,9 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
     (SUBMIT, TOOL, "core.tasks.manager", ("TaskManager.submit",), False),
     ("submit: environment", SUBMIT, "core.sessions.session", ("SessionStore.prepare",), False),
     ("submit: OOM counter", SUBMIT, "core.processes.oom", ("CgroupMemory.oom_kills",), False),
-    ("submit: create .out/.err", SUBMIT, "core.processes.process", ("_open_output",), False),
+    ("submit: create .out/.err", SUBMIT, "core.processes.process", ("create_private",), False),
     ("submit: cgroup mkdir", SUBMIT, "core.processes.cgroups", ("CgroupTree.create",), False),
-    # Whichever spawner the daemon chose at start (core.processes.spawners.choose).
+    # Whichever spawner the daemon chose at start (core.processes.spawners.choose_spawner).
     (
         SPAWN,
         SUBMIT,

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from hive_bash.core.processes import input_wait
+from hive_bash.core.processes import input_wait, procfs
 from hive_bash.core.processes.input_wait import InputEnd
 from hive_bash.sdk.client import BashClient
 from hivetest import Daemon, call_ok, needs_known_syscalls, wait_until, needs_root_to_read_the_daemon
@@ -79,15 +79,15 @@ def many_threads() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
 
 def test_a_sample_of_a_task_with_thousands_of_threads_reads_a_bounded_number_of_files(many_threads) -> None:
     process, write_end = many_threads
-    end = InputEnd.of_pipe(write_end, process.pid, process.pid)
+    end = InputEnd.of_pipe(write_end, leader=process.pid, pgid=process.pid)
     wait_until(lambda: input_wait.waiting_reader(end), what="the main thread blocked reading the pipe")
     before = read_calls()
     found = input_wait.waiting_reader(end)
     reads = read_calls() - before
     assert found == process.pid  # the reader is still found: the main thread is looked at first
     assert reads <= READS_PER_SAMPLE_BOUND, f"one sample made {reads} read system calls"
-    assert 2 * input_wait.MAX_PROC_READS <= READS_PER_SAMPLE_BOUND
-    assert input_wait.look(end, process.pid).reads <= input_wait.MAX_PROC_READS
+    assert 2 * procfs.MAX_PROC_READS <= READS_PER_SAMPLE_BOUND
+    assert input_wait.look(end, process.pid).reads <= procfs.MAX_PROC_READS
 
 
 def thread_reads(pid: int) -> dict[str, int]:

@@ -1,39 +1,23 @@
-"""Clearing the daemon's cgroup subtree of what tasks left in it: sub-cgroups, escapees, intruders.
-
-A task runs as the daemon's uid, so it can write anywhere in the subtree: make cgroups
-under its own (or under `<root>/task-<a name it never used>`), and move its processes
-into the daemon's own leaf or the subtree's root, out of reach of its cgroup's
-`cgroup.kill`. What it made is removed deepest first (a cgroup with children cannot be
-removed), what it moved is found by its place (only the daemon and the daemon's own
-children belong in the leaf) and ended.
-
-The work a task can make is bounded on the loop and unbounded only off it: thousands of
-sub-cgroups (20,000 are made in 1.7 s and take 0.9 s to remove here) are removed by one
-daemon thread, `Sweeper`, never on the event loop; on the loop at most `INLINE_DIRS` are
-tried (a name taken back), and at most `MAX_ESCAPEES` processes are ended per look (the
-rest at the next).
-
-An intruder is a process another task moved into a running task's cgroup: `intruder_origin`
-tells it from the task's own by its lineage (the kernel keeps no birth cgroup), erring towards
-the task's own: a task's own process must never be ended for being where it was born.
-"""
+"""Clearing the daemon's cgroup subtree of what tasks (its uid) did to it: cgroups they made, removed by
+one thread off the loop (`Sweeper`); processes moved into the leaf or the root (escapees) or another
+task's cgroup (intruders), out of reach of their cgroup's `cgroup.kill`, ended."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
 import queue
 import signal
 import threading
 import time
-from collections.abc import Iterable, Mapping, Set
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from hive_bash.burst_log import BurstLog
-from hive_bash.core.processes.procfs import stat_fields, task_id_of
+from hive_bash.core.processes import procfs
 
 logger = logging.getLogger(__name__)
 
@@ -42,30 +26,21 @@ INLINE_DIRS = 64  # removed on the loop at most when a new task takes back a nam
 SWEEP_SECS = 30.0  # one subtree's removal gives up after this (recovery tries again at the next start)
 EMPTY_POLL_SECS = 0.01
 MAX_ESCAPEES = 4096  # processes ended per look on the loop; the rest at the next look
-MAX_LINEAGE = 64  # parents followed up from a process in a task's cgroup
-MAX_MEMBER_CGROUPS = 64  # cgroups below a task's own whose processes are judged (and listening reads)
 
 
 def kill_subtree(path: Path) -> None:
-    """SIGKILL every process in `path` and below (cgroup.kill, 5.14+; without it `remove_tree`
-    ends what a cgroup it cannot remove holds)."""
+    """SIGKILL every process in `path` and below (cgroup.kill, 5.14+; else `remove_tree` does, one by one)."""
     with contextlib.suppress(OSError):
         (path / "cgroup.kill").write_text("1")
 
 
 def populated(path: Path) -> bool:
-    try:
-        return "populated 1" in (path / "cgroup.events").read_text()
-    except OSError:
-        return False  # gone
+    return procfs.key_value(procfs.read_start(path / "cgroup.events"), "populated") == 1  # None: gone
 
 
 def remove_tree(path: Path, max_dirs: int | None = None, deadline: float | None = None) -> bool:
-    """rmdir `path` and every cgroup below it, deepest first; True once `path` is gone.
-
-    Walked by directory fds, so depth is no limit (no path grows), and without recursion.
-    At most `max_dirs` cgroups below `path` are tried, and none after `deadline` (monotonic).
-    One that still holds processes (EBUSY) has them SIGKILLed, for a later pass."""
+    """rmdir `path` and every cgroup below, deepest first, by directory fds (depth is no limit), at most
+    `max_dirs`, none after `deadline`; True once `path` is gone. One in use has its processes SIGKILLed."""
     try:
         top = os.open(path, DIR_FLAGS)
     except FileNotFoundError:
@@ -105,7 +80,7 @@ def _rmdir_in(parent_fd: int | None, name: str) -> bool:
         return True
     except OSError as exc:
         if exc.errno == errno.EBUSY:  # processes in it: without cgroup.kill, ended one by one
-            for pid in _procs(name, parent_fd):
+            for pid in procfs.cgroup_procs(name, parent_fd):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
         return False
@@ -120,40 +95,8 @@ def _subdirs(fd: int) -> list[str]:
         return []
 
 
-def _procs(cgroup: str | Path, dir_fd: int | None = None) -> list[int]:
-    """The processes in `cgroup` (its cgroup.procs; empty if unreadable)."""
-    try:
-        fd = os.open(os.path.join(cgroup, "cgroup.procs"), os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return []
-    chunks = []
-    try:
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    except OSError:
-        return []
-    finally:
-        os.close(fd)
-    return [int(pid) for pid in b"".join(chunks).split() if pid.isdigit()]
-
-
-def read_at(dir_fd: int, name: str) -> str | None:
-    """The first 4 KiB of the cgroup file `name` in the directory open as `dir_fd`; None if unreadable."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, 4096).decode("ascii", "replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def sweep(path: Path, limit_secs: float = SWEEP_SECS) -> bool:
-    """Kill everything in `path`'s subtree, wait until it is empty, remove it; True once it is gone.
-    Blocking: for the Sweeper's thread, or recovery before the daemon serves."""
+    """Kill everything in `path`'s subtree, wait until it is empty, remove it; True once gone. Blocking."""
     deadline = time.monotonic() + limit_secs
     while True:
         kill_subtree(path)
@@ -206,38 +149,43 @@ class Sweeper:
                     self._pending.discard(path)
 
 
-def end_escapees(places: Iterable[Path]) -> list[int]:
-    """SIGKILL every process in `places` (the daemon's leaf, the subtree's root) that is not the
-    daemon, one of its ancestors (a wrapper that started it) or one of its own children (a search
-    or matcher child, a task's first process before it moved into its cgroup); their pids.
+def _end(pid: int, judge: Callable[[int], str | None], spared: Callable[[], set[int]]) -> str | None:
+    """SIGKILL `pid` if `judge` says why and it is not `spared` (the daemon's ancestors, read once needed),
+    held by a pidfd meanwhile so a pid reused is never signalled; why, or None if spared or gone."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    try:
+        why = judge(pid)
+        if why is not None and pid not in spared():
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            return why
+    except OSError:
+        pass
+    finally:
+        os.close(pidfd)
+    return None
 
-    Each is held by a pidfd while it is checked and signalled, so a pid reused meanwhile is
-    never signalled. At most MAX_ESCAPEES per call."""
-    own = os.getpid()
-    ancestors: set[int] | None = None  # read only when a stranger is found (a few /proc reads)
+
+def _escapee(pid: int) -> str | None:
+    """In the leaf or the root, all but the daemon's children (a first process not yet in its cgroup)."""
+    return None if procfs.parent(pid) in (os.getpid(), None) else "escaped"
+
+
+def _ancestors() -> Callable[[], set[int]]:
+    return functools.cache(lambda: set(procfs.ancestors(os.getpid())))
+
+
+def end_escapees(places: Iterable[Path]) -> list[int]:
+    """SIGKILL the escapees in `places` (the leaf, the root), MAX_ESCAPEES at most; their pids."""
     ended: list[int] = []
+    spared = _ancestors()
     for place in places:
         ended_here = len(ended)
-        for pid in _procs(place):
-            if pid == own or len(ended) >= MAX_ESCAPEES:
-                continue
-            try:
-                pidfd = os.pidfd_open(pid)
-            except OSError:
-                continue  # gone
-            try:
-                if _parent(pid) in (own, None):
-                    continue
-                if ancestors is None:
-                    ancestors = set(_ancestors(own))
-                if pid in ancestors:
-                    continue
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        for pid in procfs.cgroup_procs(place):
+            if pid != os.getpid() and len(ended) < MAX_ESCAPEES and _end(pid, _escapee, spared):
                 ended.append(pid)
-            except OSError:
-                pass
-            finally:
-                os.close(pidfd)
         if len(ended) > ended_here:
             logger.warning(
                 "ended %d processes that left their task's cgroup for %s: pids %s",
@@ -248,130 +196,25 @@ def end_escapees(places: Iterable[Path]) -> list[int]:
     return ended
 
 
-def _parent(pid: int) -> int | None:
-    fields = stat_fields(pid)
-    return None if fields is None else int(fields[1])
-
-
-def _ancestors(pid: int) -> list[int]:
-    found: list[int] = []
-    parent = _parent(pid)
-    while parent is not None and parent > 1 and len(found) < 64:
-        found.append(parent)
-        parent = _parent(parent)
-    return found
-
-
-# ---- intruders: processes another task moved into a running task's cgroup ----
-
-
-@dataclass(frozen=True)
-class Owners:
-    """What tells a running task's own processes from intruders: its id, its first process, the
-    clock tick its cgroup was made in, every running task's first process (pid -> task id), the
-    processes already found to be its own and the ids of the tasks the daemon ran lately. The
-    collections may be the tree's live ones: they are only looked up in, never iterated."""
-
-    task_id: str
-    leader: int
-    born_ticks: int
-    leaders: Mapping[int, str]
-    known: Set[int] = frozenset()
-    tasks: Set[str] = frozenset()
-
-
-def intruder_origin(pid: int, owners: Owners) -> str | None:
-    """Where a process found in a running task's cgroup came from if it is not the task's own
-    ("task web", "outside the task"); None for the task's own, and when in doubt.
-
-    The kernel keeps no birth cgroup, so the process's own lineage tells, in order: its parents up
-    to the task's first process (or one already found the task's: its own) or to another task's
-    (an intruder); failing that (an orphan), the session it was born in (the task's own or another's),
-    a start before the task's cgroup existed (born elsewhere), the id of another task of the
-    daemon's it was started with (its environment at exec; a hive-bash daemon a task runs has
-    tasks of its own). An orphan in a session of its own with none of these (a double-forked
-    daemon of the task's, or an intruder that also cleared its environment) counts as the task's:
-    a task's own process is never ended for being in its own cgroup. A task's first process, or a
-    process of the daemon's (a matcher moved there: its child in its session), is no intruder either
-    (each has its keeper). An orphan the daemon inherited (it is PID 1 of a pid namespace, as in a
-    sandbox or a container without an init) is judged as an orphan."""
-    fields = stat_fields(pid)
-    if fields is None or pid in owners.leaders:
-        return None
-    daemon = os.getpid()
-    parent = int(fields[1])
-    for _ in range(MAX_LINEAGE):
-        if parent == daemon:
-            if int(fields[3]) == os.getsid(0):
-                return None
-            break
-        if parent == owners.leader:
-            return None
-        if (task := owners.leaders.get(parent)) is not None:
-            return f"task {task}"
-        if parent in owners.known:
-            return None
-        if parent <= 1:
-            break
-        parent = _parent(parent) or 0
-    session = int(fields[3])
-    if session == owners.leader:
-        return None
-    if (task := owners.leaders.get(session)) is not None:
-        return f"task {task}"
-    if int(fields[19]) < owners.born_ticks:
-        return "outside the task (it started before the task did)"
-    started_for = task_id_of(pid)
-    return f"task {started_for}" if started_for in owners.tasks and started_for != owners.task_id else None
-
-
-def cgroup_members(path: Path, dir_fd: int, maybe_below: bool) -> list[int]:
-    """The processes in the cgroup `path` (open as `dir_fd`) and, where it has any (only looked for if
-    `maybe_below`), in the cgroups below it: at most MAX_MEMBER_CGROUPS, as the listening look reads."""
-    pids = _procs(".", dir_fd)
-    if not maybe_below or "nr_descendants 0\n" in (read_at(dir_fd, "cgroup.stat") or "nr_descendants 0\n"):
-        return pids
-    below: list[Path] = [path]
-    for where in below:
-        if len(below) > MAX_MEMBER_CGROUPS:
-            break
-        with contextlib.suppress(OSError), os.scandir(where) as entries:
-            below.extend(Path(entry.path) for entry in entries if entry.is_dir(follow_symlinks=False))
-    for where in below[1 : MAX_MEMBER_CGROUPS + 1]:
-        pids.extend(_procs(where))
-    return pids
-
-
-def end_intruders(pids: Iterable[int], owners: Owners, budget: int, burst: BurstLog) -> tuple[list[int], int]:
-    """Judge at most `budget` of `pids` (those not in `owners.known`); SIGKILL the intruders, each
-    held by a pidfd while it is judged and signalled, and say so once per burst. (the task's own,
-    how many were ended)."""
+def end_intruders(pids: Iterable[int], owners: procfs.Owners, budget: int, burst: BurstLog) -> tuple[list[int], int]:
+    """Judge at most `budget` of `pids` not known; SIGKILL intruders. (the task's own, how many ended)"""
     own: list[int] = []
     ended: list[tuple[int, str]] = []
-    ancestors: set[int] | None = None  # the daemon's (a wrapper that started it), read once needed
+    spared = _ancestors()
+
+    def intruder(pid: int) -> str | None:
+        origin = procfs.intruder_origin(pid, owners)
+        if origin is None:
+            own.append(pid)
+        return origin
+
     for pid in pids:
         if pid in owners.known or pid in owners.leaders:  # a first process is put back by its own task's watch
             continue
         if len(own) + len(ended) >= budget:
             break
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError:
-            continue  # gone
-        try:
-            origin = intruder_origin(pid, owners)
-            if origin is None:
-                own.append(pid)
-                continue
-            if ancestors is None:
-                ancestors = set(_ancestors(os.getpid()))
-            if pid not in ancestors:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                ended.append((pid, origin))
-        except OSError:
-            pass
-        finally:
-            os.close(pidfd)
+        if (origin := _end(pid, intruder, spared)) is not None:
+            ended.append((pid, origin))
     if ended and (said := burst.starts_burst(len(ended)))[0]:
         logger.warning(
             "task %s: ended %d processes another task had moved into its cgroup: %s (logged once per burst; %d in "

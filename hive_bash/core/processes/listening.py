@@ -1,32 +1,9 @@
-"""The addresses a task's processes listen on, read from the kernel, never guessed from output.
-
-The listening sockets of the daemon's network namespace come from the kernel's sock_diag
-netlink dumps (TCP and TCP6 in state LISTEN, unix stream and seqpacket sockets listening), as
-structured records per inode: a unix path is length-prefixed bytes there, so no name a task
-chooses can pass for another socket's record (as a newline in a path could in /proc/net/unix).
-A process's sockets are its `/proc/<pid>/fd` links `socket:[inode]`; those that are in the dump
-listen. Only the processes the caller names are looked at (a task's cgroup, else its process
-group and descendants), so another task's server never shows.
-
-What is seen and what is not: a socket passed in by a parent outside the task (systemd socket
-activation) is seen all the same once a task process holds it; a socket in another network
-namespace (`unshare -n`, a container's) is not listening for anyone who connects through the
-daemon's namespace and is left out, and costs nothing; UDP is not listening. Without sock_diag
-(a kernel built without it), TCP comes from the daemon's own `/proc/self/net/tcp` and `tcp6`
-(all numbers, nothing a task can shape) and unix sockets are not seen.
-
-A look costs a bounded amount whatever the tasks do: the namespace's listeners are read once per
-look (at most MAX_LISTENERS), then at most MAX_FDS_READ descriptors of a process, MAX_TASK_FDS of
-a task and MAX_LOOK_FDS of all the tasks of a look (each its share), MAX_CGROUPS cgroups and
-MAX_DESCENDANTS processes of a task. Looks run in `ListeningReader`'s worker threads, at most
-MAX_LOOKS at once, never on the event loop, and only when a reply or a wait_for_port wait asks.
-"""
+"""The addresses a task's processes listen on (docs/tools.md): the daemon's namespace's listening sockets
+from sock_diag (no name a task gives a socket can forge a record there, as in /proc/net/unix; without
+it TCP from /proc/self/net/tcp) against its processes' /proc/<pid>/fd socket links, bounded."""
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import concurrent.futures
 import errno
 import itertools
 import logging
@@ -36,10 +13,7 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from hive_bash.core.processes.cgroup_sweep import Owners, intruder_origin
-from hive_bash.core.processes.input_wait import MAX_DESCENDANTS, descendants
-from hive_bash.core.processes.process import same_process_alive
-from hive_bash.core.processes.procfs import stat_fields
+from hive_bash.core.processes.procfs import ProcReaders, TaskProcesses, read_start
 from hive_bash.core.wording import escape_controls, shorten_middle
 
 logger = logging.getLogger(__name__)
@@ -49,12 +23,9 @@ MAX_TASK_FDS = 16384  # descriptors of one task's processes looked at in one loo
 MAX_LOOK_FDS = 65536  # of all the tasks of one look (a `list`), shared out; each gets MIN_TASK_FDS
 MIN_TASK_FDS = 256
 MAX_LISTENERS = 65536  # listening sockets of the namespace taken in one look
-MAX_LOOKS = 4  # looks at once, each in its own worker thread
 MAX_TABLE_BYTES = 4 * 1024 * 1024  # of /proc/self/net/tcp without sock_diag: about 27,000 TCP sockets
 MAX_ADDRESSES = 16  # returned at most, the rest counted
 ADDRESS_CHARS = 64  # JSON characters a unix path is shown in (a TCP6 one is at most 47)
-MAX_CGROUPS = 64  # cgroup directories of one task read (its own and those it made below)
-_PROCS_BYTES = 64 * 1024  # of one cgroup.procs: more pids than MAX_DESCENDANTS
 NETLINK_SOCK_DIAG = 4
 _SOCK_DIAG_BY_FAMILY = 20
 _DUMP = 0x301  # NLM_F_REQUEST | NLM_F_DUMP
@@ -75,8 +46,7 @@ class Address:
     path: str = ""
 
     def __str__(self) -> str:
-        """A unix path as the task chose it, up to 107 bytes of anything: its control and invisible
-        characters shown as `\\x1b`/`\\u202e`, cut in the middle (`…`) past ADDRESS_CHARS."""
+        """A unix path as the task chose it, its control and invisible characters escaped, cut in the middle."""
         if self.kind == "unix":
             path = self.path if self.path.startswith(("/", "@")) else f"./{self.path}"  # `9:8000` is no address
             return shorten_middle(escape_controls(path, one_line=True), ADDRESS_CHARS)
@@ -85,12 +55,7 @@ class Address:
 
 @dataclass(frozen=True)
 class Listening:
-    addresses: tuple[Address, ...]
-    more: int = 0  # found past MAX_ADDRESSES
-
-    @property
-    def ports(self) -> frozenset[int]:
-        return frozenset(address.port for address in self.addresses if address.kind != "unix")
+    addresses: tuple[Address, ...]  # at most MAX_ADDRESSES
 
     def words(self) -> list[str]:
         return [str(address) for address in self.addresses]
@@ -100,8 +65,7 @@ NOTHING = Listening(())
 
 
 def socket_inodes(pid: int, limit: int = MAX_FDS_READ) -> tuple[set[int], int]:
-    """The inodes of the sockets a process holds among its first `limit` descriptors, and how
-    many descriptors were read."""
+    """The inodes of the sockets a process holds among its first `limit` descriptors; how many were read."""
     found: set[int] = set()
     read = 0
     try:
@@ -197,30 +161,9 @@ def namespace_listeners() -> dict[int, Address]:
 
 
 def _read_table(path: str) -> list[str]:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return []
-    try:
-        chunks, size = [], 0
-        while size < MAX_TABLE_BYTES and (chunk := os.read(fd, 65536)):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        if exc.errno not in (errno.EACCES, errno.EPERM, errno.ENOENT, errno.ESRCH):
-            logger.debug("reading %s: %s", path, exc)
-        return []
-    finally:
-        os.close(fd)
-    lines = b"".join(chunks).decode("utf-8", "replace").split("\n")
-    return lines[1:-1] if size >= MAX_TABLE_BYTES else lines[1:]  # the header; a cut last line
-
-
-def _tcp_host(hex_address: str) -> str:
-    """The kernel prints an address as 32-bit words, each in the machine's byte order."""
-    words = [int(hex_address[i : i + 8], 16) for i in range(0, len(hex_address), 8)]
-    raw = b"".join(struct.pack("=I", word) for word in words)
-    return socket.inet_ntop(socket.AF_INET6 if len(raw) == 16 else socket.AF_INET, raw)
+    """The rows of a /proc/self/net table, at most MAX_TABLE_BYTES of it (a row cut there left out)."""
+    text = read_start(path, limit=MAX_TABLE_BYTES) or ""
+    return text.split("\n")[1 : -1 if len(text) >= MAX_TABLE_BYTES else None]
 
 
 def _tcp_table(lines: Iterable[str], kind: str) -> Iterator[tuple[int, Address]]:
@@ -230,7 +173,10 @@ def _tcp_table(lines: Iterable[str], kind: str) -> Iterator[tuple[int, Address]]
             continue
         try:
             host, port = fields[1].split(":")
-            yield int(fields[9]), Address(kind, _tcp_host(host), int(port, 16))
+            # The kernel prints an address as 32-bit words, each in the machine's byte order.
+            raw = b"".join(struct.pack("=I", int(host[i : i + 8], 16)) for i in range(0, len(host), 8))
+            family = socket.AF_INET6 if len(raw) == 16 else socket.AF_INET
+            yield int(fields[9]), Address(kind, socket.inet_ntop(family, raw), int(port, 16))
         except ValueError:
             continue
 
@@ -238,8 +184,7 @@ def _tcp_table(lines: Iterable[str], kind: str) -> Iterator[tuple[int, Address]]
 def listening(
     pids: Iterable[int], *, listeners: dict[int, Address] | None = None, budget: int = MAX_TASK_FDS
 ) -> Listening:
-    """What the given processes listen on in the daemon's network namespace, reading at most
-    `budget` descriptors; `listeners`: the namespace's, when the caller read them already."""
+    """What the processes listen on, reading at most `budget` descriptors (`listeners`: if read already)."""
     if listeners is None:
         listeners = namespace_listeners()
     found: set[Address] = set()
@@ -250,117 +195,14 @@ def listening(
         budget -= read
         found.update(listeners[inode] for inode in held if inode in listeners)
     ordered = sorted(found, key=lambda address: (address.kind == "unix", address.port, address.host, address.path))
-    return Listening(tuple(ordered[:MAX_ADDRESSES]), max(0, len(ordered) - MAX_ADDRESSES))
+    return Listening(tuple(ordered[:MAX_ADDRESSES]))
 
 
-# ---- which processes are a task's -------------------------------------------
-
-
-@dataclass(frozen=True)
-class TaskProcesses:
-    """How to find a running task's processes, read on the loop from its live state (cheap):
-    its cgroup directory, else its leader (with its start time) and process group."""
-
-    leader: int
-    start_ticks: int | None
-    pgid: int
-    cgroup: str | None = None
-    owners: Owners | None = None  # what tells the cgroup's own processes from another task's intruders
-
-
-def cgroup_processes(path: str) -> list[int]:
-    """The pids in cgroup `path` and the cgroups below it (which a task may make), bounded:
-    at most MAX_CGROUPS directories and MAX_DESCENDANTS pids."""
-    pids: list[int] = []
-    queue = collections.deque([path])
-    for _ in range(MAX_CGROUPS):
-        if not queue or len(pids) >= MAX_DESCENDANTS:
-            break
-        where = queue.popleft()
-        for line in _read_start(os.path.join(where, "cgroup.procs")).split():
-            if line.isdigit() and len(pids) < MAX_DESCENDANTS:
-                pids.append(int(line))
-        try:
-            with os.scandir(where) as entries:
-                queue.extend(
-                    entry.path
-                    for entry in itertools.islice(entries, 4 * MAX_CGROUPS)
-                    if entry.is_dir(follow_symlinks=False)
-                )
-        except OSError:  # removed meanwhile
-            continue
-    return pids
-
-
-def group_processes(leader: int, start_ticks: int | None, pgid: int) -> list[int]:
-    """The leader and its descendants while it lives; once it is gone, the live members of its
-    session and group (what is left of the task) and theirs. Bounded by MAX_DESCENDANTS."""
-    if same_process_alive(leader, start_ticks):
-        return descendants(leader)
-    pids: list[int] = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return pids
-    for entry in entries:
-        if len(pids) >= MAX_DESCENDANTS:
-            break
-        if not entry.isdigit():
-            continue
-        fields = stat_fields(entry)
-        # fields: state(0) ppid(1) pgrp(2) session(3): a stranger would need the leader's pid as its session
-        if fields is None or len(fields) < 4 or fields[0] in (b"Z", b"X"):
-            continue
-        if int(fields[2]) == pgid and int(fields[3]) == pgid:
-            pids.extend(descendants(int(entry))[: MAX_DESCENDANTS - len(pids)])
-    return pids
-
-
-def of_processes(processes: TaskProcesses, *, listeners: dict[int, Address], budget: int) -> Listening:
-    """What a task's processes listen on: its cgroup's, else its group's and their descendants'."""
-    if processes.cgroup is not None:
-        pids = cgroup_processes(processes.cgroup)
-        if (owners := processes.owners) is not None:  # another task's process hiding there is not this one's
-            pids = [pid for pid in pids if pid in owners.known or intruder_origin(pid, owners) is None]
-    else:
-        pids = group_processes(processes.leader, processes.start_ticks, processes.pgid)
-    return listening(dict.fromkeys(pids), listeners=listeners, budget=budget)
-
-
-def _read_start(path: str) -> str:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return ""
-    try:
-        return os.read(fd, _PROCS_BYTES).decode("ascii", "replace")
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
-
-
-class ListeningReader:
-    """The worker threads listening addresses are read in, only when a reply or a wait asks: never
-    on the event loop, at most MAX_LOOKS looks at once (a `list` of many tasks is one look), so a
-    reply about one task does not wait behind another's look. Like the input-wait sampler's, they
-    run nothing but /proc, cgroupfs and sock_diag reads."""
-
-    def __init__(self) -> None:
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-
-    async def read(self, tasks: Sequence[TaskProcesses | None]) -> list[Listening]:
-        """Each task's addresses (NOTHING for None: a task not running); nothing read when none runs."""
-        if not any(tasks):
-            return [NOTHING for _ in tasks]
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(MAX_LOOKS, thread_name_prefix="listening")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, _read_all, list(tasks))
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+async def read_listening(readers: ProcReaders, tasks: Sequence[TaskProcesses | None]) -> list[Listening]:
+    """Each task's addresses (NOTHING for None: a task not running), in one look; none when none runs."""
+    if not any(tasks):
+        return [NOTHING for _ in tasks]
+    return await readers.run(_read_all, list(tasks))
 
 
 def _read_all(tasks: list[TaskProcesses | None]) -> list[Listening]:
@@ -374,11 +216,10 @@ def _read_all(tasks: list[TaskProcesses | None]) -> list[Listening]:
     found = []
     for processes in tasks:
         try:
-            found.append(
-                NOTHING
-                if processes is None or not listeners
-                else of_processes(processes, listeners=listeners, budget=share)
-            )
+            if processes is None or not listeners:
+                found.append(NOTHING)
+            else:
+                found.append(listening(dict.fromkeys(processes.pids()), listeners=listeners, budget=share))
         except Exception:  # a /proc oddity says nothing, it never fails a reply
             logger.exception("reading listening sockets failed")
             found.append(NOTHING)

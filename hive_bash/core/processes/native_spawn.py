@@ -1,25 +1,5 @@
-"""Start a task's first process inside its cgroup: glibc's posix_spawn with CLONE_INTO_CGROUP.
-
-Moving a process into a cgroup write-locks the kernel's cgroup_threadgroup_rwsem, whose
-percpu write path waits for an RCU grace period (milliseconds when moves are seconds
-apart). clone3's CLONE_INTO_CGROUP has the child born in the cgroup instead: no move, no
-lock, no window in which it runs anywhere else. glibc 2.39 offers it through
-``posix_spawnattr_setcgroup_np``, bound here with ctypes. Older C libraries lack it, and
-a kernel can refuse it (clone3 missing before 5.3, CLONE_INTO_CGROUP before 5.7, a
-container runtime's seccomp profile): ``unavailable_reason()`` says which, asked once, and
-the caller then keeps the placing bash. glibc itself does not fall back to clone when a
-cgroup was asked for, so refusal must be known before a task depends on it.
-
-posix_spawn runs no Python in the child (glibc gives it a stack of its own and shares the
-parent's memory, CLONE_VM | CLONE_VFORK, until exec), so it is as safe from the daemon's
-threads as CPython's own vfork path, and the parent resumes once the child has exec'd.
-The child is set up as ``subprocess.Popen(start_new_session=True, close_fds=True)``
-sets up a task: its own session, every signal at its default disposition (exec would
-reset only handlers; ``POSIX_SPAWN_SETSIGDEF`` resets the ignored ones too), fds 0-2
-from the caller, the working directory, every other fd closed, argv[0] found on the
-task environment's PATH. A terminal for a PTY task is opened by the child after
-``setsid``, so it becomes the child's controlling terminal as TIOCSCTTY would make it.
-"""
+"""A task's first process born in its cgroup (glibc 2.39's posix_spawn with CLONE_INTO_CGROUP): no move and
+its wait on the kernel's cgroup lock. Set up as Popen(start_new_session=True, close_fds=True) sets one up."""
 
 from __future__ import annotations
 
@@ -33,22 +13,16 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import IO
 
-# glibc's flag values (bits/spawn.h); SETCGROUP is glibc 2.39's.
-POSIX_SPAWN_SETSIGDEF = 0x04
-POSIX_SPAWN_SETSID = 0x80
-POSIX_SPAWN_SETCGROUP = 0x100
-# The opaque types are kept in buffers larger than glibc's (posix_spawnattr_t is 336 bytes,
-# posix_spawn_file_actions_t 80 and sigset_t 128 on 64-bit Linux), aligned as uint64.
-ATTR_WORDS = 128
-FILE_ACTIONS_WORDS = 32
-SIGSET_WORDS = 32
+POSIX_SPAWN_SETSIGDEF, POSIX_SPAWN_SETSID, POSIX_SPAWN_SETCGROUP = 0x04, 0x80, 0x100  # bits/spawn.h
+# Buffers larger than glibc's opaque types (posix_spawnattr_t 336 bytes, file actions 80, sigset_t 128).
+ATTR_WORDS, FILE_ACTIONS_WORDS, SIGSET_WORDS = 128, 32, 32
 LOWEST_FREE_FD = 3  # the child keeps 0-2 and closes every fd from here on
-# clone3 (the same number on every architecture: the generic table's) and what the probe passes.
-SYS_CLONE3 = 435
+SYS_CLONE3 = 435  # the same on every architecture (the generic table's)
 CLONE_VM, CLONE_VFORK, CLONE_INTO_CGROUP = 0x100, 0x4000, 0x200000000
 NEVER_OPEN_FD = 2**31 - 1  # INT_MAX: above the kernel's largest fd table (fs.nr_open), never open
 
 _Buffer = ctypes.Array[ctypes.c_uint64]
+_Strings = ctypes.Array[ctypes.c_char_p]
 
 
 class NativeProcess:
@@ -86,10 +60,9 @@ class _Libc:
         self.add_open = _declare(libc.posix_spawn_file_actions_addopen, pointer, integer, text, integer, ctypes.c_uint)
         self.add_chdir = _declare(libc.posix_spawn_file_actions_addchdir_np, pointer, text)
         self.add_closefrom = _declare(libc.posix_spawn_file_actions_addclosefrom_np, pointer, integer)
-        self.spawn = _declare(libc.posix_spawn, ctypes.POINTER(ctypes.c_int), text, pointer, pointer, pointer, pointer)
-        self.spawnp = _declare(
-            libc.posix_spawnp, ctypes.POINTER(ctypes.c_int), text, pointer, pointer, pointer, pointer
-        )
+        spawn_args = (ctypes.POINTER(ctypes.c_int), text, pointer, pointer, pointer, pointer)
+        self.spawn = _declare(libc.posix_spawn, *spawn_args)
+        self.spawnp = _declare(libc.posix_spawnp, *spawn_args)
         # sigfillset leaves out the signals glibc keeps for itself (thread cancellation, setxid).
         self.sigfillset = _declare(libc.sigfillset, pointer)
 
@@ -113,22 +86,8 @@ _libc = _load()
 class _CloneArgs(ctypes.Structure):
     """struct clone_args as of Linux 5.7 (CLONE_ARGS_SIZE_VER2, 88 bytes)."""
 
-    _fields_ = [
-        (name, ctypes.c_uint64)
-        for name in (
-            "flags",
-            "pidfd",
-            "child_tid",
-            "parent_tid",
-            "exit_signal",
-            "stack",
-            "stack_size",
-            "tls",
-            "set_tid",
-            "set_tid_size",
-            "cgroup",
-        )
-    ]
+    _names = "flags pidfd child_tid parent_tid exit_signal stack stack_size tls set_tid set_tid_size cgroup"
+    _fields_ = [(name, ctypes.c_uint64) for name in _names.split()]
 
 
 @functools.cache
@@ -148,13 +107,8 @@ def available() -> bool:
 
 
 def _clone_into_cgroup_error() -> int:
-    """The error clone3 answers CLONE_INTO_CGROUP with, for a cgroup fd that cannot be open.
-
-    A kernel that has the flag, and lets this process call clone3, checks everything else
-    first and fails at the fd, EBADF, before any process exists (so CLONE_VM with no stack
-    of its own is safe: no child ever runs). ENOSYS: no clone3 or a seccomp profile; EINVAL:
-    a kernel before 5.7; EPERM: a seccomp profile that says so.
-    """
+    """clone3's answer to CLONE_INTO_CGROUP with an fd never open: EBADF where the kernel has it (checked last:
+    no child ever runs), ENOSYS without clone3 or under seccomp, EINVAL before 5.7, EPERM under seccomp."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     args = _CloneArgs(flags=CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP, cgroup=NEVER_OPEN_FD)
@@ -169,6 +123,7 @@ def _clone_into_cgroup_error() -> int:
 
 def spawn(
     argv: Sequence[str],
+    *,
     env: Mapping[str, str],
     cwd: str,
     cgroup_fd: int,
@@ -177,17 +132,11 @@ def spawn(
     stderr: int,
     terminal: str | None = None,
 ) -> NativeProcess:
-    """Start argv in the cgroup whose directory `cgroup_fd` holds, as its own session's leader.
-
-    `stdin` is an fd, subprocess.PIPE or subprocess.DEVNULL, as for Popen. With `terminal`
-    (a PTY's slave path) the child opens it as fd 0 once it leads its session, which makes it
-    its controlling terminal, and gets it as 1 and 2 too; the stdio arguments are then unused.
-    Raises OSError as Popen would (the child's chdir or exec failing included).
-    """
+    """Start argv in the cgroup open as `cgroup_fd` leading its own session; OSError as Popen. With `terminal`
+    (a PTY slave's path) the child opens it as fds 0-2 after setsid, its controlling terminal."""
     assert _libc is not None, "spawn() called where available() is False"
-    # posix_spawnp searches the daemon's own PATH, in the child after its chdir, as Popen searches
-    # the task's: the same search when the two are the same (they are, unless `run` set PATH),
-    # without the ~30 us of stat calls a lookup in Python makes on every start.
+    # posix_spawnp searches the daemon's PATH, as Popen the task's: the same unless `run` set PATH, and
+    # without the ~30 us of stat calls a lookup in Python costs.
     search = os.sep not in argv[0] and "PATH" in env and env["PATH"] == os.environ.get("PATH")
     executable = _c_string(argv[0]) if search else _find_executable(argv[0], env, cwd)
     c_argv = _string_array([_c_string(arg) for arg in argv])
@@ -206,7 +155,11 @@ def spawn(
                     stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
                     child_ends.callback(os.close, stdin)
                 stdio = [_above_stdio(fd, child_ends) for fd in (stdin, stdout, stderr)]  # EMFILE possible
-            error, pid = _posix_spawn(executable, search, c_argv, c_env, cgroup_fd, cwd, c_terminal, stdio)
+            attr = _spawn_attributes(cgroup_fd)
+            child_ends.callback(_libc.attr_destroy, attr)
+            actions = _file_actions(cwd, c_terminal, stdio)
+            child_ends.callback(_libc.actions_destroy, actions)
+            error, pid = _posix_spawn(executable, search=search, argv=c_argv, env=c_env, attr=attr, actions=actions)
         except BaseException:
             if stdin_writer is not None:
                 os.close(stdin_writer)
@@ -221,28 +174,13 @@ def spawn(
 
 
 def _posix_spawn(
-    executable: bytes,
-    search: bool,
-    argv: ctypes.Array[ctypes.c_char_p],
-    env: ctypes.Array[ctypes.c_char_p],
-    cgroup_fd: int,
-    cwd: str,
-    terminal: bytes | None,
-    stdio: list[int],
+    executable: bytes, *, search: bool, argv: _Strings, env: _Strings, attr: _Buffer, actions: _Buffer
 ) -> tuple[int, int | None]:
     """posix_spawn's error number (0 once the child has exec'd) and the child's pid."""
     assert _libc is not None
     pid = ctypes.c_int()
-    attr = _spawn_attributes(cgroup_fd)
-    try:
-        actions = _file_actions(cwd, terminal, stdio)
-        try:
-            posix_spawn = _libc.spawnp if search else _libc.spawn  # search: `executable` is a name
-            error = posix_spawn(ctypes.byref(pid), executable, actions, attr, argv, env)
-        finally:
-            _libc.actions_destroy(actions)
-    finally:
-        _libc.attr_destroy(attr)
+    posix_spawn = _libc.spawnp if search else _libc.spawn  # search: `executable` is a name
+    error = posix_spawn(ctypes.byref(pid), executable, actions, attr, argv, env)
     return error, pid.value if error == 0 else None
 
 
@@ -266,10 +204,7 @@ def _spawn_attributes(cgroup_fd: int) -> _Buffer:
 
 
 def _file_actions(cwd: str, terminal: bytes | None, stdio: list[int]) -> _Buffer:
-    """An initialised posix_spawn_file_actions_t: fds 0-2, the working directory, every other fd closed.
-
-    glibc runs them in order, after setsid: opened there, the terminal becomes the controlling one.
-    """
+    """An initialised posix_spawn_file_actions_t: fds 0-2, the working directory, every other fd closed."""
     assert _libc is not None
     actions = (ctypes.c_uint64 * FILE_ACTIONS_WORDS)()
     _check(_libc.actions_init(actions), "posix_spawn_file_actions_init")
@@ -288,8 +223,7 @@ def _file_actions(cwd: str, terminal: bytes | None, stdio: list[int]) -> _Buffer
 
 
 def _above_stdio(fd: int, child_ends: contextlib.ExitStack) -> int:
-    """`fd`, or a copy of it above 2 when it is one of 0-2 (an earlier dup2 could overwrite it):
-    only a daemon started with one of its own fds 0-2 closed gets such an fd."""
+    """`fd`, or a copy above 2 when it is one of 0-2 (an earlier dup2 could overwrite it)."""
     if fd >= LOWEST_FREE_FD:
         return fd
     copy = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, LOWEST_FREE_FD)
@@ -325,7 +259,7 @@ def _c_string(value: str | bytes) -> bytes:
     return encoded
 
 
-def _string_array(values: list[bytes]) -> ctypes.Array[ctypes.c_char_p]:
+def _string_array(values: list[bytes]) -> _Strings:
     """A NULL-terminated char *[] (the array keeps the bytes objects alive)."""
     return (ctypes.c_char_p * (len(values) + 1))(*values, None)
 

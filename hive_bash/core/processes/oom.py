@@ -1,15 +1,5 @@
-"""Was a task most likely ended by the kernel's OOM killer? The daemon's cgroup keeps count.
-
-The kernel counts OOM kills per memory cgroup: on cgroup v2 in ``memory.events``
-(line ``oom_kill N``, hierarchical), on a v1 memory hierarchy in
-``memory.oom_control`` (same line, kernel 4.13+). Tasks run in the daemon's
-cgroup, so a count that rose while a task ran, and a SIGKILL the daemon did not
-send, point at the OOM killer. The limit in force is the smallest ``memory.max``
-(v2) or ``memory.limit_in_bytes`` (v1) from the daemon's cgroup up.
-
-Only ever read: nothing here creates or changes a cgroup. Where no counter can
-be read, nothing is said (no guessing).
-"""
+"""Was a task most likely ended by the OOM killer? Its memory cgroup's `oom_kill` count rose while it ran
+and a SIGKILL the daemon did not send ended it. Only read; where no counter is readable, nothing is said."""
 
 from __future__ import annotations
 
@@ -20,13 +10,12 @@ from pathlib import Path
 from typing import Literal
 
 from hive_bash.core import wording
+from hive_bash.core.processes.procfs import PROC_SELF_CGROUP, key_value, read_start
 
 logger = logging.getLogger(__name__)
 
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
-PROC_SELF_CGROUP = Path("/proc/self/cgroup")
-# v1 reports "no limit" as a page-rounded LONG_MAX; anything this large is no limit.
-V1_UNLIMITED = 1 << 62
+V1_UNLIMITED = 1 << 62  # v1's "no limit" is a page-rounded LONG_MAX
 SIGKILL_EXIT = 128 + 9  # what bash exits with when the process it waited for was SIGKILLed
 
 
@@ -36,39 +25,27 @@ class CgroupMemory:
 
     directory: Path
     version: Literal[1, 2]
-    # The counter is read at every task's start: kept open and re-read with pread instead of
-    # opened each time (bench/breakdown.py's figures: docs/performance.md, "What moved and why").
+    # Read at every task's start: kept open, re-read with pread (docs/performance.md, "What moved and why").
     _events_fd: int | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def _events_file(self) -> str:
-        return "memory.events" if self.version == 2 else "memory.oom_control"
-
-    @property
-    def _limit_file(self) -> str:
-        return "memory.max" if self.version == 2 else "memory.limit_in_bytes"
 
     def oom_kills(self) -> int | None:
         """The cgroup's OOM-kill count, or None if it cannot be read."""
         try:
             if self._events_fd is None:
-                self._events_fd = os.open(self.directory / self._events_file, os.O_RDONLY | os.O_CLOEXEC)
+                events = "memory.events" if self.version == 2 else "memory.oom_control"
+                self._events_fd = os.open(self.directory / events, os.O_RDONLY | os.O_CLOEXEC)
             text = os.pread(self._events_fd, 4096, 0).decode("ascii", "replace")
         except OSError:
             return None
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill" and value.strip().isdigit():
-                return int(value)
-        return None
+        return key_value(text, "oom_kill")
 
     def limit(self) -> tuple[int, Path] | None:
         """The smallest memory limit from this cgroup up to the root, and the file it is in; None if unlimited."""
         found: tuple[int, Path] | None = None
-        directory = self.directory
-        while (directory / self._limit_file).is_file():
-            path = directory / self._limit_file
-            value = _read_limit(path)
+        directory, name = self.directory, "memory.max" if self.version == 2 else "memory.limit_in_bytes"
+        while (path := directory / name).is_file():
+            text = (read_start(path) or "").strip()
+            value = int(text) if text.isdigit() and int(text) < V1_UNLIMITED else None  # not "max" nor v1's
             if value is not None and (found is None or value < found[0]):
                 found = (value, path)
             if directory.parent == directory:
@@ -77,17 +54,7 @@ class CgroupMemory:
         return found
 
 
-def _read_limit(path: Path) -> int | None:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return None
-    if not text.isdigit() or int(text) >= V1_UNLIMITED:
-        return None  # "max" (v2) or the v1 value for no limit
-    return int(text)
-
-
-def at(directory: Path) -> CgroupMemory | None:
+def oom_counter_at(directory: Path) -> CgroupMemory | None:
     """The cgroup at `directory`, its version told by the files the kernel puts there; None if neither."""
     if (directory / "memory.events").is_file():
         return CgroupMemory(directory, 2)
@@ -107,9 +74,9 @@ def own_cgroup(proc_cgroup: Path = PROC_SELF_CGROUP, mount: Path = CGROUP_MOUNT)
         controllers, _, path = rest.partition(":")
         relative = path.lstrip("/")
         if hierarchy == "0" and controllers == "":
-            found = at(mount / relative)
+            found = oom_counter_at(mount / relative)
         elif "memory" in controllers.split(","):
-            found = at(mount / "memory" / relative)
+            found = oom_counter_at(mount / "memory" / relative)
         else:
             continue
         if found is not None:
@@ -117,9 +84,9 @@ def own_cgroup(proc_cgroup: Path = PROC_SELF_CGROUP, mount: Path = CGROUP_MOUNT)
     return None
 
 
-def locate(setting: Path | None) -> CgroupMemory | None:
+def locate_oom_counter(setting: Path | None) -> CgroupMemory | None:
     """The cgroup to watch: the configured directory, else the daemon's own. Logged once, for operators."""
-    memory = at(setting) if setting is not None else own_cgroup()
+    memory = oom_counter_at(setting) if setting is not None else own_cgroup()
     if memory is None:
         logger.info("no readable OOM-kill counter%s: OOM diagnosis is off", f" in {setting}" if setting else "")
     else:
@@ -127,12 +94,12 @@ def locate(setting: Path | None) -> CgroupMemory | None:
     return memory
 
 
-def sigkilled(signal: str | None, exit_code: int | None) -> bool:
+def killed_by_sigkill(signal: str | None, exit_code: int | None) -> bool:
     """Ended by SIGKILL: the leader itself, or bash reporting that the command it waited for was."""
     return signal == "SIGKILL" or exit_code == SIGKILL_EXIT
 
 
-def diagnose(memory: CgroupMemory | None, kills_before: int | None) -> str | None:
+def diagnose_oom(memory: CgroupMemory | None, kills_before: int | None) -> str | None:
     """The reading for a task SIGKILLed by no one the daemon knows of, if the cgroup's OOM-kill count rose."""
     if memory is None or kills_before is None:
         return None

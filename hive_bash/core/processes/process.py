@@ -1,13 +1,5 @@
-"""One task's process: bash in its own session, output straight into files, a pidfd to learn of its end.
-
-The child writes ``.out``/``.err`` itself (its stdout/stderr *are* the files), so
-the daemon copies no bytes and a task printing gigabytes costs it no memory.
-The daemon learns of the exit through a pidfd on the event loop (no thread per
-child), kills whatever the command left in its process group while the leader
-is still an unreaped zombie (so the group id cannot have been recycled), and
-only then reaps. How the process is started (clone3 into its cgroup, a placing bash,
-plain Popen) is the spawner's, chosen once when the daemon starts (hive_bash.core.processes.spawners).
-"""
+"""One task's process: bash in its own session writing its output files itself, its end learnt by a pidfd,
+what it left killed while the leader is an unreaped zombie (its group id cannot be recycled yet)."""
 
 from __future__ import annotations
 
@@ -27,34 +19,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from hive_bash.core.processes import spawners
-from hive_bash.core.processes.cgroups import CgroupEnd, TaskCgroup
-from hive_bash.core.processes.procfs import NS_PER_CLOCK_TICK, TASK_ID_ENV, stat_fields, task_id_of
+from hive_bash.core.processes import procfs, spawners
+from hive_bash.core.processes.procfs import NS_PER_CLOCK_TICK, TASK_ID_ENV, TaskProcesses
+from hive_bash.core.processes.task_cgroup import CgroupEnd, TaskCgroup
 from hive_bash.private_files import create_private
 
 logger = logging.getLogger(__name__)
 
 BASH_ARGV = ("bash", "--noprofile", "--norc", "-c")
 BASH_SCRIPT_ARGV = ("bash", "--noprofile", "--norc")
-# The kernel refuses a single exec argument over 128 KiB (MAX_ARG_STRLEN): a longer
-# command is handed to bash as a script file instead of as its -c argument.
+# The kernel refuses an exec argument over 128 KiB (MAX_ARG_STRLEN): a longer command goes in a script file.
 MAX_ARGUMENT_BYTES = 128 * 1024 - 1
-# Variables that would make bash (or a zsh a task starts) run startup files.
-STARTUP_ENV = frozenset({"BASH_ENV", "ENV", "ZDOTDIR"})
+STARTUP_ENV = frozenset({"BASH_ENV", "ENV", "ZDOTDIR"})  # would make bash (or a zsh) run startup files
 STARTUP_ENV_PREFIXES = ("ZSH_",)
-# The daemon's own configuration is not the task's business (the token file above all).
-DAEMON_ENV_PREFIXES = ("HIVE_BASH_",)
+DAEMON_ENV_PREFIXES = ("HIVE_BASH_",)  # the daemon's own configuration (the token file above all)
 PTY_ROWS, PTY_COLUMNS = 40, 200
-# How a failed write of terminal output is named in the task's end reason.
 WRITE_ERROR_NAMES = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EIO: "I/O error"}
 
 # Told (once) why a PTY task's terminal output could not be written: its end reason.
 TerminalWriteFailed = Callable[[str], None]
 
-
-# Ignored dispositions survive exec, so a daemon started under nohup or as a background job
-# would hand its tasks an ignored SIGHUP or SIGINT that bash cannot even trap. SIGPIPE and
-# SIGXFSZ are Python's own and subprocess restores them for every child.
+# Ignored dispositions survive exec: a daemon started under nohup would hand its tasks an ignored SIGHUP
+# bash cannot even trap. SIGPIPE and SIGXFSZ are Python's own, restored by subprocess.
 SIGNALS_TASKS_GET_AT_DEFAULT = frozenset(signal.valid_signals()) - {
     signal.SIGKILL,
     signal.SIGSTOP,
@@ -64,11 +50,8 @@ SIGNALS_TASKS_GET_AT_DEFAULT = frozenset(signal.valid_signals()) - {
 
 
 def give_tasks_default_signals() -> list[int]:
-    """Swap each ignored disposition for a handler that does nothing, and return those signals.
-
-    The daemon still ignores them; a handler, unlike SIG_IGN, is reset to the default by exec,
-    so every task starts with the dispositions a shell started from a terminal has, at no cost
-    per spawn (a reset in the child would need preexec_fn, which forbids vfork)."""
+    """Swap each ignored disposition for a handler that does nothing (exec resets a handler, not SIG_IGN,
+    and a reset in the child would need preexec_fn, which forbids vfork); those signals."""
     swapped: list[int] = []
     for sig in sorted(SIGNALS_TASKS_GET_AT_DEFAULT):
         try:
@@ -81,14 +64,11 @@ def give_tasks_default_signals() -> list[int]:
 
 
 def _ignored(signum: int, frame: object) -> None:
-    """Stands for SIG_IGN in the daemon (see give_tasks_default_signals)."""
+    """SIG_IGN in the daemon, the default in its tasks (give_tasks_default_signals)."""
 
 
 def base_environment(environ: Mapping[str, str], hidden: frozenset[str]) -> dict[str, str]:
-    """The daemon's environment minus startup-file hooks, its own settings and hidden names.
-
-    Computed once at start: filtering os.environ per task was a measurable part of `run`.
-    """
+    """The daemon's environment minus startup-file hooks, its own settings and hidden names (once, at start)."""
     return {
         name: value
         for name, value in environ.items()
@@ -109,75 +89,10 @@ def task_environment(base: Mapping[str, str], extra: Mapping[str, str], task_id:
 
 
 def start_ticks_between(before_ns: int, after_ns: int) -> int | None:
-    """The start time of a process forked between two CLOCK_BOOTTIME readings, in clock ticks, if they tell.
-
-    The kernel stamps a new process with CLOCK_BOOTTIME in fork and shows it in
-    /proc/<pid>/stat as that time in whole clock ticks (10 ms): when both readings fall in
-    the same tick, so did the fork. Reading /proc instead while the child execs waits on
-    the exec (bench/breakdown.py's figures: docs/performance.md, "What moved and why"); the
-    readings straddle a tick in about 1 spawn of 20, and then the caller reads /proc.
-    """
+    """The start time, in clock ticks, of a process forked between two CLOCK_BOOTTIME readings if both fall
+    in one tick (/proc would wait on its exec: docs/performance.md, "What moved and why"); else None."""
     tick = before_ns // NS_PER_CLOCK_TICK
     return tick if after_ns // NS_PER_CLOCK_TICK == tick else None
-
-
-def read_start_ticks(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22), or None if gone."""
-    fields = stat_fields(pid)
-    return None if fields is None else int(fields[19])
-
-
-def boot_id() -> str | None:
-    """This boot's id (the kernel's random boot_id): a pid and start time name one process only within a boot."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", "rb") as boot:
-            return boot.read().strip().decode("ascii", errors="replace") or None
-    except OSError:
-        return None
-
-
-def same_process_alive(pid: int, start_ticks: int | None) -> bool:
-    """True only if `pid` still names the very process we started: same pid and kernel start
-    time (within this boot: the caller checks the boot id), still leading the session and
-    process group it was started with (start_new_session). Whatever the process did to its
-    environment or argv (`exec env -i ...`, `exec -c ...`) changes none of these."""
-    if start_ticks is None:
-        return False
-    fields = stat_fields(pid)
-    if fields is None or fields[0] in (b"Z", b"X"):
-        return False
-    return int(fields[2]) == int(fields[3]) == pid and int(fields[19]) == start_ticks
-
-
-def carries_task_id(pid: int, task_id: str) -> bool:
-    """Whether the process was started with HIVE_BASH_TASK_ID=<task_id> (and kept it)."""
-    return task_id_of(pid) == task_id
-
-
-def leftover_group_members(pgid: int, leader_start_ticks: int | None) -> list[int]:
-    """Live processes still in a task's group after its leader is gone (seen after a daemon restart).
-
-    Members must be in the session and group the leader created and must have started
-    no earlier than it; a stranger would need to reuse the very pid as a new session id.
-    """
-    if leader_start_ticks is None:
-        return []
-    leader = stat_fields(pgid)
-    if leader is not None and leader[0] not in (b"Z", b"X"):
-        # A live process holds the leader's pid: ours (the caller ended its group) or a
-        # stranger (the pid was reused, or the record forged): leave its group alone.
-        return []
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        fields = stat_fields(entry)
-        # fields: state(0) ppid(1) pgrp(2) session(3) ... starttime(19)
-        if fields is None or int(fields[2]) != pgid or int(fields[3]) != pgid or fields[0] in (b"Z", b"X"):
-            continue
-        if int(fields[19]) >= leader_start_ticks:
-            members.append(int(entry))
-    return members
 
 
 def signal_group(pgid: int, sig: int) -> bool:
@@ -192,24 +107,6 @@ def signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def _open_output(path: Path) -> int:
-    return create_private(path)
-
-
-def _set_window_size(fd: int) -> None:
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", PTY_ROWS, PTY_COLUMNS, 0, 0))
-
-
-def write_failure_reason(exc: OSError, path: Path) -> str:
-    """The end reason of a task whose terminal output could not be written, e.g. "disk full: ..."."""
-    name = WRITE_ERROR_NAMES.get(exc.errno or 0, exc.strerror or str(exc))
-    return f"{name}: terminal output could not be written to {path}"
-
-
-def _ignore_output_failure(reason: str) -> None:
-    pass
-
-
 @dataclass
 class SpawnRequest:
     cmd: str
@@ -220,8 +117,7 @@ class SpawnRequest:
     script_path: Path  # where a command too long for argv is written
     stdin: Literal["null", "pipe"] = "null"
     pty: bool = False
-    # Called (once) when a PTY task's output cannot be written, with the end reason.
-    on_output_failed: TerminalWriteFailed = field(default=_ignore_output_failure)
+    on_output_failed: TerminalWriteFailed = field(default=lambda reason: None)  # once, with the end reason
     cgroup: TaskCgroup | None = None  # the task's own cgroup, where the daemon owns a tree
 
     def prepare_argv(self) -> list[str]:
@@ -233,9 +129,17 @@ class SpawnRequest:
             script.write(self.cmd)
         return [*BASH_SCRIPT_ARGV, str(self.script_path)]
 
-    def child(self, stdin: int, stdout: int, stderr: int, terminal: bool = False) -> spawners.Child:
-        """What the spawner starts for this request, on these fds (see spawners.Child)."""
-        return spawners.Child(self.prepare_argv(), self.cwd, self.env, stdin, stdout, stderr, terminal, self.cgroup)
+    def child(self, *, stdin: int, stdout: int, stderr: int, terminal: bool = False) -> spawners.Child:
+        return spawners.Child(
+            argv=self.prepare_argv(),
+            cwd=self.cwd,
+            env=self.env,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            terminal=terminal,
+            cgroup=self.cgroup,
+        )
 
 
 @dataclass(frozen=True)
@@ -243,35 +147,27 @@ class ResourceUsage:
     """What the kernel reports to the reaper: the leader plus every descendant that was waited for."""
 
     cpu_secs: float  # user + system
-    # The largest resident set of any one of those processes; None when it was no larger than
-    # the daemon's own peak: the leader starts as the daemon's (v)fork, and the kernel counts
-    # that image in its peak, so such a figure says nothing about the task (only: it was smaller).
+    # The largest resident set of one of them; None if no larger than the daemon's peak, which the
+    # leader's, a (v)fork of the daemon, counts: then it says nothing of the task.
     max_rss_bytes: int | None
 
     @classmethod
     def from_rusage(cls, usage: resource.struct_rusage, daemon_peak_kib: int) -> ResourceUsage:
-        # ru_maxrss is in KiB
         max_rss = usage.ru_maxrss * 1024 if usage.ru_maxrss > daemon_peak_kib else None
         return cls(round(usage.ru_utime + usage.ru_stime, 3), max_rss)
 
     def counted_by(self, end: CgroupEnd) -> ResourceUsage:
-        """The cgroup's figures, where it has them: every process that ran in it, waited for or not.
-
-        memory.peak is kept whatever its size: unlike ru_maxrss it never counts the daemon's
-        image (the task's first page is charged to its cgroup only once the task touches it)."""
+        """The cgroup's figures where it has them: every process that ran in it; memory.peak never counts
+        the daemon's image, so it is kept whatever its size."""
         cpu = end.cpu_secs if end.cpu_secs is not None else self.cpu_secs
         peak = end.memory_peak_bytes if end.memory_peak_bytes is not None else self.max_rss_bytes
         return ResourceUsage(cpu, peak)
 
 
 class TerminalCopy:
-    """A PTY task's terminal, copied into its .out file as it shows output: the daemon is the
-    terminal (the only case where it copies output bytes). The master is the task's, not closed here.
-
-    A write error (disk full, I/O error) must not escape: raised in a reader callback it
-    would be lost in the event loop, and at the task's end it would stop the task from
-    ever ending. It is reported once, through `write_failed`, and the rest is discarded.
-    """
+    """A PTY task's terminal copied into its .out as it shows output (the master is not closed here).
+    A write error is reported once through `write_failed` and the rest discarded: raised in a reader
+    callback it would be lost, and at the task's end it would keep the task from ever ending."""
 
     def __init__(self, master: int, out_fd: int, out_path: Path, write_failed: TerminalWriteFailed, pid: int) -> None:
         self._master = master
@@ -291,13 +187,11 @@ class TerminalCopy:
             self._copy(data)
 
     def close(self) -> None:
-        """Close the .out file's fd."""
         if self._out_fd is not None:
             os.close(self._out_fd)
             self._out_fd = None
 
-    def _read(self) -> bytes | None:
-        """One chunk of what the terminal shows: b"" once every process closed it, None if nothing yet."""
+    def _read(self) -> bytes | None:  # b"" once every process closed the terminal, None if nothing yet
         try:
             return os.read(self._master, 65536)
         except BlockingIOError:
@@ -308,14 +202,13 @@ class TerminalCopy:
     def _pump(self) -> None:
         data = self._read()
         if data:
-            if not self._copy(data):
-                # Nothing more can be kept: stop reading; the task is being ended.
+            if not self._copy(data):  # nothing more can be kept: the task is being ended
                 asyncio.get_running_loop().remove_reader(self._master)
         elif data is not None:
             asyncio.get_running_loop().remove_reader(self._master)
 
     def _copy(self, data: bytes) -> bool:
-        """Append terminal output to .out whole; False once a write failed (the rest is discarded)."""
+        """Append terminal output to .out whole; False once a write failed."""
         assert self._out_fd is not None
         if self.error is not None:
             return False
@@ -324,7 +217,8 @@ class TerminalCopy:
             while view:  # a write to a filling disk can be short before it fails
                 view = view[os.write(self._out_fd, view) :]
         except OSError as exc:
-            self.error = write_failure_reason(exc, self._out_path)
+            name = WRITE_ERROR_NAMES.get(exc.errno or 0, exc.strerror or str(exc))  # "disk full"
+            self.error = f"{name}: terminal output could not be written to {self._out_path}"
             logger.warning("task process %d: %s (%s)", self._pid, self.error, exc)
             self._write_failed(self.error)
             return False
@@ -332,8 +226,7 @@ class TerminalCopy:
 
 
 class TaskProcess:
-    """A started task process. `wait_status` resolves to its wait status once nothing of the task
-    is left (its group gone; with a cgroup, the cgroup empty) and the leader is reaped."""
+    """A started task process; `wait_status` resolves once nothing of it is left and the leader is reaped."""
 
     def __init__(
         self,
@@ -347,14 +240,14 @@ class TaskProcess:
         self.pid = started.process.pid
         self.pgid = started.process.pid  # its own session: the leader's pid is the group's id
         ticks = start_ticks_between(*started.forked_between)
-        self.start_ticks = ticks if ticks is not None else read_start_ticks(self.pid)
-        # Where `write` sends bytes: a pipe's write end or the PTY master (None: no input).
-        self.input_fd = input_fd
+        if ticks is None and (found := procfs.stat(self.pid)) is not None:
+            ticks = found.start_ticks
+        self.start_ticks = ticks
+        self.input_fd = input_fd  # where `write` sends bytes: a pipe's write end or the PTY master
         self._terminal = terminal
         self.wait_status: asyncio.Future[int] = loop.create_future()
         self.usage: ResourceUsage | None = None  # set when reaped
-        # With a cgroup the task has ended once the cgroup is empty, not when the leader exits.
-        self.cgroup = cgroup
+        self.cgroup = cgroup  # with one, the task has ended once it is empty, not when the leader exits
         if cgroup is not None:
             cgroup.led_by(self.pid)  # kept in its cgroup should it move itself out (CgroupTree.look)
         self.limit_reason: str | None = None  # its own cgroup limit ended it ("memory limit 512 MiB reached")
@@ -373,6 +266,17 @@ class TaskProcess:
     def is_pty(self) -> bool:
         return self._terminal is not None
 
+    def processes(self) -> TaskProcesses:
+        """How its processes are found (procfs): its cgroup's, else its group's."""
+        cgroup = self.cgroup
+        return TaskProcesses(
+            leader=self.pid,
+            start_ticks=self.start_ticks,
+            pgid=self.pgid,
+            cgroup=None if cgroup is None else str(cgroup.path),
+            owners=None if cgroup is None else cgroup.owners(),
+        )
+
     def signal(self, sig: int) -> bool:
         if self.wait_status.done() or self._emptying is not None:
             return False  # reaped: the group id may name a stranger now, and the cgroup is being killed
@@ -384,8 +288,7 @@ class TaskProcess:
         loop = asyncio.get_running_loop()
         loop.remove_reader(self._pidfd)
         os.close(self._pidfd)
-        # The leader is a zombie now, so its pid (= the group id) cannot be reused yet:
-        # whatever the command left running in the group is ended before we reap.
+        # The leader is a zombie now, so its pid (the group id) cannot be reused yet: what is left is ended.
         signal_group(self.pgid, signal.SIGKILL)
         cgroup = self.cgroup
         left = cgroup is not None and cgroup.kill_what_is_left()  # what left the group (setsid) too
@@ -434,46 +337,34 @@ class TaskProcess:
 
 @contextlib.contextmanager
 def _owned(popen: spawners.StartedProcess, cgroup: TaskCgroup | None) -> Iterator[contextlib.ExitStack]:
-    """Guard the steps between the spawn and a supervised TaskProcess.
-
-    Should one fail (EMFILE from pidfd_open or dup, ENOSYS from pidfd_open on an old
-    kernel or under a seccomp profile), the child would run on unsupervised and never be
-    reaped: its whole group is killed and it is reaped before the error goes on, and the
-    fds registered on the yielded stack are closed. On success they are kept.
-    """
+    """Guard the steps between the spawn and a supervised TaskProcess: should one fail (EMFILE, ENOSYS from
+    pidfd_open under seccomp), the child's group is killed and reaped, and the stack's fds closed."""
     with contextlib.ExitStack() as cleanup:
         try:
             yield cleanup
         except BaseException:
-            _end_and_reap(popen, cgroup)
+            logger.warning("ending process group %d: its task could not be supervised", popen.pid)
+            signal_group(popen.pid, signal.SIGKILL)
+            if cgroup is not None:
+                cgroup.kill()
+            popen.wait()  # SIGKILL cannot be caught: short, though it blocks the loop
+            if popen.stdin is not None:
+                popen.stdin.close()
             raise
         cleanup.pop_all()
 
 
-def _end_and_reap(popen: spawners.StartedProcess, cgroup: TaskCgroup | None) -> None:
-    logger.warning("ending process group %d: its task could not be supervised", popen.pid)
-    signal_group(popen.pid, signal.SIGKILL)
-    if cgroup is not None:
-        cgroup.kill()
-    # SIGKILL cannot be caught: the wait is short even though it blocks the loop.
-    popen.wait()
-    if popen.stdin is not None:
-        popen.stdin.close()
-
-
 def spawn(request: SpawnRequest, spawner: spawners.Spawner) -> TaskProcess:
-    """Start bash for a task, the way `spawner` starts processes (chosen once: spawners.choose).
-
-    Raises OSError (EMFILE, EAGAIN, ENOENT...) if the kernel refuses, with nothing left running."""
+    """Start bash for a task; OSError (EMFILE, EAGAIN, ENOENT...) if refused, with nothing left running."""
     if request.pty:
         return _spawn_pty(request, spawner)
     with contextlib.ExitStack() as fds:
-        out_fd = _open_output(request.stdout_path)
+        out_fd = create_private(request.stdout_path)
         fds.callback(os.close, out_fd)
-        err_fd = _open_output(request.stderr_path)
+        err_fd = create_private(request.stderr_path)
         fds.callback(os.close, err_fd)
         stdin = subprocess.PIPE if request.stdin == "pipe" else subprocess.DEVNULL
-        started = spawner.start(request.child(stdin, out_fd, err_fd))
+        started = spawner.start(request.child(stdin=stdin, stdout=out_fd, stderr=err_fd))
     popen = started.process
     with _owned(popen, request.cgroup) as on_failure:
         input_fd = None
@@ -487,15 +378,15 @@ def spawn(request: SpawnRequest, spawner: spawners.Spawner) -> TaskProcess:
 
 def _spawn_pty(request: SpawnRequest, spawner: spawners.Spawner) -> TaskProcess:
     """The task's stdin, stdout and stderr are one terminal; .err stays empty (a terminal has one stream)."""
-    os.close(_open_output(request.stderr_path))
+    os.close(create_private(request.stderr_path))
     with contextlib.ExitStack() as until_supervised:
-        out_fd = _open_output(request.stdout_path)
+        out_fd = create_private(request.stdout_path)
         until_supervised.callback(os.close, out_fd)
         master, slave = os.openpty()
         until_supervised.callback(os.close, master)
         try:
-            _set_window_size(slave)
-            started = spawner.start(request.child(slave, slave, slave, terminal=True))
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", PTY_ROWS, PTY_COLUMNS, 0, 0))
+            started = spawner.start(request.child(stdin=slave, stdout=slave, stderr=slave, terminal=True))
         finally:
             os.close(slave)  # the child has its own copy; ours would keep EIO from ever arriving
         with _owned(started.process, request.cgroup):

@@ -1,10 +1,5 @@
-"""What a previous daemon left running: ended by process identity, never by pid alone.
-
-The identity is what the daemon gave the process and the process cannot change: its pid,
-its kernel start time, the boot both were in, and the session and process group it was
-started leading. A task that dropped its environment (`exec env -i sleep 600`) is found
-all the same.
-"""
+"""What a previous daemon left running, ended by what the task cannot change: its pid, its start time,
+the boot, and the session and group it was started leading (`exec env -i` changes none of them)."""
 
 from __future__ import annotations
 
@@ -13,7 +8,8 @@ import logging
 import os
 import signal
 
-from hive_bash.core.processes import process
+from hive_bash.core.processes import procfs
+from hive_bash.core.processes.process import signal_group
 from hive_bash.core.storage import TaskRecord
 
 logger = logging.getLogger(__name__)
@@ -23,27 +19,19 @@ def end_leftover_processes(record: TaskRecord) -> None:
     """A previous daemon died without ending this task: end what is left of its process group."""
     if record.pid is None:
         return
-    pgid, start_ticks = record.pid, record.proc_start_ticks
-    if not _this_boot(record):
+    pgid, start_ticks, boot = record.pid, record.proc_start_ticks, procfs.boot_id()
+    if record.boot_id is not None and boot is not None and record.boot_id != boot:
         return  # the pid and start time belonged to a process of another boot: nothing of it is left
-    if process.same_process_alive(pgid, start_ticks) and _leader_of(record):
+    # A record older than its boot id: its leader must also carry its task id.
+    leader = record.boot_id is not None or procfs.task_id_of(pgid) == record.id
+    if leader and procfs.same_process_alive(pgid, start_ticks):
         logger.warning("task %s (pid %d) outlived the previous daemon; ending its group", record.id, pgid)
-        process.signal_group(pgid, signal.SIGKILL)
+        signal_group(pgid, signal.SIGKILL)
         return
-    for pid in process.leftover_group_members(pgid, start_ticks):
+    for pid in procfs.leftover_group_members(pgid, start_ticks):
         logger.warning("task %s left process %d behind; ending it", record.id, pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-
-
-def _this_boot(record: TaskRecord) -> bool:
-    current = process.boot_id()
-    return record.boot_id is None or current is None or record.boot_id == current
-
-
-def _leader_of(record: TaskRecord) -> bool:
-    """A record written before records kept the boot id: its leader must also carry its task id."""
-    return record.boot_id is not None or process.carries_task_id(record.pid or 0, record.id)
 
 
 def interrupted_reason(record: TaskRecord) -> str:

@@ -1,20 +1,6 @@
-"""How a task's first process is started: one of three ways, chosen once when the daemon starts.
-
-- ``CloneIntoCgroup``: where the daemon owns a cgroup tree and the C library and the kernel
-  offer clone3's CLONE_INTO_CGROUP (hive_bash.core.processes.native_spawn), the task's bash is born in
-  its cgroup: no move, and none of a move's costs.
-- ``PlacingBash``: where they do not, the task's first process is a bash in POSIX mode that
-  writes its own pid into its cgroup's ``cgroup.procs`` and then execs the task's bash (same
-  pid, session and group): nothing of the task runs outside its cgroup either.
-- ``PlainPopen``: without a cgroup tree, subprocess.Popen.
-
-Each starts argv as the leader of a session and process group of its own, fds 0-2 as given
-and every other fd closed, every signal at its default disposition, and returns the process
-with CLOCK_BOOTTIME read just before and after the fork (process.start_ticks_between). A
-spawner only starts: supervising, ending and reaping the process is hive_bash.core.processes.process's.
-``choose`` picks one from what the machine offers and logs it once; the launcher hands it to
-every start.
-"""
+"""How a task's first process is started, one way chosen once at start (`choose_spawner`): born in its
+cgroup (native_spawn), a placing bash that moves itself in and execs the task's bash (same pid, session
+and group), or plain Popen without a tree; each the leader of its own session, fds 0-2 as given."""
 
 from __future__ import annotations
 
@@ -33,8 +19,7 @@ from hive_bash.core.processes import cgroups, native_spawn
 
 logger = logging.getLogger(__name__)
 
-# The placing bash: it reads no startup file in POSIX mode, so a session's BASH_ENV runs in the
-# task's bash alone; "$0" is the cgroup's cgroup.procs, "$@" the task's argv.
+# In POSIX mode bash reads no startup file (a session's BASH_ENV runs in the task's bash alone).
 PLACE_ARGV = ("bash", "--posix", "--noprofile", "--norc", "-c", 'echo $$ > "$0" && exec "$@"')
 
 
@@ -48,13 +33,10 @@ class CgroupDir(Protocol):
     def procs_path(self) -> Path: ...  # its cgroup.procs, for the placing bash
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Child:
-    """What to start: `argv` in `cwd` with `env`, on fds 0-2, in `cgroup` where the daemon owns a tree.
-
-    `stdin` is an fd, subprocess.PIPE or subprocess.DEVNULL, as for Popen. With `terminal`, `stdin`
-    is a PTY's slave (`stdout` and `stderr` too) and becomes the task's controlling terminal.
-    """
+    """What to start: `argv` in `cwd` with `env`, on fds 0-2 (`stdin` as for Popen), in `cgroup` where the
+    daemon owns a tree. With `terminal`, the fds are a PTY's slave, to be its controlling terminal."""
 
     argv: list[str]
     cwd: str
@@ -83,9 +65,7 @@ class Started:
 
 
 class Spawner(Protocol):
-    def start(self, child: Child) -> Started:
-        """Start the child; raises OSError (EMFILE, EAGAIN, ENOENT...) as Popen would."""
-        ...
+    def start(self, child: Child) -> Started: ...  # OSError (EMFILE, EAGAIN, ENOENT...) as Popen
 
 
 def boottime_ns() -> int:
@@ -104,27 +84,34 @@ class PlacingBash:
     """A cgroup per task, entered by a move the task's first process makes."""
 
     def start(self, child: Child) -> Started:
-        # The move costs the mover a grace period of the kernel's cgroup lock (8-13 ms when tasks
-        # start seconds apart, docs/performance.md): paid by the task's first process, never by the loop.
-        return _popen([*PLACE_ARGV, str(_cgroup_of(child).procs_path), *child.argv], child)
+        # The move's wait for the kernel's cgroup lock (docs/performance.md) is the task's, not the loop's.
+        assert child.cgroup is not None, "a spawner that puts tasks in their cgroups, but no task cgroup"
+        return _popen([*PLACE_ARGV, str(child.cgroup.procs_path), *child.argv], child)
 
 
 class CloneIntoCgroup:
     """A cgroup per task, the task born in it (clone3's CLONE_INTO_CGROUP): no move."""
 
     def start(self, child: Child) -> Started:
-        cgroup = _cgroup_of(child)
+        cgroup = child.cgroup
+        assert cgroup is not None, "a spawner that puts tasks in their cgroups, but no task cgroup"
         terminal_path = os.ttyname(child.stdin) if child.terminal else None
         before = boottime_ns()
         spawned = native_spawn.spawn(
-            child.argv, child.env, child.cwd, cgroup.fd, child.stdin, child.stdout, child.stderr, terminal_path
+            child.argv,
+            env=child.env,
+            cwd=child.cwd,
+            cgroup_fd=cgroup.fd,
+            stdin=child.stdin,
+            stdout=child.stdout,
+            stderr=child.stderr,
+            terminal=terminal_path,
         )
         return Started(spawned, (before, boottime_ns()))
 
 
-def choose(tree: cgroups.CgroupTree | None) -> Spawner:
-    """The spawner for this machine: by the cgroup tree the daemon owns, if any, and what starts a
-    task in it (asked once: native_spawn probes the kernel). Logged once."""
+def choose_spawner(tree: cgroups.CgroupTree | None) -> Spawner:
+    """The spawner for this machine and its cgroup tree, if any (native_spawn probes the kernel once); logged."""
     if tree is None:
         logger.info("tasks start by Popen, each in a session and process group of its own")
         return PlainPopen()
@@ -139,17 +126,9 @@ def choose(tree: cgroups.CgroupTree | None) -> Spawner:
     return PlacingBash()
 
 
-def _cgroup_of(child: Child) -> CgroupDir:
-    assert child.cgroup is not None, "a spawner that puts tasks in their cgroups, but no task cgroup"
-    return child.cgroup
-
-
 def _popen(argv: list[str], child: Child) -> Started:
     before = boottime_ns()
-    # start_new_session: the task is its own session and process group, so one
-    # killpg reaches everything it starts (unless a child leaves with setsid: the cgroup holds it).
-    # Without preexec_fn, CPython forks with vfork (the daemon's memory is not copied, the loop
-    # waits only until bash has exec'd); a terminal needs one (TIOCSCTTY), and then it forks.
+    # Without preexec_fn CPython uses vfork (the loop waits only for the exec); a terminal needs one (TIOCSCTTY).
     popen = subprocess.Popen(
         argv,
         stdin=child.stdin,

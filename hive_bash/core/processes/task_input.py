@@ -1,16 +1,5 @@
-"""Input to a running task (`write`): a bounded backlog flushed into its stdin pipe or terminal.
-
-The tool call never blocks on a task that is not reading: bytes the pipe or
-terminal cannot take yet wait in the backlog, flushed by the event loop as the
-task reads. A backlog past its limit is refused with a clear error, so a task
-that never reads costs bounded memory; so are the backlogs of all tasks together
-(an InputBudget), so many pending tasks cost bounded memory too. Writes to a
-pending task wait here too and are flushed when it starts.
-
-A terminal in canonical (line) mode keeps at most TERMINAL_LINE_MAX bytes of a line
-and silently drops the rest: a PTY write that would make a longer line is refused
-with an error naming `data`, rather than reported sent and half lost.
-"""
+"""Input to a running task (`write`): never blocking, a bounded backlog (all together too: InputBudget)
+flushed into its pipe or terminal as it reads; a line longer than a canonical terminal keeps is refused."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Starting a task: everything it needs before it runs, the spawn, and undoing a start that cannot go on.
-
-A start goes: room on disk for its end (a full disk refuses it before anything
-runs), its environment and, in a shell session, its wrapper (hive_bash.core.sessions.session),
-its cgroup with its limits, the spawn (hive_bash.core.processes.process); the lifecycle
-(hive_bash.core.tasks.lifecycle) then saves its record with its pid, before anything else
-happens. A start refused after the spawn ends the process it made (`abandon`);
-nothing records it.
+"""Starting a task: the OS set up once at the daemon's start (`Launcher.start`: its cgroup tree, the
+spawner), then per task room on disk for its end, its environment and session wrapper, its cgroup
+with its limits and the spawn; a start refused after the spawn ends the process it made (`abandon`).
 """
 
 from __future__ import annotations
@@ -15,15 +10,15 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from hive_bash.core.output import file_size, last_printed_line
 from hive_bash.core.processes import (
+    CgroupMemory,
     CgroupTree,
     InputEnd,
-    InputSampler,
     InputWait,
     Limits,
+    ProcReaders,
     Spawner,
     SpawnRequest,
     TaskProcess,
@@ -51,13 +46,23 @@ class Launcher:
     """Starts tasks: the cgroup tree they run in, the limits it enforces, their files, sessions and records."""
 
     def __init__(self, settings: Settings, store: RecordStore, sessions: SessionStore) -> None:
+        self._settings = settings
         self._store = store
         self._sessions = sessions
-        # The tree first: it moves the daemon into a leaf, and the OOM counter of its root counts the tasks'.
-        self.cgroups = locate_cgroups(settings.cgroup_root)
-        self.spawner = choose_spawner(self.cgroups)  # how every task starts: asked and logged once
-        self.oom_counter = locate_oom_counter(settings.cgroup_dir or _counting_root(self.cgroups))
-        self._default_limits = _default_limits(settings, self.cgroups)
+        self.cgroups: CgroupTree | None = None
+        self.spawner: Spawner | None = None
+        self.oom_counter: CgroupMemory | None = None
+        self._default_limits = Limits()
+
+    def start(self) -> None:
+        """At the daemon's start, the one place that touches the OS: the cgroup tree first (the daemon
+        moves into its leaf; its root's OOM counter counts the tasks'), then the spawner (probed once)."""
+        settings = self._settings
+        self.cgroups = tree = locate_cgroups(settings.cgroup_root)
+        self.spawner = choose_spawner(tree)
+        counting_root = tree.root if tree is not None and oom_counter_at(tree.root) is not None else None
+        self.oom_counter = locate_oom_counter(settings.cgroup_dir or counting_root)
+        self._default_limits = _default_limits(settings, tree)
 
     def limits(self, options: TaskOptions) -> Limits:
         """The task's own limits: its arguments over the daemon's defaults; refused where nothing enforces them."""
@@ -65,11 +70,9 @@ class Launcher:
             ("memory_max", options.memory_max, "memory"),
             ("pids_max", options.pids_max, "pids"),
         ):
-            if value is None:
-                continue
-            if self.cgroups is None:
+            if value is not None and self.cgroups is None:
                 raise InvalidArgument(argument, "needs a cgroup per task; this daemon has no delegated cgroup v2 tree")
-            if controller not in self.cgroups.controllers:
+            if value is not None and self.cgroups is not None and controller not in self.cgroups.controllers:
                 raise InvalidArgument(
                     argument, f"needs the {controller} controller; this daemon's cgroup tree has none"
                 )
@@ -79,8 +82,9 @@ class Launcher:
             options.pids_max if options.pids_max is not None else defaults.pids_max,
         )
 
-    def start(self, task: Task, output_failed: TerminalWriteFailed) -> TaskProcess:
+    def launch(self, task: Task, output_failed: TerminalWriteFailed) -> TaskProcess:
         """Spawn the task; raises SpawnFailed, with nothing left running. Its record is saved by the caller."""
+        assert self.spawner is not None, "Launcher.start() first"
         record = task.record
         try:
             # Room for its end on disk, before anything runs: a full disk refuses the start.
@@ -95,10 +99,41 @@ class Launcher:
         # start time taken after it would make a loaded daemon report `sleep 1` as 0.98 s.
         task.prepared(start.session_env_before, self.oom_counter.oom_kills() if self.oom_counter is not None else None)
         started_at = time.time()
-        # A refused spawn has deleted every file of the task (reserve and session wrapper included).
-        proc = _spawn(task, self._store, start.env, output_failed, self.spawner, self.cgroups)
+        proc = self._spawn(task, start.env, output_failed, self.spawner)  # refused: none of its files is left
         task.started(proc, started_at)
         return proc
+
+    def _spawn(
+        self, task: Task, env: dict[str, str], output_failed: TerminalWriteFailed, spawner: Spawner
+    ) -> TaskProcess:
+        record, store = task.record, self._store
+        try:
+            cgroup = self.cgroups.create(record.id, task.limits) if self.cgroups is not None else None
+        except OSError as exc:
+            logger.warning("task %s could not get a cgroup: %s", record.id, exc)
+            store.delete(record.id)  # its reserve and its session's wrapper: nothing will run
+            raise SpawnFailed(f"its cgroup could not be created: {exc.strerror or exc} (errno {exc.errno})") from exc
+        files = store.files
+        request = SpawnRequest(
+            cmd=record.cmd,
+            cwd=record.cwd,
+            env=env,
+            stdout_path=files.out(record.id),
+            stderr_path=files.err(record.id),
+            script_path=files.script(record.id),
+            stdin=record.stdin,
+            pty=record.pty,
+            on_output_failed=output_failed,
+            cgroup=cgroup,
+        )
+        try:
+            return spawn(request, spawner)
+        except OSError as exc:
+            failed = _could_not_start(store, record, exc)
+            if cgroup is not None:
+                cgroup.kill()
+                cgroup.remove()
+            raise failed from exc
 
     def keep_reserve(self, record: TaskRecord) -> None:
         """Room for its end again, if saving its record with its pid took the reserve."""
@@ -125,15 +160,17 @@ def new_record(task_id: str, options: TaskOptions) -> TaskRecord:
     )
 
 
-def watch_input(task: Task, files: TaskFiles, changed: InputChanged, sampler: InputSampler) -> None:
-    """A task with input (pipe or pty) is sampled for a blocked read of it (hive_bash.core.processes.input_wait),
-    in `sampler`'s thread."""
+def watch_input(task: Task, files: TaskFiles, changed: InputChanged, readers: ProcReaders) -> None:
+    """A task with input (pipe or pty) is sampled for a blocked read of it (input_wait), in `readers`' threads."""
     proc, record = task.process, task.record
     if task.input is None or proc is None or proc.input_fd is None:
         return
     fd = proc.input_fd
     try:
-        end = InputEnd.of_pty(fd, proc.pid) if proc.is_pty else InputEnd.of_pipe(fd, proc.pid, proc.pgid)
+        if proc.is_pty:
+            end = InputEnd.of_pty(fd, leader=proc.pid)
+        else:
+            end = InputEnd.of_pipe(fd, leader=proc.pid, pgid=proc.pgid)
     except OSError as exc:  # nothing to sample: the task runs on, never said to wait
         logger.warning("task %s: cannot watch its input: %s", record.id, exc)
         return
@@ -146,12 +183,7 @@ def watch_input(task: Task, files: TaskFiles, changed: InputChanged, sampler: In
         task.waiting_for_input_changed(waiting)
         changed(record, last_printed_line(out, err) if waiting else None, waiting)
 
-    task.watch_input(InputWait(end, activity, on_change), sampler)
-
-
-def _counting_root(tree: CgroupTree | None) -> Path | None:
-    """The tree's root, whose memory.events counts the OOM kills of every task cgroup below it."""
-    return tree.root if tree is not None and oom_counter_at(tree.root) is not None else None
+    task.watch_input(InputWait(end, activity, on_change), readers)
 
 
 def _default_limits(settings: Settings, tree: CgroupTree | None) -> Limits:
@@ -163,43 +195,6 @@ def _default_limits(settings: Settings, tree: CgroupTree | None) -> Limits:
         if value is not None and controller not in controllers:
             logger.warning("%s is not enforced: no cgroup tree with the %s controller", name, controller)
     return Limits(memory if "memory" in controllers else None, pids if "pids" in controllers else None)
-
-
-def _spawn(
-    task: Task,
-    store: RecordStore,
-    env: dict[str, str],
-    on_output_failed: TerminalWriteFailed,
-    spawner: Spawner,
-    tree: CgroupTree | None = None,
-) -> TaskProcess:
-    record, files = task.record, store.files
-    try:
-        cgroup = tree.create(record.id, task.limits) if tree is not None else None
-    except OSError as exc:
-        logger.warning("task %s could not get a cgroup: %s", record.id, exc)
-        store.delete(record.id)  # its reserve and its session's wrapper: nothing will run
-        raise SpawnFailed(f"its cgroup could not be created: {exc.strerror or exc} (errno {exc.errno})") from exc
-    request = SpawnRequest(
-        cmd=record.cmd,
-        cwd=record.cwd,
-        env=env,
-        stdout_path=files.out(record.id),
-        stderr_path=files.err(record.id),
-        script_path=files.script(record.id),
-        stdin=record.stdin,
-        pty=record.pty,
-        on_output_failed=on_output_failed,
-        cgroup=cgroup,
-    )
-    try:
-        return spawn(request, spawner)
-    except OSError as exc:
-        failed = _could_not_start(store, record, exc)
-        if cgroup is not None:
-            cgroup.kill()
-            cgroup.remove()
-        raise failed from exc
 
 
 def record_not_saved(store: RecordStore, record: TaskRecord, exc: RecordNotSaved) -> SpawnFailed:

@@ -20,7 +20,7 @@ from hive_bash.core.output import disk_full
 from hive_bash.core.processes import (
     CgroupMemory,
     InputBudget,
-    InputSampler,
+    ProcReaders,
     diagnose_oom,
     end_leftover_processes,
     interrupted_reason,
@@ -52,7 +52,7 @@ class Lifecycle:
         self._grace_secs = settings.kill_grace_secs
         self._slots = Slots(max_running=settings.max_running, max_pending=settings.max_pending)
         self._input_budget = InputBudget()  # input waiting for all tasks together
-        self._input_sampler = InputSampler()  # the one thread that reads whether tasks wait for input
+        self.readers = ProcReaders()  # the threads /proc is read in: input waits, listening
         self._launcher = launch.Launcher(settings, book.store, sessions)
         ends = self._terminations = Terminations(settings, self._current)
         self._watcher = Watcher(
@@ -74,7 +74,8 @@ class Lifecycle:
         return len(self._slots.running)
 
     async def start(self) -> None:
-        """Take over what a previous daemon left, then watch the running tasks."""
+        """Touch the OS (the cgroup tree, the spawner), take over what a previous daemon left, then watch."""
+        self._launcher.start()
         self._sessions.load()
         cgroups = self._launcher.cgroups
         if cgroups is not None:
@@ -141,14 +142,14 @@ class Lifecycle:
     def _start(self, task: Task) -> None:
         """Spawn it, save its record with its pid (before anything else happens), watch it."""
         record = task.record
-        proc = self._launcher.start(task, functools.partial(self._terminations.output_failed, task))
+        proc = self._launcher.launch(task, functools.partial(self._terminations.output_failed, task))
         try:
             self._book.started(record)
         except SpawnFailed:
             launch.abandon(task)
             raise
         self._launcher.keep_reserve(record)
-        launch.watch_input(task, self._files, self._book.waiting_for_input_changed, self._input_sampler)
+        launch.watch_input(task, self._files, self._book.waiting_for_input_changed, self.readers)
         self._slots.running.add(task)
         self._watcher.watch(record, task.notify_on)
         # A callback, not a task awaiting the future: the end is handled in the same loop turn.
@@ -220,7 +221,7 @@ class Lifecycle:
         stopped = "interrupted: the daemon stopped"
         running = list(self._slots.running)
         await asyncio.gather(*(task.terminate(Status.INTERRUPTED, stopped, self._grace_secs) for task in running))
-        self._input_sampler.close()
+        self.readers.close()
 
 
 def _guarded(step: Callable[[Any], None], subject: Any, doing: str) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hive_bash.core.output import file_size
-from hive_bash.core.processes import Listening, ListeningReader, TaskProcesses, base_environment
+from hive_bash.core.processes import Listening, TaskProcesses, base_environment, read_listening
 from hive_bash.core.sessions import SessionState, SessionStore
 from hive_bash.core.storage import TaskFiles
 from hive_bash.core.tasks.bookkeeping import Bookkeeping
@@ -32,7 +32,6 @@ class TaskManager:
         self._sessions = SessionStore(self.files, base_env, settings.hidden_env_names)
         self._life = Lifecycle(settings, self.files, sessions=self._sessions, book=self._book)
         self._tasks = self._life.tasks
-        self._listening = ListeningReader()  # read only when a reply or a wait_for_port asks
         self._waits = Waits(self.files, self._look)
 
     async def start(self) -> None:
@@ -42,7 +41,6 @@ class TaskManager:
     async def shutdown(self) -> None:
         """End every task (pending cancelled, running terminated group by group), then flush todos."""
         await self._life.stop()
-        self._listening.close()
         await self._book.stop()
 
     def submit(self, options: TaskOptions) -> Task:
@@ -101,7 +99,7 @@ class TaskManager:
 
     async def listening(self, tasks: Sequence[Task]) -> list[Listening]:
         """What each running task's processes listen on now (hive_bash.core.processes.listening), read off the loop."""
-        return await self._listening.read([_processes(task) for task in tasks])
+        return await read_listening(self._life.readers, [_processes(task) for task in tasks])
 
     async def wait(
         self,
@@ -145,6 +143,4 @@ def _processes(task: Task) -> TaskProcesses | None:
     proc = task.process
     if proc is None or task.ended.is_set() or task.status is not Status.RUNNING:
         return None
-    if proc.cgroup is None:
-        return TaskProcesses(proc.pid, proc.start_ticks, proc.pgid)
-    return TaskProcesses(proc.pid, proc.start_ticks, proc.pgid, str(proc.cgroup.path), proc.cgroup.owners())
+    return proc.processes()

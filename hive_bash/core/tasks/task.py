@@ -9,7 +9,7 @@ import signal
 import time
 from typing import Literal
 
-from hive_bash.core.processes import InputBudget, InputChannel, InputSampler, InputWait, Limits, TaskProcess, boot_id
+from hive_bash.core.processes import InputBudget, InputChannel, InputWait, Limits, ProcReaders, TaskProcess, boot_id
 from hive_bash.core.storage import TaskRecord
 from hive_bash.core.tasks.ending import Cause, Ending
 from hive_bash.errors import NoInput, TaskFinished
@@ -116,9 +116,9 @@ class Task:
         self.session_env_before = session_env_before
         self.oom_kills_at_start = oom_kills_at_start
 
-    def watch_input(self, watch: InputWait, sampler: InputSampler) -> None:
+    def watch_input(self, watch: InputWait, readers: ProcReaders) -> None:
         self._input_watch = watch
-        watch.start(sampler)
+        watch.start(readers)
 
     def waiting_for_input_changed(self, waiting: bool) -> None:
         """The input-wait sampler's answer flipped (hive_bash.core.processes.input_wait)."""

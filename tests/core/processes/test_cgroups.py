@@ -19,7 +19,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from hivetest import SYS_CLONE3, Daemon, call_error, call_ok, pid_alive, private_cgroup2, refusing, wait_until
@@ -373,47 +373,6 @@ async def test_a_task_whose_cgroup_cannot_be_made_leaves_no_file(own_cgroup_daem
         (root / "cgroup.max.descendants").write_text("max")
 
 
-# ---- a limit a task changed: read back, restored, the task ended with the reason ----
-# The limit files exist only with the memory and pids controllers, which this machine's cgroup2
-# hierarchy lacks: a plain directory with files of those names stands in for the task's cgroup
-# here (the real kernel's files: tests/vm/test_qemu_limits.py::test_what_a_task_can_do_to_limits).
-
-
-def limited_cgroup(path: Path, limits: cgroups.Limits) -> cgroups.TaskCgroup:
-    for name in ("memory.max", "memory.swap.max", "memory.oom.group", "pids.max"):
-        (path / name).write_text("")
-    cgroup = cgroups.TaskCgroup(cast(cgroups.CgroupTree, None), path, limits, "limited")
-    cgroup.apply_limits()
-    return cgroup
-
-
-@pytest.mark.parametrize(
-    ("name", "value", "reason"),
-    [
-        ("memory.max", "max", "it raised its own memory limit (memory.max 64 MiB -> max)"),
-        ("memory.swap.max", "max", "it raised its own swap limit (memory.swap.max 0 B -> max)"),
-        ("pids.max", "100000", "it raised its own process limit (pids.max 20 -> 100000)"),
-        ("pids.max", "5", "it changed its own process limit (pids.max 20 -> 5)"),
-    ],
-)
-def test_a_limit_a_task_changed_is_restored_and_ends_it(tmp_path: Path, name: str, value: str, reason: str) -> None:
-    cgroup = limited_cgroup(tmp_path, cgroups.Limits(memory_max=64 << 20, pids_max=20))
-    assert cgroup.check_limits() is None  # the daemon's own values read back
-    (tmp_path / name).write_text(value)
-    said = f"{reason}; the daemon restored it and ended the task"
-    assert cgroup.check_limits() == said
-    assert (tmp_path / "memory.max").read_text() == str(64 << 20) and (tmp_path / "pids.max").read_text() == "20"
-    assert (tmp_path / "memory.swap.max").read_text() == "0"
-    assert cgroup.tampered == said  # what its end reads as its limit reason (CgroupEnd.limit_reason)
-    assert cgroup.check_limits() is None  # said once
-
-
-def test_a_cgroup_without_limits_has_nothing_to_read_back(tmp_path: Path) -> None:
-    cgroup = limited_cgroup(tmp_path, cgroups.Limits())
-    (tmp_path / "memory.max").write_text("max")
-    assert cgroup.limit_files == {} and cgroup.check_limits() is None
-
-
 # ---- the watch: a bounded number of tasks per look, each looked at within a bounded number of looks ----
 # A tree of its own in a child process (making a CgroupTree moves its maker into the tree's leaf,
 # as it does the daemon), with a task cgroup each for more than two looks' worth of tasks. Each
@@ -423,12 +382,13 @@ WATCH_ROUNDS = """
 import json, subprocess, sys
 from pathlib import Path
 from hive_bash.core.processes import cgroups
+from hive_bash.core.processes.task_cgroup import Limits
 
 root, count = Path(sys.argv[1]), int(sys.argv[2])
 tree = cgroups.CgroupTree(cgroups.configured_root(root))
 homes = {}
 for n in range(count):
-    cgroup = tree.create(f"t{n}", cgroups.Limits())
+    cgroup = tree.create(f"t{n}", Limits())
     sleeper = subprocess.Popen(["sleep", "300"])
     cgroup.led_by(sleeper.pid)
     homes[sleeper] = f"0::{tree.relative_root}/{cgroup.path.name}"
@@ -458,3 +418,48 @@ def test_the_watch_puts_every_tasks_first_process_back_within_a_bounded_number_o
         assert json.loads(done.stdout) == [per_look, 2 * per_look, count, count], done.stderr[-3000:]
     finally:
         remove_tree(root)
+
+
+# ---- the OS is touched at start, not when the app is built ----
+# In a child process: building the app moves nothing; the lifespan's start moves it into the tree's leaf.
+BUILD_THEN_START = """
+import asyncio, json, sys
+from pathlib import Path
+from hive_bash.core.storage import prepare_tasks_dir
+from hive_bash.daemon.app import create_app
+from hive_bash.settings import Settings
+
+def cgroup():
+    return Path("/proc/self/cgroup").read_text()
+
+async def main():
+    before = cgroup()
+    tasks_dir = prepare_tasks_dir(Path(sys.argv[2]))
+    app = create_app(Settings(tasks_dir=tasks_dir, agent_socket=None, cgroup_root=Path(sys.argv[1])))
+    built = cgroup(), Path(sys.argv[1]).exists()
+    async with app.router.lifespan_context(app):
+        started = cgroup()
+    print(json.dumps([before, built, started]))
+
+asyncio.run(main())
+"""
+
+
+def test_building_the_app_moves_nothing_and_its_start_moves_the_daemon_into_the_leaf(
+    cgroup2_mount: Path, tmp_path: Path
+) -> None:
+    root = fresh_root(cgroup2_mount)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", BUILD_THEN_START, str(root), str(tmp_path / "tasks")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        before, built, started = json.loads(done.stdout)
+        assert built == [before, False]  # not even the tree's root was made
+        assert f"0::/{root.name}/daemon" in started.splitlines(), started
+    finally:
+        if root.exists():
+            remove_tree(root)

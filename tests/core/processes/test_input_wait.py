@@ -21,9 +21,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from hivetest import needs_known_syscalls, wait_until
 
-from hive_bash.core.processes import input_wait
+from hive_bash.core.processes import input_wait, procfs
 from hive_bash.core.processes.input_wait import INPUT_WAIT_SECS, InputEnd, InputWait
-from hive_bash.core.processes.process import stat_fields
 
 pytestmark = needs_known_syscalls
 
@@ -44,23 +43,23 @@ def task() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
 
 def test_descendants_and_group_membership(task) -> None:
     process, _ = task
-    cat = wait_until(lambda: next(iter(input_wait.descendants(process.pid)[1:]), None), what="bash's cat child")
-    assert input_wait.descendants(process.pid) == [process.pid, cat]
-    assert input_wait.descendants(os.getpid())[0] == os.getpid()
+    cat = wait_until(lambda: next(iter(procfs.descendants(process.pid)[1:]), None), what="bash's cat child")
+    assert procfs.descendants(process.pid) == [process.pid, cat]
+    assert procfs.descendants(os.getpid())[0] == os.getpid()
 
 
 def test_the_blocked_reader_of_the_pipe_is_found(task) -> None:
     process, write_end = task
-    end = InputEnd.of_pipe(write_end, process.pid, process.pid)
+    end = InputEnd.of_pipe(write_end, leader=process.pid, pgid=process.pid)
     cat = wait_until(lambda: input_wait.waiting_reader(end), what="cat blocked reading the pipe")
-    assert cat in input_wait.descendants(process.pid)[1:]
+    assert cat in procfs.descendants(process.pid)[1:]
     other = InputEnd(link="pipe:[1]", leader=process.pid, group=process.pid)  # not its pipe
     assert input_wait.waiting_reader(other) is None
 
 
 def test_a_wait_is_said_once_it_held_and_unsaid_when_fed(task) -> None:
     process, write_end = task
-    end = InputEnd.of_pipe(write_end, process.pid, process.pid)
+    end = InputEnd.of_pipe(write_end, leader=process.pid, pgid=process.pid)
     wait_until(lambda: input_wait.waiting_reader(end), what="cat blocked reading the pipe")
     activity = [0]
     changes: list[bool] = []
@@ -92,14 +91,14 @@ def start(request: pytest.FixtureRequest) -> Iterator[Callable[[str], tuple[subp
         if request.param == "pipe":
             theirs, ours = os.pipe()
             process = subprocess.Popen(["bash", "-c", cmd], stdin=theirs, start_new_session=True)
-            end = InputEnd.of_pipe(ours, process.pid, process.pid)
+            end = InputEnd.of_pipe(ours, leader=process.pid, pgid=process.pid)
         else:
             ours, theirs = pty.openpty()
             process = subprocess.Popen(
                 ["bash", "-c", cmd], stdin=theirs, stdout=theirs, stderr=theirs, start_new_session=True,
                 preexec_fn=_take_terminal,
             )  # fmt: skip
-            end = InputEnd.of_pty(ours, process.pid)
+            end = InputEnd.of_pty(ours, leader=process.pid)
         os.close(theirs)
         started.append((process, ours))
         return process, end
@@ -115,19 +114,19 @@ def _cat(leader: int) -> int | None:
     """The task's `cat` once it sleeps in a read (or was stopped by the terminal, SIGTTIN)."""
     table = input_wait.syscall_table()
     assert table is not None
-    for pid in input_wait.descendants(leader):
+    for pid in procfs.descendants(leader):
         try:
             with open(f"/proc/{pid}/syscall") as syscall:
                 words = syscall.read().split()
         except OSError:
             continue
-        if _comm(pid) == "cat" and (_state(pid) == b"T" or (words[0].isdigit() and int(words[0]) in table.reads)):
+        if _comm(pid) == "cat" and (_state(pid) == "T" or (words[0].isdigit() and int(words[0]) in table.reads)):
             return pid
     return None
 
 
 def _runs(leader: int, name: str) -> bool:
-    return any(_comm(pid) == name for pid in input_wait.descendants(leader))
+    return any(_comm(pid) == name for pid in procfs.descendants(leader))
 
 
 def _comm(pid: int) -> str:
@@ -138,9 +137,9 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def _state(pid: int) -> bytes | None:
-    fields = stat_fields(pid)
-    return fields[0] if fields else None
+def _state(pid: int) -> str | None:
+    found = procfs.stat(pid)
+    return found.state if found else None
 
 
 # The task's own job reads (in the foreground, or with nothing else of the task running): it waits.
@@ -193,7 +192,7 @@ def test_a_stopped_reader_waits_for_sigcont_not_for_input(start) -> None:
     cat = wait_until(lambda: _cat(process.pid), what="cat blocked reading its input")
     wait_until(lambda: input_wait.waiting_reader(end) == cat, what="cat found waiting")
     os.kill(cat, signal.SIGSTOP)
-    wait_until(lambda: _state(cat) == b"T", what="cat stopped")
+    wait_until(lambda: _state(cat) == "T", what="cat stopped")
     assert input_wait.waiting_reader(end) is None
     os.kill(cat, signal.SIGCONT)
     wait_until(lambda: input_wait.waiting_reader(end) == cat, what="cat found waiting again once continued")
@@ -204,7 +203,7 @@ def test_a_task_that_reads_nothing_never_waits() -> None:
     sleeper = subprocess.Popen(["sleep", "600"], stdin=read_end, process_group=0)  # holds the pipe, never reads
     os.close(read_end)
     try:
-        end = InputEnd.of_pipe(write_end, sleeper.pid, sleeper.pid)
+        end = InputEnd.of_pipe(write_end, leader=sleeper.pid, pgid=sleeper.pid)
         changes: list[bool] = []
         waits = InputWait(end, lambda: 0, changes.append)
         for now in (0.0, INPUT_WAIT_SECS, 2 * INPUT_WAIT_SECS):
@@ -228,7 +227,7 @@ def test_an_epoll_wait_counts_when_its_set_watches_the_input(watched: str, waits
     process = subprocess.Popen([sys.executable, "-c", code], stdin=read_end, process_group=0)
     os.close(read_end)
     try:
-        end = InputEnd.of_pipe(write_end, process.pid, process.pid)
+        end = InputEnd.of_pipe(write_end, leader=process.pid, pgid=process.pid)
         table = input_wait.syscall_table()
         assert table is not None
         wait_until(lambda: _sleeps_in(process.pid, table.epolls), what="the process in epoll_wait")

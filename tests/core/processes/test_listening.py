@@ -13,17 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from hive_bash.core.processes.input_wait import MAX_DESCENDANTS
 from hive_bash.core.processes import listening as listening_module
-from hive_bash.core.processes.listening import (
-    MAX_CGROUPS,
-    Address,
-    cgroup_processes,
-    group_processes,
-    listening,
-    socket_inodes,
-)
-from hive_bash.core.processes.process import read_start_ticks
+from hive_bash.core.processes import procfs
+from hive_bash.core.processes.listening import Address, listening, socket_inodes
+from hive_bash.core.processes.procfs import MAX_CGROUPS, MAX_DESCENDANTS, TaskProcesses, cgroup_pids
 
 SERVER = r"""
 import socket, sys
@@ -82,7 +75,7 @@ def test_a_tcp_listener_is_found_with_its_host_and_port(servers: list[Server]) -
     servers.append(server := Server("tcp", "127.0.0.1"))
     found = listening([server.pid])
     assert found.words() == [f"127.0.0.1:{server.port}"]
-    assert found.ports == {server.port}
+    assert found.addresses == (Address("tcp", "127.0.0.1", server.port),)
 
 
 def test_a_tcp6_listener_is_found_in_brackets(servers: list[Server]) -> None:
@@ -155,12 +148,14 @@ def test_a_group_whose_leader_is_gone_is_found_by_its_session_and_group() -> Non
         ["bash", "-c", "sleep 60 & echo $!"], stdout=subprocess.PIPE, text=True, start_new_session=True
     )
     assert leader.stdout is not None
-    ticks = read_start_ticks(leader.pid)
+    found = procfs.stat(leader.pid)
+    assert found is not None
     left = int(leader.stdout.readline())
     try:
         leader.wait()
-        assert left in group_processes(leader.pid, ticks, leader.pid)
-        assert left not in group_processes(leader.pid, ticks, leader.pid + 1)  # not that group
+        assert left in TaskProcesses(leader=leader.pid, start_ticks=found.start_ticks, pgid=leader.pid).pids()
+        elsewhere = TaskProcesses(leader=leader.pid, start_ticks=found.start_ticks, pgid=leader.pid + 1)
+        assert left not in elsewhere.pids()  # not that group
     finally:
         os.killpg(leader.pid, signal.SIGKILL)
 
@@ -173,7 +168,7 @@ def test_a_cgroup_tree_is_read_within_its_bounds(tmp_path: Path) -> None:
         (where / "cgroup.procs").write_text("".join(f"{depth * 1000 + n}\n" for n in range(2)))
         where = where / "child"
         where.mkdir()
-    found = cgroup_processes(str(tmp_path))
+    found = cgroup_pids(tmp_path, limit=MAX_DESCENDANTS)
     assert found[:4] == [0, 1, 1000, 1001] and len(found) == 2 * MAX_CGROUPS
     (tmp_path / "cgroup.procs").write_text("".join(f"{n}\n" for n in range(10 * MAX_DESCENDANTS)))
-    assert len(cgroup_processes(str(tmp_path))) == MAX_DESCENDANTS
+    assert len(cgroup_pids(tmp_path, limit=MAX_DESCENDANTS)) == MAX_DESCENDANTS

@@ -47,12 +47,12 @@ def run(cmd: str, cgroup: int, cwd: str = "/", env: dict[str, str] | None = None
     try:
         spawned = native_spawn.spawn(
             [*BASH, cmd],
-            env if env is not None else dict(os.environ),
-            cwd,
-            cgroup,
-            subprocess.PIPE,
-            write_end,
-            write_end,
+            env=env if env is not None else dict(os.environ),
+            cwd=cwd,
+            cgroup_fd=cgroup,
+            stdin=subprocess.PIPE,
+            stdout=write_end,
+            stderr=write_end,
         )
     except BaseException:
         os.close(read_end)
@@ -132,7 +132,15 @@ def test_on_the_daemons_own_path_the_c_library_searches_as_popen_does(cgroup_fd:
     with pytest.raises(OSError) as popen_error:
         subprocess.Popen([missing])
     with pytest.raises(OSError) as native_error:
-        native_spawn.spawn([missing], dict(os.environ), "/", cgroup_fd[0], subprocess.DEVNULL, 2, 2)
+        native_spawn.spawn(
+            [missing],
+            env=dict(os.environ),
+            cwd="/",
+            cgroup_fd=cgroup_fd[0],
+            stdin=subprocess.DEVNULL,
+            stdout=2,
+            stderr=2,
+        )
     assert_raised_as_popen(native_error.value, popen_error.value)
     assert run("echo $0", cgroup_fd[0]) == ("bash\n", 0)  # BASH's argv[0] is the bare name: found on PATH
 

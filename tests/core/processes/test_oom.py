@@ -30,7 +30,7 @@ def v2_tree(root: Path, leaf_max: str = "max", parent_max: str = "268435456") ->
 
 def test_v2_counter_and_the_smallest_limit_up_the_tree(tmp_path: Path) -> None:
     leaf = v2_tree(tmp_path)
-    memory = oom.at(leaf)
+    memory = oom.oom_counter_at(leaf)
     assert memory == oom.CgroupMemory(leaf, 2)
     assert memory.oom_kills() == 0
     assert memory.limit() == (256 * 1024 * 1024, leaf.parent / "memory.max")
@@ -41,7 +41,7 @@ def test_v2_counter_and_the_smallest_limit_up_the_tree(tmp_path: Path) -> None:
 def test_v1_counter_and_unlimited(tmp_path: Path) -> None:
     (tmp_path / "memory.oom_control").write_text(V1_OOM_CONTROL.format(n=3))
     (tmp_path / "memory.limit_in_bytes").write_text("9223372036854771712\n")
-    memory = oom.at(tmp_path)
+    memory = oom.oom_counter_at(tmp_path)
     assert memory is not None and memory.version == 1
     assert memory.oom_kills() == 3
     assert memory.limit() is None
@@ -64,21 +64,21 @@ def test_own_cgroup_from_proc_self_cgroup(tmp_path: Path) -> None:
 
 def test_diagnosis_only_when_the_count_rose(tmp_path: Path) -> None:
     leaf = v2_tree(tmp_path)
-    memory = oom.at(leaf)
-    assert oom.diagnose(memory, memory.oom_kills()) is None
+    memory = oom.oom_counter_at(leaf)
+    assert oom.diagnose_oom(memory, memory.oom_kills()) is None
     (leaf / "memory.events").write_text(V2_EVENTS.format(n=1))
-    reading = oom.diagnose(memory, 0)
+    reading = oom.diagnose_oom(memory, 0)
     assert reading is not None and "OOM killer" in reading
     assert "256 MiB" in reading and str(leaf.parent / "memory.max") in reading
     # no counter before the task started, or none now: say nothing
-    assert oom.diagnose(memory, None) is None
-    assert oom.diagnose(None, 0) is None
+    assert oom.diagnose_oom(memory, None) is None
+    assert oom.diagnose_oom(None, 0) is None
     (leaf / "memory.events").write_text("low 0\n")
-    assert oom.diagnose(memory, 0) is None
+    assert oom.diagnose_oom(memory, 0) is None
 
 
 def test_sigkilled_reads_the_signal_or_bash_exit_137() -> None:
-    assert oom.sigkilled("SIGKILL", None)
-    assert oom.sigkilled(None, 137)
-    assert not oom.sigkilled("SIGTERM", None)
-    assert not oom.sigkilled(None, 1)
+    assert oom.killed_by_sigkill("SIGKILL", None)
+    assert oom.killed_by_sigkill(None, 137)
+    assert not oom.killed_by_sigkill("SIGTERM", None)
+    assert not oom.killed_by_sigkill(None, 1)

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from hive_bash.core.processes import process, spawners
-from hive_bash.core.processes.cgroups import CgroupEnd
+from hive_bash.core.processes import process, procfs, spawners
+from hive_bash.core.processes.task_cgroup import CgroupEnd
 
 pytestmark = pytest.mark.anyio
 
-TICK = process.NS_PER_CLOCK_TICK
+TICK = procfs.NS_PER_CLOCK_TICK
 
 
 def test_a_fork_between_readings_in_one_tick_started_in_that_tick() -> None:
@@ -60,7 +60,8 @@ async def test_recorded_start_time_is_the_kernels(tmp_path: Path, pty: bool) -> 
                 script_path=tmp_path / f"{index}.cmd",
             )
             procs.append(process.spawn(request, spawners.PlainPopen()))
-        assert [proc.start_ticks for proc in procs] == [process.read_start_ticks(proc.pid) for proc in procs]
+        kernels = [found.start_ticks if (found := procfs.stat(proc.pid)) else None for proc in procs]
+        assert [proc.start_ticks for proc in procs] == kernels
     finally:
         for proc in procs:
             proc.signal(9)

@@ -161,7 +161,7 @@ def test_each_spawner_gives_a_terminal_task_its_controlling_terminal(
 
 def test_without_a_cgroup_tree_tasks_start_by_popen(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger=spawners.__name__):
-        chosen = spawners.choose(None)
+        chosen = spawners.choose_spawner(None)
     assert isinstance(chosen, spawners.PlainPopen)
     assert [record.getMessage() for record in caplog.records] == [
         "tasks start by Popen, each in a session and process group of its own"

@@ -38,7 +38,9 @@ def sessions(files: TaskFiles) -> SessionStore:
 def launcher(files: TaskFiles, sessions: SessionStore) -> Launcher:
     store = RecordStore(files)
     settings = Settings(tasks_dir=files.dir, agent_socket=None)
-    return Launcher(settings, store, sessions)
+    launcher = Launcher(settings, store, sessions)
+    launcher.start()
+    return launcher
 
 
 def no_output_failure(reason: str) -> None:
@@ -53,7 +55,7 @@ async def run_to_end(task: Task) -> None:
 
 async def test_a_start_spawns_the_task_as_running_with_room_for_its_end(files: TaskFiles, launcher: Launcher) -> None:
     task = Task(new_record("hello", TaskOptions(cmd="echo hi")))
-    proc = launcher.start(task, no_output_failure)
+    proc = launcher.launch(task, no_output_failure)
     assert task.process is proc and (task.record.status, task.record.pid) == (Status.RUNNING, proc.pid)
     assert files.reserve("hello").exists()
     await run_to_end(task)
@@ -64,7 +66,7 @@ async def test_a_session_task_leaves_its_state_for_collect(
     files: TaskFiles, launcher: Launcher, sessions: SessionStore, tmp_path: Path
 ) -> None:
     task = Task(new_record("s-1", TaskOptions(cmd=f"cd {tmp_path}; export GREETING=hi", session="dev")))
-    launcher.start(task, no_output_failure)
+    launcher.launch(task, no_output_failure)
     assert files.rc("s-1").exists() and task.session_env_before == {}
     await run_to_end(task)
     sessions.collect(task.record)
@@ -72,7 +74,7 @@ async def test_a_session_task_leaves_its_state_for_collect(
     assert state is not None and state.cwd == str(tmp_path) and state.set["GREETING"] == "hi"
     assert not files.rc("s-1").exists() and not files.capture("s-1").exists()
     follow = Task(new_record("s-2", TaskOptions(cmd="echo $GREETING", session="dev")))
-    launcher.start(follow, no_output_failure)
+    launcher.launch(follow, no_output_failure)
     assert follow.record.cwd == str(tmp_path) and follow.session_env_before == state.set
     await run_to_end(follow)
     assert files.out("s-2").read_text() == "hi\n"
@@ -83,7 +85,7 @@ async def test_a_start_that_fails_leaves_no_file(files: TaskFiles, launcher: Lau
     options = TaskOptions(cmd="true", cwd=missing, session="dev")
     task = Task(new_record("nowhere", options), cwd=options.cwd)  # an explicit cwd wins over the session's
     with pytest.raises(SpawnFailed, match=r"\(errno 2\)"):
-        launcher.start(task, no_output_failure)
+        launcher.launch(task, no_output_failure)
     assert list(files.dir.iterdir()) == []  # no record, no output, no wrapper, no reserve
 
 

@@ -1,4 +1,4 @@
-"""hive_bash.core.processes.escapees with real processes: who still writes a file is found by its open
+"""hive_bash.core.processes.writers with real processes: who still writes a file is found by its open
 descriptors' access mode, and only those are ended."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hive_bash.core.processes import escapees
+from hive_bash.core.processes import writers
 
 
 @pytest.fixture
@@ -30,12 +30,12 @@ def output(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes], subp
 
 def test_only_the_process_writing_the_file_is_named(output) -> None:
     path, writer, reader = output
-    assert escapees.writers_of(path) == [writer.pid]
+    assert writers.writers_of(path) == [writer.pid]
 
 
 def test_ending_writers_kills_them_and_leaves_the_readers(output) -> None:
     path, writer, reader = output
-    assert escapees.end_writers(path) == [writer.pid]
+    assert writers.end_writers(path) == [writer.pid]
     assert writer.wait(10) == -9
     assert reader.poll() is None
 
@@ -43,5 +43,5 @@ def test_ending_writers_kills_them_and_leaves_the_readers(output) -> None:
 def test_a_file_nobody_holds_or_that_is_gone_has_no_writers(tmp_path: Path) -> None:
     alone = tmp_path / "alone.out"
     alone.write_bytes(b"x")
-    assert escapees.writers_of(alone) == []
-    assert escapees.end_writers(tmp_path / "missing.out") == []
+    assert writers.writers_of(alone) == []
+    assert writers.end_writers(tmp_path / "missing.out") == []

@@ -1,4 +1,4 @@
-"""hive_bash.core.processes.cgroup_sweep's judge of a process found in a running task's cgroup
+"""hive_bash.core.processes.procfs's judge of a process found in a running task's cgroup
 (`intruder_origin`), on real processes: what marks another task's intruder, and what never ends the
 task's own. No cgroup needed: the judge reads only /proc (the daemon's watch doing it, through the
 real daemon: tests/reliability/test_cgroup_hostile.py)."""
@@ -15,7 +15,7 @@ import pytest
 from hivetest import wait_until
 
 from hive_bash.core.processes import procfs
-from hive_bash.core.processes.cgroup_sweep import Owners, intruder_origin
+from hive_bash.core.processes.procfs import Owners, intruder_origin
 
 BARE_ENV = {"PATH": os.environ["PATH"]}  # the test run's own: the sandboxed build has no /usr/bin
 
@@ -58,13 +58,16 @@ def sleeper(started: list[int]) -> int:
 
 
 def owners(leader: int, *, others: dict[int, str] | None = None, born_ticks: int = 0) -> Owners:
-    return Owners("mine", leader, born_ticks, {leader: "mine", **(others or {})}, tasks=frozenset({"mine", "web"}))
+    leaders = {leader: "mine", **(others or {})}
+    return Owners(
+        task_id="mine", leader=leader, born_ticks=born_ticks, leaders=leaders, tasks=frozenset({"mine", "web"})
+    )
 
 
 def session_of(pid: int) -> int:
-    fields = procfs.stat_fields(pid)
-    assert fields is not None
-    return int(fields[3])
+    found = procfs.stat(pid)
+    assert found is not None
+    return found.session
 
 
 def test_a_process_from_another_tasks_lineage_session_environment_or_past_is_an_intruder(started: list[int]) -> None:
