@@ -168,21 +168,15 @@ def read_stream(path: Path, start: int = 0) -> StreamBytes:
     return StreamBytes(path, start, size, info.st_mtime, head, tail)
 
 
-def count_newlines(path: Path, start: int, end: int) -> int:
-    """Newlines in bytes [start, end) of the file, read in chunks."""
+def count_newlines(fd: int, *, start: int, end: int) -> int:
+    """Newlines in bytes [start, end) of the open file, read in chunks (the GIL is free while each is read)."""
     count = 0
-    fd = open_stream(path)
-    if fd is None:
-        return 0
-    try:
-        while start < end:
-            chunk = os.pread(fd, min(NEWLINE_COUNT_CHUNK, end - start), start)
-            if not chunk:
-                break
-            count += chunk.count(b"\n")
-            start += len(chunk)
-    finally:
-        os.close(fd)
+    while start < end:
+        chunk = os.pread(fd, min(NEWLINE_COUNT_CHUNK, end - start), start)
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        start += len(chunk)
     return count
 
 
@@ -190,7 +184,13 @@ def lines_left_out(path: Path, start: int, end: int, shown: bytes) -> tuple[int,
     """Newlines in [start, end): counted when that is at most LINE_COUNT_MAX_BYTES, else estimated
     from the density of newlines in the bytes shown (False says it is an estimate)."""
     if end - start <= LINE_COUNT_MAX_BYTES:
-        return count_newlines(path, start, end), True
+        fd = open_stream(path)
+        if fd is None:
+            return 0, True
+        try:
+            return count_newlines(fd, start=start, end=end), True
+        finally:
+            os.close(fd)
     return round((end - start) * shown.count(b"\n") / max(1, len(shown))), False
 
 

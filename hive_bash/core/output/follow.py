@@ -1,0 +1,468 @@
+"""Wake-ups: a pattern matched against a task's output lines as they arrive (`wait_for`, `notify_on`).
+
+A LineWatch follows the task's output files the way `tail -f` does, each byte read once, in steps run
+in the worker threads (lines.POOL) by the rules of `logs(pattern)`; the event loop only hands reports
+on: a match (the latest matching line and how many matched since the previous report, at most one
+report per REPORT_EVERY_SECS), a look (all output so far was looked at), or why it stopped. A line not
+ended yet is tried once the file stops growing, so a prompt without a newline matches too. A wait
+that begins in the middle of a file counts the lines before it from the checkpoint an earlier wait left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+
+from hive_bash.core.output.lines import POOL, Pieces, line_start, matching_lines, open_output, shown
+from hive_bash.core.output.pattern import compile_pattern, matchable
+from hive_bash.core.output.reading import count_newlines
+from hive_bash.errors import HiveBashError
+
+logger = logging.getLogger(__name__)
+
+POLL_MIN_SECS = 0.05  # right after output grew
+POLL_MAX_SECS = 0.25  # idle: the most a new line waits before it is looked at
+REPORT_EVERY_SECS = 0.25  # matches in between are counted, the latest kept; also a step's longest run
+# At most this many follow at once: wait_for calls, and notify_on's of running tasks.
+MAX_WAIT_MATCHERS = 8
+MAX_NOTIFY_MATCHERS = 16
+MAX_CHECKPOINTS = 1024  # output files whose counted lines are remembered
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """`lines` newlines lie before byte `offset` of the file (inode `ino`) of `stream`."""
+
+    stream: str
+    ino: int
+    offset: int
+    lines: int
+
+
+@dataclass(frozen=True)
+class StreamStart:
+    """Follow `path` from `offset` (moved back to the start of the line it falls in)."""
+
+    stream: str  # "stdout" or "stderr"
+    path: str
+    offset: int = 0
+    checkpoint: Checkpoint | None = None  # lines counted by an earlier wait: counting goes on from there
+
+
+@dataclass(frozen=True)
+class Match:
+    """A matching line: where it is, its text (cut to LINE_CHARS), how many matched since the last report."""
+
+    stream: str
+    line: int  # 1-based
+    offset: int  # byte offset of the line's start in its file
+    text: str
+    count: int = 1
+
+
+def describe(match: Match, pattern: str) -> str:
+    """`matched 'Listening on' at stderr line 12`."""
+    return f"matched {pattern!r} at {match.stream} line {match.line}"
+
+
+class _Follower:
+    """One output file: where reading stands, the line number there, and the line not ended yet."""
+
+    def __init__(self, start: StreamStart) -> None:
+        self.start = start
+        self.fd: int | None = None
+        self.reader: Pieces | None = None
+        self.began = 0  # where following began (or began again, after the file was cut back)
+        self.lines_read = 0  # newlines matched since where following began
+        self.lines_before: int | None = 0  # newlines before where following began; None: not counted yet
+        self.counted_bytes = 0  # bytes read only to count lines (from a checkpoint, else from byte 0)
+        self.tried_unended = -1  # the unended line's length when it was last tried
+        self.open_line_matched = False  # the line the last piece ended in matched already
+
+    def pieces(self) -> list[tuple[bytes, int, int, int]] | None:
+        """The next whole lines, or None when nothing new was written (or the file is not there yet)."""
+        if self.reader is None:
+            self.fd = open_output(self.start.path, self.start.stream)  # OutputUnreadable: not a file of ours
+            if self.fd is None:
+                return None
+            first = line_start(self.fd, min(self.start.offset, os.fstat(self.fd).st_size))
+            self.reader, self.began, self.lines_before = Pieces(self.fd, first), first, None if first else 0
+        size = os.fstat(self.reader.fd).st_size
+        if size < self.reader.position:  # cut back (the output cap): follow on from its new end
+            self.reader, self.began, self.lines_before, self.lines_read = Pieces(self.reader.fd, size), size, None, 0
+            self.open_line_matched = False
+        pieces = self.reader.next(size) if size > self.reader.position else None
+        if pieces is not None:
+            self.tried_unended = -1
+        return pieces
+
+    def line_number(self, data: bytes, begin: int, start: int) -> int:
+        """The number of the line at data[start], in the piece that begins at data[begin]."""
+        if self.lines_before is None:  # followed from the middle: the lines before are counted once
+            self.lines_before = self._count_before()
+        return self.lines_before + self.lines_read + data.count(b"\n", begin, start) + 1
+
+    def _count_before(self) -> int:
+        """Newlines before where following began: from the checkpoint an earlier wait left on this file, else 0."""
+        assert self.fd is not None
+        mark, info, end = self.start.checkpoint, os.fstat(self.fd), self.began
+        start, lines = 0, 0
+        if mark is not None and mark.ino == info.st_ino and mark.lines <= mark.offset <= min(end, info.st_size):
+            start, lines = mark.offset, mark.lines
+        self.counted_bytes += end - start
+        return lines + count_newlines(self.fd, start=start, end=end)
+
+    def checkpoint(self) -> Checkpoint | None:
+        """(inode, offset, newlines before it) where following stands now, if the lines were counted."""
+        if self.reader is None or self.lines_before is None or self.fd is None:
+            return None
+        ino = os.fstat(self.fd).st_ino
+        return Checkpoint(self.start.stream, ino, self.reader.carry_offset, self.lines_before + self.lines_read)
+
+
+class _Follow:
+    """The followers of one watch and what they found since the last report. One step runs at a time,
+    in a worker thread; the event loop reads the findings between steps."""
+
+    def __init__(self, pattern: str, streams: Sequence[StreamStart], first_only: bool) -> None:
+        self.find = compile_pattern(pattern).finder()
+        self.followers = [_Follower(start) for start in streams]
+        self.first_only = first_only  # wait_for: the first match ends it
+        self.latest: Match | None = None  # the match to report (the first for first_only, else the last)
+        self.count = 0  # lines matched since the last report
+        self.stopped = False  # set by the loop: the step ends at its next piece
+
+    def step(self) -> tuple[bool, bool]:
+        """Match what the files gained, for up to REPORT_EVERY_SECS: (any grew, more is left)."""
+        deadline, grew, active = time.monotonic() + REPORT_EVERY_SECS, False, list(self.followers)
+        while active and not self.stopped:
+            if time.monotonic() > deadline:
+                return grew, True
+            for follower in list(active):
+                pieces = follower.pieces()
+                if pieces is None:
+                    active.remove(follower)
+                    self._try_unended(follower)
+                    continue
+                grew = True
+                for piece in pieces:
+                    self._match(follower, *piece)
+                if self.first_only and self.latest is not None:
+                    return grew, False
+        return grew, False
+
+    def _match(
+        self, follower: _Follower, data: bytes, begin: int, end: int, offset: int, unended: bool = False
+    ) -> None:
+        """Count the matching lines of a piece; a line that began in an earlier piece and matched there is not
+        counted again."""
+        kept, count, last_end = None, 0, -1
+        for start, stop, hit in matching_lines(self.find, matchable(data, begin, end), data, begin, end):
+            last_end = stop
+            if start == begin and follower.open_line_matched:
+                continue
+            count += 1
+            if kept is None or not self.first_only:
+                kept = (start, stop, hit)
+        if kept is not None and (self.latest is None or not self.first_only):
+            start, stop, hit = kept
+            number = follower.line_number(data, begin, start)
+            text = shown(data, start, stop, hit, strip_cr=True)
+            self.latest = Match(follower.start.stream, number, offset - begin + start, text)
+        self.count += count
+        if data[end - 1 : end] == b"\n":
+            follower.open_line_matched = False
+        else:  # the piece ends inside a line: did that line match, here or before?
+            same_line = follower.open_line_matched and data.find(b"\n", begin, end) < 0
+            follower.open_line_matched = last_end == end or same_line
+        if not unended:
+            follower.lines_read += data.count(b"\n", begin, end)
+
+    def _try_unended(self, follower: _Follower) -> None:
+        """The file stopped growing mid-line (a prompt): try that line once as it stands."""
+        carry = follower.reader.carry if follower.reader is not None else b""
+        if carry and follower.tried_unended != len(carry):
+            follower.tried_unended = len(carry)
+            assert follower.reader is not None
+            self._match(follower, carry, 0, len(carry), follower.reader.carry_offset, unended=True)
+
+    def take(self) -> Match | None:
+        """The match to report, with how many matched since the last report; none is kept after."""
+        if self.latest is None:
+            return None
+        match = replace(self.latest, count=self.count)
+        self.latest, self.count = None, 0
+        return match
+
+    def looked(self) -> dict[str, int]:
+        return {f.start.stream: f.reader.position if f.reader is not None else 0 for f in self.followers}
+
+    def close(self) -> None:
+        for follower in self.followers:
+            if follower.fd is not None:
+                os.close(follower.fd)
+                follower.fd = None
+
+
+OnMatch = Callable[[Match], None]
+OnGiveUp = Callable[[str], None]
+OnLooked = Callable[[dict[str, int]], None]  # stream -> the offset all output before was looked at
+_watching: set[asyncio.Task[None]] = set()
+
+
+def _ignore(report: object) -> None:
+    pass
+
+
+class Matchers:
+    """At most `limit` follows at once: `try_take` refuses beyond it (a wait_for call is answered at
+    once, saying so), `take` waits in order for one to end (a notify_on watch).
+
+    Also keeps, per output file, where an earlier follow counted its lines up to (a Checkpoint),
+    so the next one counts on from there instead of from byte 0."""
+
+    def __init__(self, limit: int, use: str) -> None:
+        self.limit = limit
+        self.use = use  # what they are for, as a reply names them: "wait_for", "notify_on"
+        self.running = 0
+        self.counted_bytes = 0  # read only to number lines (from a checkpoint, else from byte 0)
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._checkpoints: collections.OrderedDict[str, Checkpoint] = collections.OrderedDict()
+
+    def busy(self) -> str:
+        return f"all {self.limit} line matchers for {self.use} were in use (the limit)"
+
+    def try_take(self) -> bool:
+        """Take a slot now if one is free (and nobody waits for one)."""
+        if self.running >= self.limit or self._waiters:
+            return False
+        self.running += 1
+        return True
+
+    async def take(self) -> None:
+        """Take a slot, waiting in order for one to be given back."""
+        if self.try_take():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.give_back()  # handed a slot, but gone before it ran: pass it on
+            elif waiter in self._waiters:
+                self._waiters.remove(waiter)
+            raise
+
+    def give_back(self) -> None:
+        """A follow ended: its slot goes to the first waiter, else is free."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # running stays: the slot changes hands
+                return
+        self.running -= 1
+
+    def checkpoint(self, path: str) -> Checkpoint | None:
+        return self._checkpoints.get(path)
+
+    def remember(self, path: str, mark: Checkpoint) -> None:
+        self._checkpoints[path] = mark
+        self._checkpoints.move_to_end(path)
+        while len(self._checkpoints) > MAX_CHECKPOINTS:
+            self._checkpoints.popitem(last=False)
+
+
+class LineWatch:
+    """Follows a task's streams for `pattern`, handing each report to its callbacks on the event loop.
+
+    `start` returns at once (following begins once `matchers` has room); `close` stops it. A file
+    that is no regular file of ours, or a failed read, ends the watch, reported as given up with the reason."""
+
+    def __init__(
+        self,
+        pattern: str,
+        streams: Sequence[StreamStart],
+        *,
+        on_match: OnMatch,
+        on_give_up: OnGiveUp,
+        matchers: Matchers | None = None,
+        first_only: bool = False,
+        holding: bool = False,
+        on_looked: OnLooked = _ignore,
+    ) -> None:
+        self.pattern, self.streams, self.first_only = pattern, tuple(streams), first_only
+        self._on_match, self._on_give_up, self._on_looked = on_match, on_give_up, on_looked
+        self._matchers = matchers
+        self._holding = holding  # a slot of `matchers` is ours (taken by the caller, or by _run)
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="line-watch")
+        _watching.add(self._task)  # the loop itself keeps only weak references to tasks
+        self._task.add_done_callback(_watching.discard)
+        self._task.add_done_callback(self._give_back)  # also when cancelled before it ran at all
+
+    def _give_back(self, task: object) -> None:
+        if self._holding and self._matchers is not None:
+            self._holding = False
+            self._matchers.give_back()
+
+    def close(self) -> None:
+        """Stop matching: nothing more is reported."""
+        self._on_match, self._on_give_up, self._on_looked = _ignore, _ignore, _ignore
+        if self._task is not None:
+            self._task.cancel()
+
+    async def aclose(self) -> None:
+        """close(), and wait until the watch has ended."""
+        self.close()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        if self._matchers is not None and not self._holding:
+            if not self._matchers.try_take():
+                logger.info("a line matcher for %r waits: %s", self.pattern, self._matchers.busy())
+                await self._matchers.take()
+            self._holding = True
+        follow: _Follow | None = None
+        running: Future[tuple[bool, bool]] | None = None
+        pause, looked, reported = POLL_MIN_SECS, None, -REPORT_EVERY_SECS
+        try:
+            follow = _Follow(self.pattern, self.streams, self.first_only)
+            while True:
+                running = POOL.submit(follow.step)
+                grew, more = await asyncio.wrap_future(running)
+                now = time.monotonic()
+                if follow.latest is not None and (self.first_only or now - reported >= REPORT_EVERY_SECS):
+                    self._report(follow, follow.take())
+                    if self.first_only:
+                        return
+                    reported = now
+                if self.first_only and not grew and (seen := follow.looked()) != looked:
+                    # Said once per stop: a wait its task's input ended tells "no line matched" from "not looked yet".
+                    looked = seen
+                    self._on_looked(seen)
+                pause = 0 if more else POLL_MIN_SECS if grew else min(POLL_MAX_SECS, pause * 2)
+                await asyncio.sleep(pause)
+        except HiveBashError as exc:  # OutputUnreadable: a FIFO, a link, not ours
+            self._give_up(str(exc))
+        except OSError as exc:
+            self._give_up(f"the matcher could not go on: {exc.strerror or exc}")
+        except Exception as exc:  # never a tool error: the wait ends, saying why
+            logger.exception("the line matcher for %r failed", self.pattern)
+            self._on_give_up(f"the matcher failed: {exc}")
+        finally:
+            if follow is not None:  # its files are closed once no step of it runs
+                follow.stopped = True
+                _close_after(running, follow)
+
+    def _give_up(self, reason: str) -> None:
+        logger.warning("the line matcher for %r stopped: %s", self.pattern, reason)
+        self._on_give_up(reason)
+
+    def _report(self, follow: _Follow, match: Match | None) -> None:
+        if self._matchers is not None:
+            for follower in follow.followers:
+                if (mark := follower.checkpoint()) is not None:
+                    self._matchers.remember(follower.start.path, mark)
+                self._matchers.counted_bytes += follower.counted_bytes
+                follower.counted_bytes = 0
+        if match is not None:
+            self._on_match(match)
+
+
+def _close_after(running: Future[tuple[bool, bool]] | None, follow: _Follow) -> None:
+    if running is None:
+        follow.close()
+    else:
+        running.add_done_callback(lambda _: follow.close())
+
+
+@dataclass
+class FirstMatch:
+    """What a `wait_for` wait learned: the first matching line, or why matching stopped, or neither;
+    `started`: whether its matcher ran at all (`busy`: why none could start, the limit reached)."""
+
+    pattern: str
+    match: Match | None = None
+    gave_up: str | None = None
+    started: bool = False
+    busy: str | None = None
+
+    def __post_init__(self) -> None:
+        self.found = asyncio.Event()  # a match, or given up: the wait is over
+        self.looked: dict[str, int] = {}  # stream -> how far the matcher looked, once the output stopped growing
+        self._looked_again = asyncio.Event()
+
+    async def looked_through(self, sizes: dict[str, int], seconds: float) -> None:
+        """Wait up to `seconds` until the matcher has looked at each stream up to its size in `sizes` (or
+        matched, or gave up): once a task waits for its input, its output so far is all there will be until
+        it gets some, and whether a line of it matched is owed before the wait can say it stopped there."""
+        deadline = asyncio.get_running_loop().time() + seconds
+        while not self.found.is_set() and any(self.looked.get(name, 0) < size for name, size in sizes.items()):
+            self._looked_again.clear()
+            waiters = [asyncio.ensure_future(event.wait()) for event in (self.found, self._looked_again)]
+            remaining = deadline - asyncio.get_running_loop().time()
+            try:
+                if remaining <= 0:
+                    return
+                await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+
+    def _saw(self, looked: dict[str, int]) -> None:
+        self.looked.update(looked)
+        self._looked_again.set()
+
+    def _matched(self, match: Match) -> None:
+        if self.match is None:
+            self.match = match
+        self.found.set()
+
+    def _gave_up(self, reason: str) -> None:
+        self.gave_up = reason
+        self.found.set()
+
+
+@contextlib.asynccontextmanager
+async def first_match(
+    pattern: str, streams: Sequence[StreamStart], matchers: Matchers | None = None
+) -> AsyncIterator[FirstMatch]:
+    """Watch for the first line matching `pattern` while the block runs; `found` is set when one did.
+
+    With `matchers`, nothing is watched when all of them are in use (`busy` says so), and
+    each stream is counted on from the checkpoint an earlier wait left."""
+    outcome = FirstMatch(pattern)
+    if matchers is not None:
+        if not matchers.try_take():
+            outcome.busy = matchers.busy()
+            yield outcome  # nothing is watched: the caller answers at once, saying so
+            return
+        streams = [replace(start, checkpoint=start.checkpoint or matchers.checkpoint(start.path)) for start in streams]
+    watch = LineWatch(
+        pattern,
+        streams,
+        on_match=outcome._matched,
+        on_give_up=outcome._gave_up,
+        matchers=matchers,
+        first_only=True,
+        holding=matchers is not None,
+        on_looked=outcome._saw,
+    )
+    outcome.started = True
+    watch.start()
+    try:
+        yield outcome
+    finally:
+        await watch.aclose()

@@ -1,0 +1,152 @@
+"""The matching engine `logs(pattern)` (search) and the wake-ups (follow) share: a task's output file
+opened as a task may have replaced it, read forward in whole lines, each byte once, the matching
+lines found in the bytes, a line shown as a reply shows it, and the worker threads it all runs in.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+from hive_bash.core.output.pattern import Finder
+from hive_bash.errors import OutputUnreadable
+
+# RE2 releases the GIL while it matches: searches (at most 4 at once) and follow steps run here, off the loop.
+POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="hive-bash-match")
+CHUNK_BYTES = 1024 * 1024
+MAX_LINE_BYTES = 1024 * 1024  # a longer line is matched in pieces of this size
+# Each piece of a long line begins with the last OVERLAP_BYTES of the one before: a hit that long across a cut is found.
+OVERLAP_BYTES = 64 * 1024
+LINE_CHARS = 200  # a line shown is cut to this many characters
+MATCH_LEAD_CHARS = 40  # kept before a hit that lies beyond LINE_CHARS in a long line
+Piece = tuple[bytes, int, int, int]  # (data, begin, end, file offset of data[begin]): data[begin:end] whole lines
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFDIR: "a directory",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def open_output(path: str, stream: str) -> int | None:
+    """A read fd on a task's output file, as a task may have replaced it: no link followed, no open
+    that waits (a FIFO), only a regular file of this user. None when it does not exist (yet).
+
+    Raises OutputUnreadable naming `stream`, the file and the rule it broke."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputUnreadable(f"{stream} is a symbolic link (links are not followed): {path}") from None
+        raise OutputUnreadable(f"{stream} cannot be opened: {exc.strerror or exc}: {path}") from None
+    info = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(info.st_mode):
+        problem = f"{stream} is not a regular file ({_KINDS.get(stat.S_IFMT(info.st_mode), 'not a file')}): {path}"
+    elif info.st_uid != os.geteuid():
+        problem = f"{stream} is owned by uid {info.st_uid}, not by this user: {path}"
+    if problem is not None:
+        os.close(fd)
+        raise OutputUnreadable(problem)
+    return fd
+
+
+class Pieces:
+    """A file read forward from a line start in pieces of whole lines. A line longer than
+    MAX_LINE_BYTES comes in pieces, each after the first beginning with the last OVERLAP_BYTES
+    of the one before; the body of a read is handed over without a copy."""
+
+    def __init__(self, fd: int, start: int) -> None:
+        self.fd = fd
+        self.position = start  # read up to here
+        self.carry = b""  # the line not ended yet, read but not handed over (after a long line's piece: its overlap)
+        self.carry_offset = start  # where `carry` begins in the file
+
+    def next(self, size: int) -> list[Piece] | None:
+        """The whole lines of the next read (at most CHUNK_BYTES, up to `size`); None if nothing could be read."""
+        data = os.pread(self.fd, min(CHUNK_BYTES, size - self.position), self.position)
+        if not data:
+            return None  # cut meanwhile
+        self.position += len(data)
+        last = data.rfind(b"\n") + 1
+        if last == 0:
+            self.carry += data
+            if len(self.carry) < MAX_LINE_BYTES:
+                return []
+            piece, self.carry = self.carry, self.carry[-OVERLAP_BYTES:]
+            offset, self.carry_offset = self.carry_offset, self.carry_offset + len(piece) - len(self.carry)
+            return [(piece, 0, len(piece), offset)]
+        pieces, head = [], 0
+        if self.carry:  # only the line it splits is joined
+            head = data.find(b"\n") + 1
+            joined = self.carry + data[:head]
+            pieces.append((joined, 0, len(joined), self.carry_offset))
+            self.carry_offset += len(joined)
+        if head < last:
+            pieces.append((data, head, last, self.carry_offset))
+            self.carry_offset += last - head
+        self.carry = data[last:]
+        return pieces
+
+
+def matching_lines(
+    find: Finder, text: bytes | bytearray, data: bytes, pos: int, end: int
+) -> Iterator[tuple[int, int, int]]:
+    """(line start, line end, hit) of each line of data[pos:end] (whole lines, the last maybe unended)
+    that the pattern matches; `text` is `data` as RE2 matches it (pattern.matchable)."""
+    while pos < end:
+        span = find(text, pos, end)
+        if span is None or (span[0] == end and data[end - 1] == 0x0A):
+            return  # (an empty match after the last line end is no line)
+        hit = span[0]
+        start = data.rfind(b"\n", pos, hit) + 1 or pos
+        stop = data.find(b"\n", hit, end)
+        stop = end if stop < 0 else stop
+        yield start, stop, hit
+        pos = stop + 1
+
+
+def shown(data: bytes, start: int, end: int, hit: int | None = None, *, strip_cr: bool = False) -> str:
+    """The line data[start:end] as a reply shows it: at most LINE_CHARS characters, around the hit at
+    byte `hit` in a long line; invalid UTF-8 bytes become U+FFFD."""
+    line = data[start:end].decode("utf-8", "surrogateescape")
+    line = line.rstrip("\r") if strip_cr else line
+    if len(line) <= LINE_CHARS:
+        return _display(line)
+    at = None if hit is None else len(data[start:hit].decode("utf-8", "surrogateescape"))
+    first = 0 if at is None or at < LINE_CHARS - MATCH_LEAD_CHARS else at - MATCH_LEAD_CHARS
+    lead = "…" if first else ""
+    tail = "…" if first + LINE_CHARS < len(line) else ""
+    return _display(lead + line[first : first + LINE_CHARS] + tail)
+
+
+def _display(text: str) -> str:
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def line_start(fd: int, offset: int) -> int:
+    """The start of the line `offset` falls in (looking back at most MAX_LINE_BYTES)."""
+    back = max(0, offset - MAX_LINE_BYTES)
+    newline = os.pread(fd, offset - back, back).rfind(b"\n")
+    return back + newline + 1 if newline >= 0 or back == 0 else offset
+
+
+def next_line_start(fd: int, offset: int, size: int) -> int:
+    """The first line start at or after `offset`."""
+    position = max(0, offset - 1)
+    while offset > 0 and position < size:
+        data = os.pread(fd, CHUNK_BYTES, position)
+        if not data:
+            break
+        newline = data.find(b"\n")
+        if newline >= 0:
+            return position + newline + 1
+        position += len(data)
+    return 0 if offset <= 0 else size
