@@ -1,11 +1,10 @@
 """Wake-ups: a pattern matched against a task's output lines as they arrive (`wait_for`, `notify_on`).
 
-A LineWatch follows the task's output files the way `tail -f` does, each byte read once, in steps run
-in the worker threads (lines.POOL) by the rules of `logs(pattern)`; the event loop only hands reports
-on: a match (the latest matching line and how many matched since the previous report, at most one
-report per REPORT_EVERY_SECS), a look (all output so far was looked at), or why it stopped. A line not
-ended yet is tried once the file stops growing, so a prompt without a newline matches too. A wait
-that begins in the middle of a file counts the lines before it from the checkpoint an earlier wait left.
+A LineWatch follows the output files like `tail -f`, each byte read once, in steps run in the worker
+threads, by `logs(pattern)`'s rules; the loop hands on a match (the latest, and how many matched since
+the last report, at most one report per REPORT_EVERY_SECS), a look (all output so far seen), or why it
+stopped. A line not ended yet is tried once the file stops growing (a prompt), and a wait that begins
+mid-file counts the lines before it on from the checkpoint an earlier wait left.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
-from hive_bash.core.output.lines import POOL, Pieces, line_start, matching_lines, open_output, shown
+from hive_bash.core.output.lines import POOL, Piece, Pieces, Slots, line_start, matching_lines, open_output, shown
 from hive_bash.core.output.pattern import compile_pattern, matchable
 from hive_bash.core.output.reading import count_newlines
 from hive_bash.errors import HiveBashError
@@ -30,8 +29,7 @@ logger = logging.getLogger(__name__)
 POLL_MIN_SECS = 0.05  # right after output grew
 POLL_MAX_SECS = 0.25  # idle: the most a new line waits before it is looked at
 REPORT_EVERY_SECS = 0.25  # matches in between are counted, the latest kept; also a step's longest run
-# At most this many follow at once: wait_for calls, and notify_on's of running tasks.
-MAX_WAIT_MATCHERS = 8
+MAX_WAIT_MATCHERS = 8  # follows at once for wait_for calls, and for notify_on's of running tasks
 MAX_NOTIFY_MATCHERS = 16
 MAX_CHECKPOINTS = 1024  # output files whose counted lines are remembered
 
@@ -79,15 +77,15 @@ class _Follower:
         self.start = start
         self.fd: int | None = None
         self.reader: Pieces | None = None
-        self.began = 0  # where following began (or began again, after the file was cut back)
-        self.lines_read = 0  # newlines matched since where following began
-        self.lines_before: int | None = 0  # newlines before where following began; None: not counted yet
-        self.counted_bytes = 0  # bytes read only to count lines (from a checkpoint, else from byte 0)
+        self.began = 0  # where following began (again, after the file was cut back)
+        self.lines_read = 0  # newlines matched since
+        self.lines_before: int | None = 0  # newlines before it; None: not counted yet
+        self.counted_bytes = 0  # read only to count those (from a checkpoint, else from byte 0)
         self.tried_unended = -1  # the unended line's length when it was last tried
         self.open_line_matched = False  # the line the last piece ended in matched already
 
-    def pieces(self) -> list[tuple[bytes, int, int, int]] | None:
-        """The next whole lines, or None when nothing new was written (or the file is not there yet)."""
+    def pieces(self) -> list[Piece] | None:
+        """The next whole lines; None when nothing new was written (or the file is not there yet)."""
         if self.reader is None:
             self.fd = open_output(self.start.path, self.start.stream)  # OutputUnreadable: not a file of ours
             if self.fd is None:
@@ -99,45 +97,40 @@ class _Follower:
             self.reader, self.began, self.lines_before, self.lines_read = Pieces(self.reader.fd, size), size, None, 0
             self.open_line_matched = False
         pieces = self.reader.next(size) if size > self.reader.position else None
-        if pieces is not None:
-            self.tried_unended = -1
+        self.tried_unended = self.tried_unended if pieces is None else -1
         return pieces
 
     def line_number(self, data: bytes, begin: int, start: int) -> int:
         """The number of the line at data[start], in the piece that begins at data[begin]."""
-        if self.lines_before is None:  # followed from the middle: the lines before are counted once
-            self.lines_before = self._count_before()
-        return self.lines_before + self.lines_read + data.count(b"\n", begin, start) + 1
-
-    def _count_before(self) -> int:
-        """Newlines before where following began: from the checkpoint an earlier wait left on this file, else 0."""
-        assert self.fd is not None
-        mark, info, end = self.start.checkpoint, os.fstat(self.fd), self.began
-        start, lines = 0, 0
-        if mark is not None and mark.ino == info.st_ino and mark.lines <= mark.offset <= min(end, info.st_size):
-            start, lines = mark.offset, mark.lines
-        self.counted_bytes += end - start
-        return lines + count_newlines(self.fd, start=start, end=end)
+        if self.lines_before is None and self.fd is not None:  # followed from mid-file: counted once
+            mark, info, end = self.start.checkpoint, os.fstat(self.fd), self.began
+            first, self.lines_before = 0, 0
+            if mark is not None and mark.ino == info.st_ino and mark.lines <= mark.offset <= min(end, info.st_size):
+                first, self.lines_before = mark.offset, mark.lines
+            self.counted_bytes += end - first
+            self.lines_before += count_newlines(self.fd, start=first, end=end)
+        return (self.lines_before or 0) + self.lines_read + data.count(b"\n", begin, start) + 1
 
     def checkpoint(self) -> Checkpoint | None:
-        """(inode, offset, newlines before it) where following stands now, if the lines were counted."""
+        """Where following stands now and the newlines before it, if they were counted."""
         if self.reader is None or self.lines_before is None or self.fd is None:
             return None
-        ino = os.fstat(self.fd).st_ino
-        return Checkpoint(self.start.stream, ino, self.reader.carry_offset, self.lines_before + self.lines_read)
+        lines = self.lines_before + self.lines_read
+        return Checkpoint(self.start.stream, os.fstat(self.fd).st_ino, self.reader.carry_offset, lines)
 
 
 class _Follow:
-    """The followers of one watch and what they found since the last report. One step runs at a time,
-    in a worker thread; the event loop reads the findings between steps."""
+    """A watch's followers and what they found since the last report: one step at a time runs, in a
+    worker thread; the loop reads the findings between steps."""
 
     def __init__(self, pattern: str, streams: Sequence[StreamStart], first_only: bool) -> None:
         self.find = compile_pattern(pattern).finder()
         self.followers = [_Follower(start) for start in streams]
         self.first_only = first_only  # wait_for: the first match ends it
-        self.latest: Match | None = None  # the match to report (the first for first_only, else the last)
+        self.latest: Match | None = None  # to report: the first match for first_only, else the last
         self.count = 0  # lines matched since the last report
         self.stopped = False  # set by the loop: the step ends at its next piece
+        self.running: Future[tuple[bool, bool]] | None = None  # the step submitted last
 
     def step(self) -> tuple[bool, bool]:
         """Match what the files gained, for up to REPORT_EVERY_SECS: (any grew, more is left)."""
@@ -146,36 +139,33 @@ class _Follow:
             if time.monotonic() > deadline:
                 return grew, True
             for follower in list(active):
-                pieces = follower.pieces()
-                if pieces is None:
+                if (pieces := follower.pieces()) is None:
                     active.remove(follower)
-                    self._try_unended(follower)
+                    reader = follower.reader
+                    if reader is not None and reader.carry and follower.tried_unended != len(reader.carry):
+                        follower.tried_unended = len(reader.carry)  # stopped mid-line (a prompt): tried once
+                        self._match(follower, (reader.carry, 0, len(reader.carry), reader.carry_offset), True)
                     continue
                 grew = True
                 for piece in pieces:
-                    self._match(follower, *piece)
+                    self._match(follower, piece)
                 if self.first_only and self.latest is not None:
                     return grew, False
         return grew, False
 
-    def _match(
-        self, follower: _Follower, data: bytes, begin: int, end: int, offset: int, unended: bool = False
-    ) -> None:
-        """Count the matching lines of a piece; a line that began in an earlier piece and matched there is not
-        counted again."""
+    def _match(self, follower: _Follower, piece: Piece, unended: bool = False) -> None:
+        """Count a piece's matching lines; a line that began in an earlier piece and matched there, not again."""
+        data, begin, end, offset = piece
         kept, count, last_end = None, 0, -1
         for start, stop, hit in matching_lines(self.find, matchable(data, begin, end), data, begin, end):
             last_end = stop
-            if start == begin and follower.open_line_matched:
-                continue
-            count += 1
-            if kept is None or not self.first_only:
-                kept = (start, stop, hit)
+            if start != begin or not follower.open_line_matched:
+                count += 1
+                kept = (start, stop, hit) if kept is None or not self.first_only else kept
         if kept is not None and (self.latest is None or not self.first_only):
-            start, stop, hit = kept
-            number = follower.line_number(data, begin, start)
-            text = shown(data, start, stop, hit, strip_cr=True)
-            self.latest = Match(follower.start.stream, number, offset - begin + start, text)
+            number = follower.line_number(data, begin, kept[0])
+            text = shown(data, kept[0], kept[1], kept[2], strip_cr=True)
+            self.latest = Match(follower.start.stream, number, offset - begin + kept[0], text)
         self.count += count
         if data[end - 1 : end] == b"\n":
             follower.open_line_matched = False
@@ -185,26 +175,24 @@ class _Follow:
         if not unended:
             follower.lines_read += data.count(b"\n", begin, end)
 
-    def _try_unended(self, follower: _Follower) -> None:
-        """The file stopped growing mid-line (a prompt): try that line once as it stands."""
-        carry = follower.reader.carry if follower.reader is not None else b""
-        if carry and follower.tried_unended != len(carry):
-            follower.tried_unended = len(carry)
-            assert follower.reader is not None
-            self._match(follower, carry, 0, len(carry), follower.reader.carry_offset, unended=True)
+    def looked(self) -> dict[str, int]:
+        return {f.start.stream: 0 if f.reader is None else f.reader.position for f in self.followers}
 
     def take(self) -> Match | None:
-        """The match to report, with how many matched since the last report; none is kept after."""
-        if self.latest is None:
-            return None
-        match = replace(self.latest, count=self.count)
+        """The match to report, with how many matched since the last report."""
+        match = None if self.latest is None else replace(self.latest, count=self.count)
         self.latest, self.count = None, 0
         return match
 
-    def looked(self) -> dict[str, int]:
-        return {f.start.stream: f.reader.position if f.reader is not None else 0 for f in self.followers}
+    def stop(self) -> None:
+        """No more steps; the files are closed once none runs."""
+        self.stopped = True
+        if self.running is None:
+            self._close()
+        else:
+            self.running.add_done_callback(lambda _: self._close())
 
-    def close(self) -> None:
+    def _close(self) -> None:
         for follower in self.followers:
             if follower.fd is not None:
                 os.close(follower.fd)
@@ -221,54 +209,18 @@ def _ignore(report: object) -> None:
     pass
 
 
-class Matchers:
-    """At most `limit` follows at once: `try_take` refuses beyond it (a wait_for call is answered at
-    once, saying so), `take` waits in order for one to end (a notify_on watch).
-
-    Also keeps, per output file, where an earlier follow counted its lines up to (a Checkpoint),
-    so the next one counts on from there instead of from byte 0."""
+class Matchers(Slots):
+    """At most `limit` follows at once for one use: a wait_for call past it is answered at once, saying so;
+    a notify_on watch waits in order. Also where an earlier follow counted each file's lines up to."""
 
     def __init__(self, limit: int, use: str) -> None:
-        self.limit = limit
+        super().__init__(limit)
         self.use = use  # what they are for, as a reply names them: "wait_for", "notify_on"
-        self.running = 0
         self.counted_bytes = 0  # read only to number lines (from a checkpoint, else from byte 0)
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._checkpoints: collections.OrderedDict[str, Checkpoint] = collections.OrderedDict()
 
     def busy(self) -> str:
         return f"all {self.limit} line matchers for {self.use} were in use (the limit)"
-
-    def try_take(self) -> bool:
-        """Take a slot now if one is free (and nobody waits for one)."""
-        if self.running >= self.limit or self._waiters:
-            return False
-        self.running += 1
-        return True
-
-    async def take(self) -> None:
-        """Take a slot, waiting in order for one to be given back."""
-        if self.try_take():
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.give_back()  # handed a slot, but gone before it ran: pass it on
-            elif waiter in self._waiters:
-                self._waiters.remove(waiter)
-            raise
-
-    def give_back(self) -> None:
-        """A follow ended: its slot goes to the first waiter, else is free."""
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)  # running stays: the slot changes hands
-                return
-        self.running -= 1
 
     def checkpoint(self, path: str) -> Checkpoint | None:
         return self._checkpoints.get(path)
@@ -281,10 +233,9 @@ class Matchers:
 
 
 class LineWatch:
-    """Follows a task's streams for `pattern`, handing each report to its callbacks on the event loop.
-
-    `start` returns at once (following begins once `matchers` has room); `close` stops it. A file
-    that is no regular file of ours, or a failed read, ends the watch, reported as given up with the reason."""
+    """Follows a task's streams for `pattern` from `start` (once `matchers` has room) until `close`,
+    handing reports to its callbacks on the loop. An output file that is no regular file of ours, or
+    a failed read, ends it: given up, with the reason."""
 
     def __init__(
         self,
@@ -293,18 +244,18 @@ class LineWatch:
         *,
         on_match: OnMatch,
         on_give_up: OnGiveUp,
+        on_looked: OnLooked = _ignore,
         matchers: Matchers | None = None,
         first_only: bool = False,
-        holding: bool = False,
-        on_looked: OnLooked = _ignore,
     ) -> None:
         self.pattern, self.streams, self.first_only = pattern, tuple(streams), first_only
         self._on_match, self._on_give_up, self._on_looked = on_match, on_give_up, on_looked
-        self._matchers = matchers
-        self._holding = holding  # a slot of `matchers` is ours (taken by the caller, or by _run)
+        self._matchers, self._holding = matchers, False
         self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
+    def start(self, *, holding: bool = False) -> None:
+        """Begin (`holding`: a slot of `matchers` was taken for it already)."""
+        self._holding = holding
         self._task = asyncio.get_running_loop().create_task(self._run(), name="line-watch")
         _watching.add(self._task)  # the loop itself keeps only weak references to tasks
         self._task.add_done_callback(_watching.discard)
@@ -316,13 +267,12 @@ class LineWatch:
             self._matchers.give_back()
 
     def close(self) -> None:
-        """Stop matching: nothing more is reported."""
+        """Stop: nothing more is reported."""
         self._on_match, self._on_give_up, self._on_looked = _ignore, _ignore, _ignore
         if self._task is not None:
             self._task.cancel()
 
     async def aclose(self) -> None:
-        """close(), and wait until the watch has ended."""
         self.close()
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
@@ -334,26 +284,10 @@ class LineWatch:
                 logger.info("a line matcher for %r waits: %s", self.pattern, self._matchers.busy())
                 await self._matchers.take()
             self._holding = True
-        follow: _Follow | None = None
-        running: Future[tuple[bool, bool]] | None = None
-        pause, looked, reported = POLL_MIN_SECS, None, -REPORT_EVERY_SECS
+        follow = None
         try:
             follow = _Follow(self.pattern, self.streams, self.first_only)
-            while True:
-                running = POOL.submit(follow.step)
-                grew, more = await asyncio.wrap_future(running)
-                now = time.monotonic()
-                if follow.latest is not None and (self.first_only or now - reported >= REPORT_EVERY_SECS):
-                    self._report(follow, follow.take())
-                    if self.first_only:
-                        return
-                    reported = now
-                if self.first_only and not grew and (seen := follow.looked()) != looked:
-                    # Said once per stop: a wait its task's input ended tells "no line matched" from "not looked yet".
-                    looked = seen
-                    self._on_looked(seen)
-                pause = 0 if more else POLL_MIN_SECS if grew else min(POLL_MAX_SECS, pause * 2)
-                await asyncio.sleep(pause)
+            await self._follow(follow)
         except HiveBashError as exc:  # OutputUnreadable: a FIFO, a link, not ours
             self._give_up(str(exc))
         except OSError as exc:
@@ -362,30 +296,39 @@ class LineWatch:
             logger.exception("the line matcher for %r failed", self.pattern)
             self._on_give_up(f"the matcher failed: {exc}")
         finally:
-            if follow is not None:  # its files are closed once no step of it runs
-                follow.stopped = True
-                _close_after(running, follow)
+            if follow is not None:
+                follow.stop()
+
+    async def _follow(self, follow: _Follow) -> None:
+        pause, looked, reported = POLL_MIN_SECS, None, -REPORT_EVERY_SECS
+        while True:
+            follow.running = POOL.submit(follow.step)
+            grew, more = await asyncio.wrap_future(follow.running)
+            now = time.monotonic()
+            if follow.latest is not None and (self.first_only or now - reported >= REPORT_EVERY_SECS):
+                self._report(follow)
+                if self.first_only:
+                    return
+                reported = now
+            if self.first_only and not grew and (seen := follow.looked()) != looked:
+                looked = seen  # once per stop: a wait its task's input ended tells "none matched" from "not seen"
+                self._on_looked(seen)
+            pause = 0 if more else POLL_MIN_SECS if grew else min(POLL_MAX_SECS, pause * 2)
+            await asyncio.sleep(pause)
 
     def _give_up(self, reason: str) -> None:
         logger.warning("the line matcher for %r stopped: %s", self.pattern, reason)
         self._on_give_up(reason)
 
-    def _report(self, follow: _Follow, match: Match | None) -> None:
+    def _report(self, follow: _Follow) -> None:
         if self._matchers is not None:
             for follower in follow.followers:
                 if (mark := follower.checkpoint()) is not None:
                     self._matchers.remember(follower.start.path, mark)
                 self._matchers.counted_bytes += follower.counted_bytes
                 follower.counted_bytes = 0
-        if match is not None:
+        if (match := follow.take()) is not None:
             self._on_match(match)
-
-
-def _close_after(running: Future[tuple[bool, bool]] | None, follow: _Follow) -> None:
-    if running is None:
-        follow.close()
-    else:
-        running.add_done_callback(lambda _: follow.close())
 
 
 @dataclass
@@ -406,8 +349,7 @@ class FirstMatch:
 
     async def looked_through(self, sizes: dict[str, int], seconds: float) -> None:
         """Wait up to `seconds` until the matcher has looked at each stream up to its size in `sizes` (or
-        matched, or gave up): once a task waits for its input, its output so far is all there will be until
-        it gets some, and whether a line of it matched is owed before the wait can say it stopped there."""
+        matched, or gave up): once a task waits for its input, whether what it printed matched is owed."""
         deadline = asyncio.get_running_loop().time() + seconds
         while not self.found.is_set() and any(self.looked.get(name, 0) < size for name, size in sizes.items()):
             self._looked_again.clear()
@@ -426,8 +368,7 @@ class FirstMatch:
         self._looked_again.set()
 
     def _matched(self, match: Match) -> None:
-        if self.match is None:
-            self.match = match
+        self.match = self.match or match
         self.found.set()
 
     def _gave_up(self, reason: str) -> None:
@@ -441,8 +382,8 @@ async def first_match(
 ) -> AsyncIterator[FirstMatch]:
     """Watch for the first line matching `pattern` while the block runs; `found` is set when one did.
 
-    With `matchers`, nothing is watched when all of them are in use (`busy` says so), and
-    each stream is counted on from the checkpoint an earlier wait left."""
+    With `matchers`, nothing is watched when all are in use (`busy` says so), and each stream is
+    counted on from the checkpoint an earlier wait left."""
     outcome = FirstMatch(pattern)
     if matchers is not None:
         if not matchers.try_take():
@@ -455,13 +396,12 @@ async def first_match(
         streams,
         on_match=outcome._matched,
         on_give_up=outcome._gave_up,
+        on_looked=outcome._saw,
         matchers=matchers,
         first_only=True,
-        holding=matchers is not None,
-        on_looked=outcome._saw,
     )
     outcome.started = True
-    watch.start()
+    watch.start(holding=matchers is not None)
     try:
         yield outcome
     finally:

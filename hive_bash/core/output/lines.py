@@ -1,10 +1,10 @@
-"""The matching engine `logs(pattern)` (search) and the wake-ups (follow) share: a task's output file
-opened as a task may have replaced it, read forward in whole lines, each byte once, the matching
-lines found in the bytes, a line shown as a reply shows it, and the worker threads it all runs in.
-"""
+"""The engine `logs(pattern)` (search) and the wake-ups (follow) share: an output file opened as a task
+may have replaced it, read forward in whole lines, the matching lines found in its bytes, a line shown."""
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import errno
 import os
 import stat
@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from hive_bash.core.output.pattern import Finder
 from hive_bash.errors import OutputUnreadable
 
-# RE2 releases the GIL while it matches: searches (at most 4 at once) and follow steps run here, off the loop.
+# RE2 releases the GIL while it matches: searches (at most 4 at once) and follow steps run here.
 POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="hive-bash-match")
 CHUNK_BYTES = 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024  # a longer line is matched in pieces of this size
@@ -23,6 +23,50 @@ OVERLAP_BYTES = 64 * 1024
 LINE_CHARS = 200  # a line shown is cut to this many characters
 MATCH_LEAD_CHARS = 40  # kept before a hit that lies beyond LINE_CHARS in a long line
 Piece = tuple[bytes, int, int, int]  # (data, begin, end, file offset of data[begin]): data[begin:end] whole lines
+
+
+class Slots:
+    """At most `limit` users at once: `try_take` refuses beyond it, `take` waits in order for a slot."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.running = 0
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    def try_take(self) -> bool:
+        """Take a slot now if one is free (and nobody waits for one)."""
+        if self.running >= self.limit or self._waiters:
+            return False
+        self.running += 1
+        return True
+
+    async def take(self) -> None:
+        if self.try_take():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.give_back()  # handed a slot, but gone before it ran: pass it on
+            elif waiter in self._waiters:
+                self._waiters.remove(waiter)
+            raise
+
+    def give_back(self) -> None:
+        """A slot's user ended: the slot goes to the first waiter, else is free."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # running stays: the slot changes hands
+                return
+        self.running -= 1
+
 
 _KINDS = {
     stat.S_IFIFO: "a FIFO",
@@ -59,9 +103,8 @@ def open_output(path: str, stream: str) -> int | None:
 
 
 class Pieces:
-    """A file read forward from a line start in pieces of whole lines. A line longer than
-    MAX_LINE_BYTES comes in pieces, each after the first beginning with the last OVERLAP_BYTES
-    of the one before; the body of a read is handed over without a copy."""
+    """A file read forward from a line start in whole lines, each byte once; the body of a read is handed
+    over without a copy. A line longer than MAX_LINE_BYTES comes in pieces (OVERLAP_BYTES overlapping)."""
 
     def __init__(self, fd: int, start: int) -> None:
         self.fd = fd
@@ -118,17 +161,11 @@ def shown(data: bytes, start: int, end: int, hit: int | None = None, *, strip_cr
     byte `hit` in a long line; invalid UTF-8 bytes become U+FFFD."""
     line = data[start:end].decode("utf-8", "surrogateescape")
     line = line.rstrip("\r") if strip_cr else line
-    if len(line) <= LINE_CHARS:
-        return _display(line)
-    at = None if hit is None else len(data[start:hit].decode("utf-8", "surrogateescape"))
-    first = 0 if at is None or at < LINE_CHARS - MATCH_LEAD_CHARS else at - MATCH_LEAD_CHARS
-    lead = "…" if first else ""
-    tail = "…" if first + LINE_CHARS < len(line) else ""
-    return _display(lead + line[first : first + LINE_CHARS] + tail)
-
-
-def _display(text: str) -> str:
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    if len(line) > LINE_CHARS:
+        at = None if hit is None else len(data[start:hit].decode("utf-8", "surrogateescape"))
+        first = 0 if at is None or at < LINE_CHARS - MATCH_LEAD_CHARS else at - MATCH_LEAD_CHARS
+        line = "…" * bool(first) + line[first : first + LINE_CHARS] + "…" * (first + LINE_CHARS < len(line))
+    return line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def line_start(fd: int, offset: int) -> int:

@@ -1,10 +1,6 @@
-"""Caller patterns (`wait_for`, `notify_on`, `logs(pattern)`): Python `re` syntax, run by RE2.
-
-RE2 is linear in its input and releases the GIL, so a pattern runs in a worker thread of the daemon
-and none can backtrack. Python's own parser checks the syntax (its errors are the ones callers know);
-its parse tree is written out for RE2 with Python's meanings of \\d, \\w and \\s, and what RE2 cannot
-run is refused, naming the construct and what to write instead (docs/tools.md#patterns).
-"""
+"""Caller patterns (`wait_for`, `notify_on`, `logs(pattern)`): Python `re` syntax, run by RE2, which is
+linear in its input and releases the GIL. Python's parser checks the syntax (the errors callers know); its
+tree is written out for RE2 with Python's \\d \\w \\s; what RE2 cannot run is refused (docs/tools.md)."""
 
 from __future__ import annotations
 
@@ -47,11 +43,10 @@ class Pattern:
     programs: tuple[Any, ...]  # RE2 programs: the pattern's, or one per literal of an alternation
 
     def finder(self) -> Finder:
-        """A finder for one reader of one file (an alternation's remembers each literal's next hit)."""
+        """A finder for one reader of a file (an alternation's remembers each literal's next hit)."""
         if len(self.programs) > 1:
             return _Literals(self.programs)
-        program = self.programs[0]
-        return lambda data, pos, end: _span(program.Match(_UNANCHORED, data, pos, end)[0])
+        return lambda data, pos, end: _span(self.programs[0].Match(_UNANCHORED, data, pos, end)[0])
 
 
 def _span(span: Span) -> Span | None:
@@ -63,13 +58,12 @@ class _Literals:
 
     def __init__(self, programs: tuple[Any, ...]) -> None:
         self.programs = programs
-        self._key: tuple[int, int] = (-1, -1)  # (id of the data, end) the hits are for
-        self._data: object = None  # held, so its id is not reused meanwhile
+        self._for: tuple[object, int] = (None, -1)  # the data and end the hits below are for
         self._next: list[Span | None] = []
 
     def __call__(self, data: bytes | bytearray, pos: int, end: int) -> Span | None:
-        if (id(data), end) != self._key or data is not self._data:
-            self._key, self._data, self._next = (id(data), end), data, [(-1, -1)] * len(self.programs)
+        if data is not self._for[0] or end != self._for[1]:
+            self._for, self._next = (data, end), [(-1, -1)] * len(self.programs)
         best: Span | None = None
         for index, program in enumerate(self.programs):
             span = self._next[index]
@@ -125,17 +119,15 @@ def _compile(pattern: str) -> Pattern | str:
     except (re.error, RecursionError, OverflowError) as exc:
         return f"is not a valid regular expression: {exc}"
     try:
-        flags = tree.state.flags
-        source = f"(?m{'i' * bool(flags & re.IGNORECASE)}{'s' * bool(flags & re.DOTALL)})"
-        source += _sequence(tree, ascii=bool(flags & re.ASCII))
+        source = f"(?m{_flags(tree.state.flags)})" + _sequence(tree, ascii=bool(tree.state.flags & re.ASCII))
         if _LITERALS.fullmatch(pattern):
             return Pattern(pattern, tuple(_program(re2.escape(part)) for part in pattern.encode().split(b"|")))
         return Pattern(pattern, (_program(source.encode()),))
     except _Refused as refused:
         return str(refused)
-    except re2.error as exc:
-        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
-        return f"cannot be run by the pattern engine (RE2): {reason}"
+    except re2.error as exc:  # a program too large for its memory, repeats nested past 1000
+        reason = exc.args[0] if exc.args else exc
+        return f"cannot be run by the pattern engine (RE2): {reason.decode() if isinstance(reason, bytes) else reason}"
     except RecursionError:
         return "is nested too deeply"
 
@@ -216,7 +208,9 @@ def _class(items: list[tuple[Any, Any]], ascii: bool) -> str:
         others = set(members) - {_category(sre.CATEGORY_SPACE, False)}
         if not others <= {_char(0x5F), r"\p{Nd}"}:
             raise _Refused(r"\W beside other members of a negated class", r"list what it takes ([^\W\d_]: letters)")
-        return "[\\p{L}" + (r"\p{Nl}\p{No}" if r"\p{Nd}" in others else r"\p{N}") + "_" * (_char(0x5F) not in others) + "]"
+        return (
+            "[\\p{L}" + (r"\p{Nl}\p{No}" if r"\p{Nd}" in others else r"\p{N}") + "_" * (_char(0x5F) not in others) + "]"
+        )
     return f"(?:[{''.join(members)}]|[^{_WORD}])" if members else f"[^{_WORD}]"
 
 

@@ -1,10 +1,7 @@
 """`logs(pattern)`: the matching lines of a task's output file, with line numbers, byte offsets and context.
 
-The search runs in a worker thread (lines.POOL) over the file read once in pieces cut at line ends,
-one RE2 call per hit, not per line; lines are numbered only while the listing needs numbers, then
-hits are only counted. SearchSlots bounds how many run and wait at once, and a search is stopped
-at its deadline or when its caller goes away.
-"""
+A search runs in a worker thread, one RE2 call per hit, not per line; lines are numbered only while
+the listing needs numbers, then hits are only counted. SearchSlots bounds how many run and wait."""
 
 from __future__ import annotations
 
@@ -16,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hive_bash.core.output.lines import POOL, Pieces, matching_lines, next_line_start, open_output, shown
+from hive_bash.core.output.lines import POOL, Pieces, Slots, matching_lines, next_line_start, open_output, shown
 from hive_bash.core.output.pattern import Pattern, compile_pattern, matchable
 from hive_bash.core.output.reading import count_newlines
 from hive_bash.errors import OutputUnreadable, SearchBusy, SearchFailed
@@ -204,46 +201,38 @@ def search_file(pattern: Pattern, request: SearchRequest, stopped: Callable[[], 
     return result
 
 
-class SearchSlots:
+class SearchSlots(Slots):
     """At most `running` searches at once; up to `waiting` more callers queue in order, the rest are refused.
 
-    A caller's `timeout` covers its wait for a slot and its search. A caller that goes
-    away (`abandon` set: its client hung up) has its search stopped, or starts none."""
+    A caller's `timeout` covers its wait for a slot and its search; one that goes away (`abandon`
+    set: its client hung up) has its search stopped, or starts none."""
 
     def __init__(self, running: int = MAX_RUNNING_SEARCHES, waiting: int = MAX_WAITING_SEARCHES) -> None:
-        self.max_running = running
+        super().__init__(running)
         self.max_waiting = waiting
-        self.running = 0
-        self.waiting = 0
-        self._free = asyncio.Semaphore(running)
 
     async def search(
         self, request: SearchRequest, abandon: asyncio.Event | None = None, timeout: float = SEARCH_TIMEOUT_SECS
     ) -> SearchResult:
         pattern = compile_pattern(request.pattern)
-        # No await between this check and the count below: no other caller slips in between.
-        if self._free.locked() and self.waiting >= self.max_waiting:
-            raise SearchBusy(self.running, self.waiting, self.max_running, self.max_waiting)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        self.waiting += 1
-        try:
-            async with asyncio.timeout(timeout):
-                await self._free.acquire()
-        except TimeoutError:
-            raise SearchFailed(
-                f"no search could start within {timeout:g}s: {self.max_running} others ran meanwhile; try again"
-            ) from None
-        finally:
-            self.waiting -= 1
-        self.running += 1
+        deadline = asyncio.get_running_loop().time() + timeout
+        if not self.try_take():
+            if self.waiting >= self.max_waiting:
+                raise SearchBusy(self.running, self.waiting, self.limit, self.max_waiting)
+            try:
+                async with asyncio.timeout(timeout):
+                    await self.take()
+            except TimeoutError:
+                raise SearchFailed(
+                    f"no search could start within {timeout:g}s: {self.limit} others ran meanwhile; try again"
+                ) from None
         try:
             if abandon is not None and abandon.is_set():
                 raise SearchFailed("the search was not started: its caller went away")
-            return await _search(pattern, request, abandon, max(deadline - loop.time(), 0.001), timeout)
+            left = max(deadline - asyncio.get_running_loop().time(), 0.001)
+            return await _search(pattern, request, abandon, left, timeout)
         finally:
-            self.running -= 1
-            self._free.release()
+            self.give_back()
 
 
 async def _search(

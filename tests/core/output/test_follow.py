@@ -138,7 +138,7 @@ def followed(tmp_path: Path, pattern: str, content: bytes, offset: int = 0, firs
         if (match := watched.take()) is not None:
             reports.append(match)
         if not (grew or more) or (first_only and reports):
-            watched.close()
+            watched.stop()
             return reports
 
 
@@ -176,7 +176,7 @@ def test_an_unended_line_reported_once_is_not_reported_again_when_it_ends(tmp_pa
         out.write(b"bob\nname again\n")
     watched.step()
     reports.append(watched.take())
-    watched.close()
+    watched.stop()
     assert [(m.line, m.text, m.count) for m in reports if m is not None] == [(2, "name? ", 1), (3, "name again", 1)]
 
 
