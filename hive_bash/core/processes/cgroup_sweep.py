@@ -208,8 +208,8 @@ class Sweeper:
 
 def end_escapees(places: Iterable[Path]) -> list[int]:
     """SIGKILL every process in `places` (the daemon's leaf, the subtree's root) that is not the
-    daemon, one of its ancestors (a wrapper that started it) or one of its own children (a search
-    or matcher child, a task's first process before it moved into its cgroup); their pids.
+    daemon, one of its ancestors (a wrapper that started it) or one of its own children (a task's
+    first process before it moved into its cgroup); their pids.
 
     Each is held by a pidfd while it is checked and signalled, so a pid reused meanwhile is
     never signalled. At most MAX_ESCAPEES per call."""
