@@ -1,11 +1,6 @@
-"""Wake-ups: a pattern matched against a task's output lines as they arrive (`wait_for`, `notify_on`).
-
-A LineWatch follows the output files like `tail -f`, each byte read once, in steps run in the worker
-threads, by `logs(pattern)`'s rules; the loop hands on a match (the latest, and how many matched since
-the last report, at most one report per REPORT_EVERY_SECS), a look (all output so far seen), or why it
-stopped. A line not ended yet is tried once the file stops growing (a prompt), and a wait that begins
-mid-file counts the lines before it on from the checkpoint an earlier wait left.
-"""
+"""Wake-ups: a pattern matched against a task's output lines as they arrive (`wait_for`, `notify_on`),
+by `logs(pattern)`'s rules, each byte read once. A line not ended yet is tried once the file stops
+growing (a prompt); a wait that begins mid-file counts its lines on from an earlier wait's checkpoint."""
 
 from __future__ import annotations
 
@@ -20,7 +15,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 from hive_bash.core.output.lines import POOL, Piece, Pieces, Slots, line_start, matching_lines, open_output, shown
-from hive_bash.core.output.pattern import compile_pattern, matchable
+from hive_bash.core.output.pattern import Finder, compile_pattern, matchable
 from hive_bash.core.output.reading import count_newlines
 from hive_bash.errors import HiveBashError
 
@@ -119,86 +114,6 @@ class _Follower:
         return Checkpoint(self.start.stream, os.fstat(self.fd).st_ino, self.reader.carry_offset, lines)
 
 
-class _Follow:
-    """A watch's followers and what they found since the last report: one step at a time runs, in a
-    worker thread; the loop reads the findings between steps."""
-
-    def __init__(self, pattern: str, streams: Sequence[StreamStart], first_only: bool) -> None:
-        self.find = compile_pattern(pattern).finder()
-        self.followers = [_Follower(start) for start in streams]
-        self.first_only = first_only  # wait_for: the first match ends it
-        self.latest: Match | None = None  # to report: the first match for first_only, else the last
-        self.count = 0  # lines matched since the last report
-        self.stopped = False  # set by the loop: the step ends at its next piece
-        self.running: Future[tuple[bool, bool]] | None = None  # the step submitted last
-
-    def step(self) -> tuple[bool, bool]:
-        """Match what the files gained, for up to REPORT_EVERY_SECS: (any grew, more is left)."""
-        deadline, grew, active = time.monotonic() + REPORT_EVERY_SECS, False, list(self.followers)
-        while active and not self.stopped:
-            if time.monotonic() > deadline:
-                return grew, True
-            for follower in list(active):
-                if (pieces := follower.pieces()) is None:
-                    active.remove(follower)
-                    reader = follower.reader
-                    if reader is not None and reader.carry and follower.tried_unended != len(reader.carry):
-                        follower.tried_unended = len(reader.carry)  # stopped mid-line (a prompt): tried once
-                        self._match(follower, (reader.carry, 0, len(reader.carry), reader.carry_offset), True)
-                    continue
-                grew = True
-                for piece in pieces:
-                    self._match(follower, piece)
-                if self.first_only and self.latest is not None:
-                    return grew, False
-        return grew, False
-
-    def _match(self, follower: _Follower, piece: Piece, unended: bool = False) -> None:
-        """Count a piece's matching lines; a line that began in an earlier piece and matched there, not again."""
-        data, begin, end, offset = piece
-        kept, count, last_end = None, 0, -1
-        for start, stop, hit in matching_lines(self.find, matchable(data, begin, end), data, begin, end):
-            last_end = stop
-            if start != begin or not follower.open_line_matched:
-                count += 1
-                kept = (start, stop, hit) if kept is None or not self.first_only else kept
-        if kept is not None and (self.latest is None or not self.first_only):
-            number = follower.line_number(data, begin, kept[0])
-            text = shown(data, kept[0], kept[1], kept[2], strip_cr=True)
-            self.latest = Match(follower.start.stream, number, offset - begin + kept[0], text)
-        self.count += count
-        if data[end - 1 : end] == b"\n":
-            follower.open_line_matched = False
-        else:  # the piece ends inside a line: did that line match, here or before?
-            same_line = follower.open_line_matched and data.find(b"\n", begin, end) < 0
-            follower.open_line_matched = last_end == end or same_line
-        if not unended:
-            follower.lines_read += data.count(b"\n", begin, end)
-
-    def looked(self) -> dict[str, int]:
-        return {f.start.stream: 0 if f.reader is None else f.reader.position for f in self.followers}
-
-    def take(self) -> Match | None:
-        """The match to report, with how many matched since the last report."""
-        match = None if self.latest is None else replace(self.latest, count=self.count)
-        self.latest, self.count = None, 0
-        return match
-
-    def stop(self) -> None:
-        """No more steps; the files are closed once none runs."""
-        self.stopped = True
-        if self.running is None:
-            self._close()
-        else:
-            self.running.add_done_callback(lambda _: self._close())
-
-    def _close(self) -> None:
-        for follower in self.followers:
-            if follower.fd is not None:
-                os.close(follower.fd)
-                follower.fd = None
-
-
 OnMatch = Callable[[Match], None]
 OnGiveUp = Callable[[str], None]
 OnLooked = Callable[[dict[str, int]], None]  # stream -> the offset all output before was looked at
@@ -233,9 +148,9 @@ class Matchers(Slots):
 
 
 class LineWatch:
-    """Follows a task's streams for `pattern` from `start` (once `matchers` has room) until `close`,
-    handing reports to its callbacks on the loop. An output file that is no regular file of ours, or
-    a failed read, ends it: given up, with the reason."""
+    """Follows a task's streams for `pattern` from `start` (once `matchers` has room) until `close`: its
+    steps run one at a time in a worker thread, its reports reach the callbacks on the loop between them.
+    An output file that is no regular file of ours, or a failed read, ends it: given up, with the reason."""
 
     def __init__(
         self,
@@ -246,12 +161,17 @@ class LineWatch:
         on_give_up: OnGiveUp,
         on_looked: OnLooked = _ignore,
         matchers: Matchers | None = None,
-        first_only: bool = False,
+        first_only: bool = False,  # wait_for: the first match ends it
     ) -> None:
-        self.pattern, self.streams, self.first_only = pattern, tuple(streams), first_only
+        self.pattern, self.first_only = pattern, first_only
+        self.followers = [_Follower(start) for start in streams]
         self._on_match, self._on_give_up, self._on_looked = on_match, on_give_up, on_looked
         self._matchers, self._holding = matchers, False
         self._task: asyncio.Task[None] | None = None
+        self.latest: Match | None = None  # to report: the first match for first_only, else the last
+        self.count = 0  # lines matched since the last report
+        self.stopped = False  # set by the loop: a step ends at its next piece
+        self._step: Future[tuple[bool, bool]] | None = None  # the step submitted last
 
     def start(self, *, holding: bool = False) -> None:
         """Begin (`holding`: a slot of `matchers` was taken for it already)."""
@@ -284,10 +204,8 @@ class LineWatch:
                 logger.info("a line matcher for %r waits: %s", self.pattern, self._matchers.busy())
                 await self._matchers.take()
             self._holding = True
-        follow = None
         try:
-            follow = _Follow(self.pattern, self.streams, self.first_only)
-            await self._follow(follow)
+            await self._follow(compile_pattern(self.pattern).finder())
         except HiveBashError as exc:  # OutputUnreadable: a FIFO, a link, not ours
             self._give_up(str(exc))
         except OSError as exc:
@@ -296,45 +214,108 @@ class LineWatch:
             logger.exception("the line matcher for %r failed", self.pattern)
             self._on_give_up(f"the matcher failed: {exc}")
         finally:
-            if follow is not None:
-                follow.stop()
+            self.stop()
 
-    async def _follow(self, follow: _Follow) -> None:
+    async def _follow(self, find: Finder) -> None:
         pause, looked, reported = POLL_MIN_SECS, None, -REPORT_EVERY_SECS
         while True:
-            follow.running = POOL.submit(follow.step)
-            grew, more = await asyncio.wrap_future(follow.running)
+            self._step = POOL.submit(self.step, find)
+            grew, more = await asyncio.wrap_future(self._step)
             now = time.monotonic()
-            if follow.latest is not None and (self.first_only or now - reported >= REPORT_EVERY_SECS):
-                self._report(follow)
+            if self.latest is not None and (self.first_only or now - reported >= REPORT_EVERY_SECS):
+                self._report()
                 if self.first_only:
                     return
                 reported = now
-            if self.first_only and not grew and (seen := follow.looked()) != looked:
+            seen = {f.start.stream: 0 if f.reader is None else f.reader.position for f in self.followers}
+            if self.first_only and not grew and seen != looked:
                 looked = seen  # once per stop: a wait its task's input ended tells "none matched" from "not seen"
                 self._on_looked(seen)
             pause = 0 if more else POLL_MIN_SECS if grew else min(POLL_MAX_SECS, pause * 2)
             await asyncio.sleep(pause)
 
+    def step(self, find: Finder) -> tuple[bool, bool]:
+        """In a worker thread: match what the files gained, for up to REPORT_EVERY_SECS: (any grew, more left)."""
+        deadline, grew, active = time.monotonic() + REPORT_EVERY_SECS, False, list(self.followers)
+        while active and not self.stopped:
+            if time.monotonic() > deadline:
+                return grew, True
+            for follower in list(active):
+                if (pieces := follower.pieces()) is None:
+                    active.remove(follower)
+                    reader = follower.reader
+                    if reader is not None and reader.carry and follower.tried_unended != len(reader.carry):
+                        follower.tried_unended = len(reader.carry)  # stopped mid-line (a prompt): tried once
+                        self._match(find, follower, (reader.carry, 0, len(reader.carry), reader.carry_offset), True)
+                    continue
+                grew = True
+                for piece in pieces:
+                    self._match(find, follower, piece)
+                if self.first_only and self.latest is not None:
+                    return grew, False
+        return grew, False
+
+    def _match(self, find: Finder, follower: _Follower, piece: Piece, unended: bool = False) -> None:
+        """Count a piece's matching lines; a line that began in an earlier piece and matched there, not again."""
+        data, begin, end, offset = piece
+        kept, count, last_end = None, 0, -1
+        for start, stop, hit in matching_lines(find, matchable(data, begin, end), data, begin, end):
+            last_end = stop
+            if start != begin or not follower.open_line_matched:
+                count += 1
+                kept = (start, stop, hit) if kept is None or not self.first_only else kept
+        if kept is not None and (self.latest is None or not self.first_only):
+            number = follower.line_number(data, begin, kept[0])
+            text = shown(data, kept[0], kept[1], kept[2], strip_cr=True)
+            self.latest = Match(follower.start.stream, number, offset - begin + kept[0], text)
+        self.count += count
+        if data[end - 1 : end] == b"\n":
+            follower.open_line_matched = False
+        else:  # the piece ends inside a line: did that line match, here or before?
+            same_line = follower.open_line_matched and data.find(b"\n", begin, end) < 0
+            follower.open_line_matched = last_end == end or same_line
+        if not unended:
+            follower.lines_read += data.count(b"\n", begin, end)
+
+    def take(self) -> Match | None:
+        """The match to report, with how many matched since the last report."""
+        match = None if self.latest is None else replace(self.latest, count=self.count)
+        self.latest, self.count = None, 0
+        return match
+
+    def stop(self) -> None:
+        """No more steps; the files are closed once none runs."""
+        self.stopped = True
+        if self._step is None:
+            self._close()
+        else:
+            self._step.add_done_callback(lambda _: self._close())
+
+    def _close(self) -> None:
+        for follower in self.followers:
+            if follower.fd is not None:
+                os.close(follower.fd)
+                follower.fd = None
+
     def _give_up(self, reason: str) -> None:
         logger.warning("the line matcher for %r stopped: %s", self.pattern, reason)
         self._on_give_up(reason)
 
-    def _report(self, follow: _Follow) -> None:
+    def _report(self) -> None:
         if self._matchers is not None:
-            for follower in follow.followers:
+            for follower in self.followers:
                 if (mark := follower.checkpoint()) is not None:
                     self._matchers.remember(follower.start.path, mark)
                 self._matchers.counted_bytes += follower.counted_bytes
                 follower.counted_bytes = 0
-        if (match := follow.take()) is not None:
+        if (match := self.take()) is not None:
             self._on_match(match)
 
 
 @dataclass
 class FirstMatch:
     """What a `wait_for` wait learned: the first matching line, or why matching stopped, or neither;
-    `started`: whether its matcher ran at all (`busy`: why none could start, the limit reached)."""
+    `busy`: why none could start (the limit)."""
 
     pattern: str
     match: Match | None = None
@@ -381,9 +362,7 @@ async def first_match(
     pattern: str, streams: Sequence[StreamStart], matchers: Matchers | None = None
 ) -> AsyncIterator[FirstMatch]:
     """Watch for the first line matching `pattern` while the block runs; `found` is set when one did.
-
-    With `matchers`, nothing is watched when all are in use (`busy` says so), and each stream is
-    counted on from the checkpoint an earlier wait left."""
+    With `matchers`, nothing is watched when all are in use (`busy` says so)."""
     outcome = FirstMatch(pattern)
     if matchers is not None:
         if not matchers.try_take():

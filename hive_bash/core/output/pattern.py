@@ -110,7 +110,8 @@ class _Refused(Exception):
         super().__init__(f"uses {construct}, which the pattern engine (RE2) cannot run; {instead}")
 
 
-@functools.lru_cache(maxsize=256)
+# Few kept: a program's DFA may grow to RE2's max_mem (8 MiB) as it matches.
+@functools.lru_cache(maxsize=16)
 def _compile(pattern: str) -> Pattern | str:
     """The pattern's RE2 programs, or the rule it breaks."""
     try:
@@ -126,14 +127,17 @@ def _compile(pattern: str) -> Pattern | str:
     except _Refused as refused:
         return str(refused)
     except re2.error as exc:  # a program too large for its memory, repeats nested past 1000
-        reason = exc.args[0] if exc.args else exc
-        return f"cannot be run by the pattern engine (RE2): {reason.decode() if isinstance(reason, bytes) else reason}"
+        return f"cannot be run by the pattern engine (RE2): {exc}"
     except RecursionError:
         return "is nested too deeply"
 
 
 def _program(source: bytes) -> Any:
-    return re2.compile(source, _OPTIONS)._regexp  # the program itself: Match() on any buffer, the GIL released
+    """The RE2 program itself (re2.compile's wrapper and cache left out): Match() on any buffer, the GIL released."""
+    program = re2._re2.RE2(source, _OPTIONS)
+    if not program.ok():
+        raise re2.error(program.error().decode(errors="replace"))
+    return program
 
 
 # ---- Python's parse tree written out in RE2's syntax ----------------------------
@@ -245,8 +249,7 @@ def _item(op: Any, value: Any, ascii: bool) -> str:
         if max(low, 0 if high == sre.MAXREPEAT else high) > MAX_REPEAT:
             raise _Refused(f"a repeat count over {MAX_REPEAT}", f"repeat at most {MAX_REPEAT} times, or use + or *")
         count = {(0, sre.MAXREPEAT): "*", (1, sre.MAXREPEAT): "+", (0, 1): "?"}.get((low, high))
-        if count is None:
-            count = f"{{{low},}}" if high == sre.MAXREPEAT else f"{{{low},{high}}}"
+        count = count or (f"{{{low},}}" if high == sre.MAXREPEAT else f"{{{low},{high}}}")
         return f"(?:{_sequence(items, ascii)}){count}{'?' * (op is sre.MIN_REPEAT)}"
     construct = _CANNOT.get((op, value[0]) if op in (sre.ASSERT, sre.ASSERT_NOT) else op)
     raise _Refused(*(construct or (str(op), "write it another way")))

@@ -13,7 +13,7 @@ import pytest
 
 from hive_bash.core.output import follow, lines
 from hive_bash.core.output.follow import LineWatch, Match, StreamStart
-from hive_bash.core.output.pattern import compile_for
+from hive_bash.core.output.pattern import compile_for, compile_pattern
 from hive_bash.errors import InvalidArgument
 
 pytestmark = pytest.mark.anyio
@@ -131,10 +131,12 @@ def followed(tmp_path: Path, pattern: str, content: bytes, offset: int = 0, firs
     """The follow's steps in this thread over a file, once through what it holds; what it reports."""
     path = tmp_path / "out"
     path.write_bytes(content)
-    watched = follow._Follow(pattern, [StreamStart("stdout", str(path), offset)], first_only)
-    reports = []
+    watched = follow.LineWatch(
+        pattern, [StreamStart("stdout", str(path), offset)], on_match=print, on_give_up=print, first_only=first_only
+    )
+    find, reports = compile_pattern(pattern).finder(), []
     while True:
-        grew, more = watched.step()
+        grew, more = watched.step(find)
         if (match := watched.take()) is not None:
             reports.append(match)
         if not (grew or more) or (first_only and reports):
@@ -169,12 +171,13 @@ def test_a_line_longer_than_a_piece_is_matched_in_pieces(tmp_path: Path) -> None
 def test_an_unended_line_reported_once_is_not_reported_again_when_it_ends(tmp_path: Path) -> None:
     path = tmp_path / "out"
     path.write_bytes(b"first\nname? ")
-    watched = follow._Follow("name", [StreamStart("stdout", str(path))], first_only=False)
-    watched.step()
+    watched = follow.LineWatch("name", [StreamStart("stdout", str(path))], on_match=print, on_give_up=print)
+    find = compile_pattern("name").finder()
+    watched.step(find)
     reports = [watched.take()]
     with open(path, "ab") as out:
         out.write(b"bob\nname again\n")
-    watched.step()
+    watched.step(find)
     reports.append(watched.take())
     watched.stop()
     assert [(m.line, m.text, m.count) for m in reports if m is not None] == [(2, "name? ", 1), (3, "name again", 1)]
