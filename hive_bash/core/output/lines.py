@@ -16,7 +16,7 @@ from hive_bash.errors import OutputUnreadable
 
 # RE2 releases the GIL while it matches: searches (at most 4 at once) and follow steps run here.
 POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="hive-bash-match")
-CHUNK_BYTES = 1024 * 1024
+READ_BYTES = 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024  # a longer line is matched in pieces of this size
 # Each piece of a long line begins with the last OVERLAP_BYTES of the one before: a hit that long across a cut is found.
 OVERLAP_BYTES = 64 * 1024
@@ -113,8 +113,8 @@ class Pieces:
         self.carry_offset = start  # where `carry` begins in the file
 
     def next(self, size: int) -> list[Piece] | None:
-        """The whole lines of the next read (at most CHUNK_BYTES, up to `size`); None if nothing could be read."""
-        data = os.pread(self.fd, min(CHUNK_BYTES, size - self.position), self.position)
+        """The whole lines of the next read (at most READ_BYTES, up to `size`); None if nothing could be read."""
+        data = os.pread(self.fd, min(READ_BYTES, size - self.position), self.position)
         if not data:
             return None  # cut meanwhile
         self.position += len(data)
@@ -179,7 +179,7 @@ def next_line_start(fd: int, offset: int, size: int) -> int:
     """The first line start at or after `offset`."""
     position = max(0, offset - 1)
     while offset > 0 and position < size:
-        data = os.pread(fd, CHUNK_BYTES, position)
+        data = os.pread(fd, READ_BYTES, position)
         if not data:
             break
         newline = data.find(b"\n")

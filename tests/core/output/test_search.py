@@ -51,7 +51,7 @@ def run(path: Path, pattern: str, offset: int = 0, max_matches: int = 50, contex
 
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lines, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(lines, "READ_BYTES", 64)
     monkeypatch.setattr(lines, "MAX_LINE_BYTES", 256)
     monkeypatch.setattr(lines, "OVERLAP_BYTES", 32)
     monkeypatch.setattr(search, "LISTED_CHARS_BUDGET", 10**9)
