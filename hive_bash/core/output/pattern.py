@@ -58,12 +58,13 @@ class _Literals:
 
     def __init__(self, programs: tuple[Any, ...]) -> None:
         self.programs = programs
-        self._for: tuple[object, int] = (None, -1)  # the data and end the hits below are for
+        self._for: tuple[object, int, int] = (None, -1, -1)  # the data, end and least pos the hits are for
         self._next: list[Span | None] = []
 
     def __call__(self, data: bytes | bytearray, pos: int, end: int) -> Span | None:
-        if data is not self._for[0] or end != self._for[1]:
-            self._for, self._next = (data, end), [(-1, -1)] * len(self.programs)
+        if data is not self._for[0] or end != self._for[1] or pos < self._for[2]:
+            self._next = [(-1, -1)] * len(self.programs)
+        self._for = (data, end, pos)
         best: Span | None = None
         for index, program in enumerate(self.programs):
             span = self._next[index]
