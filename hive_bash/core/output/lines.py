@@ -5,17 +5,27 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import errno
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from hive_bash.core.output.pattern import Finder
 from hive_bash.errors import OutputUnreadable
 
+WORKER_NICE = 10  # a search takes the CPU the event loop leaves (nice 19 could hold the GIL on a starved core)
+
+
+def _below_the_loop() -> None:
+    with contextlib.suppress(OSError):  # Linux: the nice value of this thread only
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICE)
+
+
 # RE2 releases the GIL while it matches: searches (at most 4 at once) and follow steps run here.
-POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="hive-bash-match")
+POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="hive-bash-match", initializer=_below_the_loop)
 READ_BYTES = 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024  # a longer line is matched in pieces of this size
 # Each piece of a long line begins with the last OVERLAP_BYTES of the one before: a hit that long across a cut is found.
