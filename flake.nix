@@ -45,6 +45,7 @@
         ps.starlette
         ps.pydantic
         ps.pydantic-settings
+        ps.google-re2
       ];
       pythonTestDependencies = ps: [
         ps.pytest

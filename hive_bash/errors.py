@@ -86,7 +86,7 @@ class AllBacklogsFull(HiveBashError):
 
 
 class SearchFailed(HiveBashError):
-    """The search child failed or ran past its deadline."""
+    """The search failed, ran past its deadline or lost its caller."""
 
 
 class SearchBusy(HiveBashError):

@@ -6,8 +6,7 @@ from ``hive_bash.core`` itself, never from one of its modules (tests/core/test_l
 this list is all the engine promises them. A task reaches them as a frozen `TaskView`
 (hive_bash.core.tasks.view), never as the live `Task`, which they only hand back to the manager.
 
-Each name is imported when first used: the matcher and search children import one module of
-the engine (hive_bash.core.output.line_match, hive_bash.core.output.search), and must not pay for the rest.
+Each name is imported when first used (PEP 562).
 """
 
 from __future__ import annotations

@@ -77,6 +77,8 @@ async def test_logs_pattern_errors_name_the_argument(daemon: Daemon) -> None:
         for bad in ["(unclosed", "a{3,1}", ""]:
             message = await call_error(client, "logs", {"id": task_id, "pattern": bad})
             assert "invalid argument 'pattern'" in message, message
+        refused = await call_error(client, "logs", {"id": task_id, "pattern": "(?<=x)y"})
+        assert refused.startswith("invalid argument 'pattern': uses a look-behind (?<=...), which the pattern engine")
         none = (await call_ok(client, "logs", {"id": task_id, "pattern": "nothing here"})).structured
         assert none["total_matches"] == 0 and "matches" not in none
 

@@ -207,7 +207,8 @@ def test_the_dependencies_and_meta(flake: dict[str, Any]) -> None:
     for package in packages(flake):
         assert package["build-system"] == ["python3Packages.setuptools"]
         assert package["dependencies"] == [
-            f"python3Packages.{name}" for name in ("mcp", "uvicorn", "starlette", "pydantic", "pydantic-settings")
+            f"python3Packages.{name}"
+            for name in ("mcp", "uvicorn", "starlette", "pydantic", "pydantic-settings", "google-re2")
         ]
         meta = package["meta"]
         assert meta["license"] == "MIT" and meta["mainProgram"] == "hive-bash-daemon"

@@ -1,9 +1,9 @@
 """Matches neither lost nor late (issue 38, finding 5): a line that straddles the 1 MiB piece the
-matcher and the search read is matched, and a wait that begins in the middle of a big file
+follow and the search read is matched, and a wait that begins in the middle of a big file
 numbers its lines from where an earlier wait counted them, not from byte 0.
 
-Through the real daemon for the first; the second drives hive_bash.core.output.line_match's real
-matcher child over a real file and reads how many bytes it read only to count lines."""
+Through the real daemon for the first; the second drives hive_bash.core.output.follow over a
+real file and reads how many bytes it read only to count lines."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hive_bash.core.output import line_match
-from hive_bash.core.output.line_match import StreamStart
+from hive_bash.core.output import follow
+from hive_bash.core.output.follow import StreamStart
 from hivetest import Daemon, call_ok
 
 pytestmark = pytest.mark.anyio
@@ -35,10 +35,10 @@ async def test_a_line_straddling_a_piece_is_matched_by_wait_for_and_found_by_log
         await call_ok(client, "kill", {"id": "straddle", "force": True})
 
 
-async def wait_for_done(out: Path, matchers: line_match.Matchers) -> line_match.Match:
+async def wait_for_done(out: Path, matchers: follow.Matchers) -> follow.Match:
     """A status(wait_for='DONE')-like wait from the file's end, while DONE is appended."""
     start = StreamStart("stdout", str(out), out.stat().st_size)
-    async with line_match.first_match("DONE", [start], matchers) as waited:
+    async with follow.first_match("DONE", [start], matchers) as waited:
         with out.open("ab") as appending:
             appending.write(b"DONE\n")
         with anyio.fail_after(60):
@@ -52,7 +52,7 @@ async def test_a_repeat_wait_after_a_big_prefix_counts_lines_on_from_the_last_on
     lines = 2_000_000
     out.write_bytes(b"".join(b"line %07d\n" % number for number in range(lines)))  # 26 MB
     prefix = out.stat().st_size
-    matchers = line_match.Matchers(2, "wait_for")
+    matchers = follow.Matchers(2, "wait_for")
     first = await wait_for_done(out, matchers)
     assert first.line == lines + 1
     assert matchers.counted_bytes == prefix  # the first wait counts the prefix once

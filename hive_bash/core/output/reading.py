@@ -1,22 +1,17 @@
 """Reading a task's output files back: sizes, byte ranges, a stream's two ends, newline counts, last lines.
 
-The files are the store; nothing here keeps output in memory beyond one read. This module
-answers what the files hold (bytes, sizes, line ends, character boundaries); how much of
-that fits a reply, in JSON characters, is decided above it (hive_bash.mcp.replies.budget).
-Every cut lands on a UTF-8 character boundary, so a multi-byte character is
-never split into replacement garbage by our own slicing.
-
-A task can replace its own output file with a FIFO, a symlink or a directory: files are
-opened through hive_bash.private_files.open_own (no link followed, no open that waits
-for a writer), and a stream that is no regular file of ours reads as empty.
+The files are the store: nothing here keeps output beyond one read, and every cut lands on a UTF-8
+character boundary; how much fits a reply is decided above (hive_bash.mcp.replies.budget). A task
+may replace its output by a FIFO, a link or a directory: such a stream reads as empty (open_own).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,25 +20,26 @@ from hive_bash.private_files import open_own
 logger = logging.getLogger(__name__)
 
 
-def open_stream(path: Path) -> int | None:
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[int | None]:
     """A read fd on an output file, or None when it is missing or no regular file of ours."""
     try:
-        return open_own(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:  # ELOOP (a symlink), NotOurs (a FIFO, a directory)
-        logger.debug("not reading %s: %s", path, exc.strerror or exc)
-        return None
-
-
-def _is_continuation(byte: int) -> bool:
-    return byte & 0xC0 == 0x80
+        fd = open_own(path)
+    except OSError as exc:  # missing, ELOOP (a symlink), NotOurs (a FIFO, a directory)
+        if not isinstance(exc, FileNotFoundError):
+            logger.debug("not reading %s: %s", path, exc.strerror or exc)
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def skip_partial_start(data: bytes) -> int:
     """How many leading bytes belong to a character that started before `data` (0 to 3)."""
     skipped = 0
-    while skipped < min(3, len(data)) and _is_continuation(data[skipped]):
+    while skipped < min(3, len(data)) and data[skipped] & 0xC0 == 0x80:
         skipped += 1
     return skipped
 
@@ -52,7 +48,7 @@ def complete_prefix_length(data: bytes) -> int:
     """Length of `data` without a trailing, incomplete UTF-8 sequence."""
     for back in range(1, min(4, len(data)) + 1):
         byte = data[-back]
-        if _is_continuation(byte):
+        if byte & 0xC0 == 0x80:
             continue
         if byte < 0x80:
             return len(data)
@@ -70,13 +66,8 @@ def file_size(path: Path) -> int:
 
 
 def read_range(path: Path, offset: int, length: int) -> bytes:
-    fd = open_stream(path)
-    if fd is None:
-        return b""
-    try:
-        return os.pread(fd, length, offset)
-    finally:
-        os.close(fd)
+    with _opened(path) as fd:
+        return b"" if fd is None else os.pread(fd, length, offset)
 
 
 def size_and_mtime(path: Path) -> tuple[int, float | None]:
@@ -86,9 +77,7 @@ def size_and_mtime(path: Path) -> tuple[int, float | None]:
         info = os.lstat(path)
     except OSError:
         return 0, None
-    if not stat.S_ISREG(info.st_mode):
-        return 0, None
-    return info.st_size, info.st_mtime
+    return (info.st_size, info.st_mtime) if stat.S_ISREG(info.st_mode) else (0, None)
 
 
 def truncate_to(path: Path, size: int) -> bool:
@@ -152,10 +141,9 @@ class StreamBytes:
 
 def read_stream(path: Path, start: int = 0) -> StreamBytes:
     """One open, one fstat and at most two reads: every later question about the stream is answered from them."""
-    fd = open_stream(path)
-    if fd is None:
-        return StreamBytes(path, start, 0, None, b"", b"")
-    try:
+    with _opened(path) as fd:
+        if fd is None:
+            return StreamBytes(path, start, 0, None, b"", b"")
         info = os.fstat(fd)
         size = info.st_size
         if size - start <= EXCERPT_READ_BYTES:
@@ -163,26 +151,18 @@ def read_stream(path: Path, start: int = 0) -> StreamBytes:
         else:
             head = os.pread(fd, EXCERPT_READ_BYTES, start)
             tail = os.pread(fd, EXCERPT_READ_BYTES, size - EXCERPT_READ_BYTES)
-    finally:
-        os.close(fd)
     return StreamBytes(path, start, size, info.st_mtime, head, tail)
 
 
-def count_newlines(path: Path, start: int, end: int) -> int:
-    """Newlines in bytes [start, end) of the file, read in chunks."""
+def count_newlines(fd: int, *, start: int, end: int) -> int:
+    """Newlines in bytes [start, end) of the open file, read in chunks (the GIL is free while each is read)."""
     count = 0
-    fd = open_stream(path)
-    if fd is None:
-        return 0
-    try:
-        while start < end:
-            chunk = os.pread(fd, min(NEWLINE_COUNT_CHUNK, end - start), start)
-            if not chunk:
-                break
-            count += chunk.count(b"\n")
-            start += len(chunk)
-    finally:
-        os.close(fd)
+    while start < end:
+        chunk = os.pread(fd, min(NEWLINE_COUNT_CHUNK, end - start), start)
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        start += len(chunk)
     return count
 
 
@@ -190,7 +170,8 @@ def lines_left_out(path: Path, start: int, end: int, shown: bytes) -> tuple[int,
     """Newlines in [start, end): counted when that is at most LINE_COUNT_MAX_BYTES, else estimated
     from the density of newlines in the bytes shown (False says it is an estimate)."""
     if end - start <= LINE_COUNT_MAX_BYTES:
-        return count_newlines(path, start, end), True
+        with _opened(path) as fd:
+            return (0 if fd is None else count_newlines(fd, start=start, end=end)), True
     return round((end - start) * shown.count(b"\n") / max(1, len(shown))), False
 
 
@@ -199,15 +180,11 @@ LAST_LINES_WINDOW = 8192
 
 def last_lines(path: Path, count: int, max_chars: int) -> list[str]:
     """The last `count` non-blank lines of a file (from its last 8 KiB), each cut to `max_chars` characters."""
-    fd = open_stream(path)
-    if fd is None:
-        return []
-    try:
-        size = os.fstat(fd).st_size
-        start = max(0, size - LAST_LINES_WINDOW)
+    with _opened(path) as fd:
+        if fd is None:
+            return []
+        start = max(0, os.fstat(fd).st_size - LAST_LINES_WINDOW)
         window = os.pread(fd, LAST_LINES_WINDOW, start)
-    finally:
-        os.close(fd)
     if start:
         window = window[skip_partial_start(window) :]
     lines = [line.strip() for line in decode(window).splitlines() if line.strip()]

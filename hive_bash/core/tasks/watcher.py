@@ -17,7 +17,6 @@ from pathlib import Path
 from hive_bash.core import wording
 from hive_bash.core.output import (
     MAX_NOTIFY_MATCHERS,
-    FollowRequest,
     LineWatch,
     Match,
     Matchers,
@@ -101,10 +100,11 @@ class Watcher:
             StreamStart(stream, str(self._files.output(record.id, stream))) for stream in ("stdout", "stderr")
         )
         watch = LineWatch(
-            FollowRequest(pattern, streams),
-            lambda match: on_line(record, pattern, match, None),
-            lambda reason: on_line(record, pattern, None, reason),
-            self._matchers,
+            pattern,
+            streams,
+            on_match=lambda match: on_line(record, pattern, match, None),
+            on_give_up=lambda reason: on_line(record, pattern, None, reason),
+            matchers=self._matchers,
         )
         self._line_watches[record.id] = watch
         watch.start()

@@ -1,4 +1,4 @@
-"""hive_bash.core.output.search in-process: the streamed search against a plain line-by-line reference.
+"""hive_bash.core.output.search: the streamed search against a plain line-by-line reference (Python `re`).
 
 Chunk and line-piece sizes are shrunk so that matches, context and multi-byte
 characters fall across chunk boundaries in files of a few KiB.
@@ -6,18 +6,18 @@ characters fall across chunk boundaries in files of a few KiB.
 
 from __future__ import annotations
 
-import json
+import asyncio
 import os
 import random
 import re
-import shutil
-import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from hive_bash.core.output import matching, search
-from hive_bash.errors import InvalidArgument, SearchFailed
+from hive_bash.core.output import lines, search
+from hive_bash.core.output.pattern import compile_pattern
+from hive_bash.errors import InvalidArgument, SearchBusy, SearchFailed
 
 
 def reference(data: bytes, pattern: str, offset: int, max_matches: int, context: int) -> dict[str, object]:
@@ -46,24 +46,25 @@ def reference(data: bytes, pattern: str, offset: int, max_matches: int, context:
 
 def run(path: Path, pattern: str, offset: int = 0, max_matches: int = 50, context: int = 0) -> search.SearchResult:
     request = search.SearchRequest(str(path), pattern, offset, max_matches, context)
-    return search.search_file(matching.compile_pattern(pattern), request)
+    return search.search_file(compile_pattern(pattern), request)
 
 
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(search, "CHUNK_BYTES", 64)
-    monkeypatch.setattr(search, "MAX_LINE_BYTES", 256)
+    monkeypatch.setattr(lines, "READ_BYTES", 64)
+    monkeypatch.setattr(lines, "MAX_LINE_BYTES", 256)
+    monkeypatch.setattr(lines, "OVERLAP_BYTES", 32)
     monkeypatch.setattr(search, "LISTED_CHARS_BUDGET", 10**9)
 
 
-WORDS = ["alpha", "beta", "error", "warning", "é", "日本", "", "error: x", "ERROR", "  error"]
+WORDS = ["alpha", "beta", "error", "warning", "é", "日本", "", "error: x", "ERROR", "  error", "٣", "\udcff"]
 
 
 @pytest.mark.parametrize("seed", range(int(os.environ.get("SEARCH_SEEDS", "80"))))
 def test_matches_a_line_by_line_reference(tmp_path: Path, small_chunks: None, seed: int) -> None:
     rng = random.Random(seed)
     text = "\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(1, 120)))
-    data = (text + ("\n" if rng.random() < 0.7 else "")).encode()
+    data = (text + ("\n" if rng.random() < 0.7 else "")).encode("utf-8", "surrogateescape")
     path = tmp_path / "out"
     path.write_bytes(data)
     pattern = rng.choice(
@@ -75,7 +76,9 @@ def test_matches_a_line_by_line_reference(tmp_path: Path, small_chunks: None, se
             r"(?i)error\b",
             "a.*b",
             r"^$",
-            "beta(?= e)",
+            "beta e",
+            r"\d\s\w",
+            r"a.é|\W\W",
             r"\s\n?x",
             "$",
             "z*",
@@ -114,7 +117,7 @@ def test_long_lines_are_cut_around_the_hit(tmp_path: Path) -> None:
     path = tmp_path / "long"
     path.write_bytes(b"x" * 5000 + b" needle " + b"y" * 5000 + b"\n")
     (line,) = run(path, "needle").lines
-    assert "needle" in line.text and len(line.text) <= matching.LINE_CHARS + 2
+    assert "needle" in line.text and len(line.text) <= lines.LINE_CHARS + 2
 
 
 def test_listing_stops_at_the_reply_budget_and_says_where_to_continue(tmp_path: Path) -> None:
@@ -142,70 +145,73 @@ def test_missing_file_is_an_empty_result(tmp_path: Path) -> None:
 @pytest.mark.parametrize("pattern", ["(", "a{2,1}", "", "[z-a]", "x" * 1001])
 def test_bad_patterns_name_the_argument(pattern: str) -> None:
     with pytest.raises(InvalidArgument) as error:
-        matching.compile_pattern(pattern)
+        compile_pattern(pattern)
     assert str(error.value).startswith("invalid argument 'pattern':")
 
 
-@pytest.mark.anyio
-async def test_child_process_search_and_its_deadline(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("pattern", "construct"),
+    [("(?=x)", "a look-ahead (?=...)"), (r"(a)\1", r"a back-reference (\1 or (?P=name))"), ("a++", "a possessive")],
+)
+def test_a_pattern_re2_cannot_run_is_refused_naming_the_construct(pattern: str, construct: str) -> None:
+    with pytest.raises(InvalidArgument) as error:
+        compile_pattern(pattern, "wait_for")
+    assert str(error.value).startswith(f"invalid argument 'wait_for': uses {construct}"), error.value
+    assert "RE2" in str(error.value)
+
+
+def test_an_invalid_utf8_byte_is_one_character_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "bin"
+    path.write_bytes(b"a\xffb\nc\xe9d\nok\n")
+    assert [line.number for line in run(path, "a.b|c[^x]d|\\W").lines] == [1, 2]
+
+
+def test_a_catastrophic_pattern_finishes_at_once(tmp_path: Path) -> None:
+    """`re` backtracks through 2**40 ways on this line; RE2 is linear in it."""
     path = tmp_path / "out"
-    path.write_bytes(b"a" * 40 + b"\n" + b"hit\n")
-    result = await search.search(search.SearchRequest(str(path), "hit"))
-    assert [(line.number, line.text) for line in result.lines] == [(2, "hit")]
-    # catastrophic backtracking: the child is stopped at the deadline, the caller gets a clear error
-    with pytest.raises(SearchFailed, match="ran past"):
-        await search.search(search.SearchRequest(str(path), "(a*)*b"), timeout=1.0)
+    path.write_bytes(b"a" * 40 + b"b\n" + b"aaa\n")
+    started = time.monotonic()
+    assert [line.number for line in run(path, "(a*)*b|(a+)+$").lines] == [1, 2]
+    assert time.monotonic() - started < 5
 
 
-def test_the_child_loads_the_daemons_package_by_location_without_any_import_path(tmp_path: Path) -> None:
-    # -S on top of -I: no site-packages either, so no installed or editable copy of hive_bash
-    # can be found by name. The child must load the package from where the daemon's lives, as
-    # in an installed package (nix build), where a wrong directory broke every search.
-    log = tmp_path / "task.out"
-    log.write_bytes(b"one\nready two\n")
-    request = search.SearchRequest(path=str(log), pattern="ready")
-    argv = search.isolated_child_argv("hive_bash.core.output.search", str(os.getpid()), "10")
-    assert argv[1] == "-I"
-    child = subprocess.run(
-        [argv[0], "-S", *argv[1:]],
-        input=json.dumps(request.__dict__),  # the request on stdin: never on the command line
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert child.returncode == 0, child.stderr
-    assert [line["text"] for line in json.loads(child.stdout)["lines"] if line["is_match"]] == ["ready two"]
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_a_file_that_is_no_regular_file_of_ours_is_refused_naming_the_rule(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "out"
+    os.mkfifo(path) if kind == "fifo" else path.symlink_to(tmp_path)
+    expected = {"fifo": "is not a regular file (a FIFO)", "symlink": "is a symbolic link (links are not followed)"}
+    with pytest.raises(SearchFailed, match=f"^cannot search: stdout {re.escape(expected[kind])}: {path}$"):
+        asyncio.run(search.SearchSlots().search(search.SearchRequest(str(path), "x", stream="stdout")))
 
 
-STRACE = shutil.which("strace")
-
-
-@pytest.mark.skipif(STRACE is None, reason="needs strace: a real tracer attached from the child's first instruction")
-def test_a_child_traced_from_its_start_refuses_to_run(tmp_path: Path) -> None:
-    """A tracer that attached before the child made itself non-dumpable stays attached: the
-    child sees its TracerPid and exits TRACED_EXIT before it reads any request or file."""
-    assert STRACE is not None
-    log = tmp_path / "task.out"
-    log.write_bytes(b"ready\n")
-    argv = search.isolated_child_argv("hive_bash.core.output.search", str(os.getpid()), "10")
-    request = json.dumps(search.SearchRequest(path=str(log), pattern="ready").__dict__)
-    child = subprocess.run(
-        [STRACE, "-f", "-o", os.devnull, *argv], input=request, capture_output=True, text=True, timeout=60
-    )
-    assert (child.returncode, child.stdout) == (search.TRACED_EXIT, ""), child.stderr
+def sparse(tmp_path: Path, size: int = 1 << 30) -> str:
+    """A file of `size` zero bytes that takes no disk: a search of it runs a while (one long line)."""
+    path = tmp_path / "sparse"
+    with path.open("wb") as out:
+        out.truncate(size)
+    return str(path)
 
 
 @pytest.mark.anyio
-@pytest.mark.skipif(STRACE is None, reason="needs strace: a real tracer attached from the child's first instruction")
-async def test_a_traced_search_child_is_said_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert STRACE is not None
-    log = tmp_path / "task.out"
-    log.write_bytes(b"ready\n")
-    untraced = search._child_argv
-    monkeypatch.setattr(search, "_child_argv", lambda *args: [STRACE, "-f", "-o", os.devnull, *untraced(*args)])
-    with pytest.raises(SearchFailed) as error:
-        await search.search(search.SearchRequest(str(log), "ready"))
-    assert str(error.value) == (
-        "the search process was traced by another process (of this user, such as a task) and refused to run"
-    )
+async def test_searches_past_the_bound_queue_then_are_refused_and_each_can_be_abandoned(tmp_path: Path) -> None:
+    slots = search.SearchSlots(running=1, waiting=1)
+    slow = search.SearchRequest(sparse(tmp_path), "[^x]y")
+    first_gone, second_gone = asyncio.Event(), asyncio.Event()
+    first = asyncio.ensure_future(slots.search(slow, abandon=first_gone))
+    second = asyncio.ensure_future(slots.search(slow, abandon=second_gone))
+    await asyncio.sleep(0)
+    assert (slots.running, slots.waiting) == (1, 1)
+    with pytest.raises(SearchBusy, match="^too many searches at once: 1 running and 1 waiting"):
+        await slots.search(slow)
+    second_gone.set()  # its caller hung up while it waited: none is started
+    first_gone.set()
+    for call, said in ((first, "stopped"), (second, "not started")):
+        with pytest.raises(SearchFailed, match=f"^the search was {said}: its caller went away$"):
+            await call
+    assert (slots.running, slots.waiting) == (0, 0)
+
+
+@pytest.mark.anyio
+async def test_a_search_is_stopped_at_its_deadline(tmp_path: Path) -> None:
+    with pytest.raises(SearchFailed, match=r"^the search of pattern '\[\^x\]y' ran past 0\.05s and was stopped"):
+        await search.SearchSlots().search(search.SearchRequest(sparse(tmp_path, 8 << 30), "[^x]y"), timeout=0.05)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hive_bash.core.output.line_match import Match
+from hive_bash.core.output.follow import Match
 from hive_bash.core.storage.records import TaskRecord
 from hive_bash.core.todos import texts
 
