@@ -7,7 +7,6 @@ is built on the core's types, never the other way round; and the layers above th
 from __future__ import annotations
 
 import ast
-import importlib
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,9 +76,17 @@ def test_records_reach_the_disk_through_the_bookkeeping_only() -> None:
 THROUGH_THE_FACE = ("mcp", "client", "daemon")
 
 
+def face_names() -> set[str]:
+    """The names hive_bash/core/__init__.py imports: all the engine exports."""
+    tree = ast.parse((PACKAGE / "core" / "__init__.py").read_text())
+    return {alias.name for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names} - {
+        "annotations"
+    }
+
+
 def past_the_face(files: list[Path], root: Path = PACKAGE) -> list[tuple[str, str]]:
     """(file, name) for each import of a core module, or of a name hive_bash.core does not export."""
-    face = set(getattr(hive_bash.core, "__all__", ()))
+    face = face_names()
     found = []
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -101,8 +108,8 @@ def test_the_layers_above_import_only_the_engines_face() -> None:
 
 
 def test_the_face_exports_names_of_the_engine_not_its_modules() -> None:
-    """Each name resolves (imported on first use), and none is a module: a module would open the whole of it."""
-    for name in hive_bash.core.__all__:
+    """Each name resolves, and none is a module: a module would open the whole of it."""
+    for name in face_names():
         assert not isinstance(getattr(hive_bash.core, name), types.ModuleType), name
 
 
@@ -185,59 +192,21 @@ def test_the_subpackage_check_names_what_goes_up_or_past_a_face(tmp_path: Path) 
     ]
 
 
-# A lazy face (hive_bash/core/__init__.py; hive_bash/core/output/__init__.py is a plain one) names each of its
-# names twice: imported under `if TYPE_CHECKING:` for the type checker, and in `_FACE` (name -> the
-# module it is imported from on first use); `__all__` is `_FACE`'s keys.
-LAZY_FACES = sorted(path for path in PACKAGE.rglob("__init__.py") if "\n_FACE" in path.read_text())
-
-
-def face_mismatches(path: Path, package: str) -> list[str]:
-    """What the type checker's imports of a lazy face and its `_FACE` map disagree on."""
-    tree = ast.parse(path.read_text())
-    face = next(
-        ast.literal_eval(node.value)
-        for node in tree.body
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "_FACE"
-    )
-    typed: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            for imported in node.body:
-                assert isinstance(imported, ast.ImportFrom) and imported.module is not None, ast.unparse(imported)
-                for alias in imported.names:
-                    typed[alias.asname or alias.name] = f"{imported.module}.{alias.name}"
-    found = [f"{name}: imported for the type checker only" for name in sorted(typed.keys() - face.keys())]
-    found += [f"{name}: in _FACE only" for name in sorted(face.keys() - typed.keys())]
-    found += [
-        f"{name}: {typed[name]} for the type checker, {package}.{face[name]}.{name} in _FACE"
-        for name in sorted(typed.keys() & face.keys())
-        if typed[name] != f"{package}.{face[name]}.{name}"
-    ]
-    return found
-
-
-def test_each_lazy_face_names_the_same_names_for_the_type_checker_and_at_run_time() -> None:
-    assert [str(path.relative_to(PACKAGE)) for path in LAZY_FACES] == ["core/__init__.py"]
-    for path in LAZY_FACES:
-        package = ".".join(path.parent.relative_to(PACKAGE.parent).parts)
-        assert face_mismatches(path, package) == [], path
-        module = importlib.import_module(package)
-        assert sorted(module.__all__) == sorted(module._FACE), path
-        for name, home in module._FACE.items():
-            assert getattr(module, name) is getattr(importlib.import_module(f"{package}.{home}"), name), name
-
-
-def test_the_lazy_face_check_names_what_disagrees(tmp_path: Path) -> None:
-    face = tmp_path / "__init__.py"
-    face.write_text(
-        "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n"
-        "    from p.a import Both as Both, Typed as Typed\n"
-        "    from p.b import Moved as Moved\n"
-        '_FACE: dict[str, str] = {"Both": "a", "Moved": "a", "Lazy": "b"}\n'
-    )
-    assert face_mismatches(face, "p") == [
-        "Typed: imported for the type checker only",
-        "Lazy: in _FACE only",
-        "Moved: p.b.Moved for the type checker, p.a.Moved in _FACE",
-    ]
+def test_each_face_is_plain_imports_under_their_own_names() -> None:
+    """A grep from a call site finds the definition: a face imports each name as itself, at import time
+    (no lazy registry, no name imported only for the type checker, no `x as y`)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("__init__.py")):
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+                found.append(f"{path.relative_to(PACKAGE)}: a lazy __getattr__")
+            if isinstance(node, ast.If):
+                found.append(f"{path.relative_to(PACKAGE)}: an import under a condition")
+            if isinstance(node, ast.ImportFrom):
+                found += [
+                    f"{path.relative_to(PACKAGE)}: {alias.name} as {alias.asname}"
+                    for alias in node.names
+                    if alias.asname not in (None, alias.name)
+                ]
+    assert found == []

@@ -3,10 +3,8 @@ Other subpackages import these names from here (tests/core/test_layers.py)."""
 
 from __future__ import annotations
 
-from hive_bash.core.sessions.session import WRAPPER_ENV, SessionState, SessionStore
-
-__all__ = [
-    "SessionState",
-    "SessionStore",
-    "WRAPPER_ENV",
-]
+from hive_bash.core.sessions.session import (
+    WRAPPER_ENV as WRAPPER_ENV,
+    SessionState as SessionState,
+    SessionStore as SessionStore,
+)

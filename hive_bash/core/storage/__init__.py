@@ -3,17 +3,12 @@ when it is written (saver). Other subpackages import these names from here (test
 
 from __future__ import annotations
 
-from hive_bash.core.storage.records import RecordStore, TaskRecord, TodoProgress, TodoState, max_record_bytes
-from hive_bash.core.storage.saver import RecordSaver
-from hive_bash.core.storage.task_files import TaskFiles, prepare_tasks_dir
-
-__all__ = [
-    "RecordSaver",
-    "RecordStore",
-    "TaskFiles",
-    "TaskRecord",
-    "TodoProgress",
-    "TodoState",
-    "max_record_bytes",
-    "prepare_tasks_dir",
-]
+from hive_bash.core.storage.records import (
+    RecordStore as RecordStore,
+    TaskRecord as TaskRecord,
+    TodoProgress as TodoProgress,
+    TodoState as TodoState,
+    max_record_bytes as max_record_bytes,
+)
+from hive_bash.core.storage.saver import RecordSaver as RecordSaver
+from hive_bash.core.storage.task_files import TaskFiles as TaskFiles, prepare_tasks_dir as prepare_tasks_dir

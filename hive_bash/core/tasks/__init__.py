@@ -6,22 +6,15 @@ subpackages import these names from here (tests/core/test_layers.py).
 
 from __future__ import annotations
 
-from hive_bash.core.tasks.manager import TaskManager
-from hive_bash.core.tasks.task import KillAction, Task
-from hive_bash.core.tasks.view import TaskView, task_view
-from hive_bash.core.tasks.wait import ANY_PORT, PROGRESS_SECS, Growth, LineWanted, OnProgress, PortSeen, WaitOutcome
-
-__all__ = [
-    "ANY_PORT",
-    "PROGRESS_SECS",
-    "Growth",
-    "KillAction",
-    "LineWanted",
-    "OnProgress",
-    "PortSeen",
-    "Task",
-    "TaskManager",
-    "TaskView",
-    "WaitOutcome",
-    "task_view",
-]
+from hive_bash.core.tasks.manager import TaskManager as TaskManager
+from hive_bash.core.tasks.task import KillAction as KillAction, Task as Task
+from hive_bash.core.tasks.view import TaskView as TaskView, task_view as task_view
+from hive_bash.core.tasks.wait import (
+    ANY_PORT as ANY_PORT,
+    PROGRESS_SECS as PROGRESS_SECS,
+    Growth as Growth,
+    LineWanted as LineWanted,
+    OnProgress as OnProgress,
+    PortSeen as PortSeen,
+    WaitOutcome as WaitOutcome,
+)

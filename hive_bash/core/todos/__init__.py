@@ -3,9 +3,4 @@
 
 from __future__ import annotations
 
-from hive_bash.core.todos.state import NOTICE_EVERY_SECS, TodoStateMachine
-
-__all__ = [
-    "NOTICE_EVERY_SECS",
-    "TodoStateMachine",
-]
+from hive_bash.core.todos.state import NOTICE_EVERY_SECS as NOTICE_EVERY_SECS, TodoStateMachine as TodoStateMachine
