@@ -39,6 +39,7 @@ class Status(str, enum.Enum):  # noqa: UP042
 
 
 Stream = Literal["stdout", "stderr"]
+STREAMS: tuple[Stream, ...] = ("stdout", "stderr")
 
 StdinMode = Literal["null", "pipe"]
 

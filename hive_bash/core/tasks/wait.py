@@ -19,7 +19,7 @@ from hive_bash.core.output import MAX_WAIT_MATCHERS, FirstMatch, Matchers, Strea
 from hive_bash.core.processes import Listening
 from hive_bash.core.storage import TaskFiles
 from hive_bash.core.tasks.task import Task
-from hive_bash.model import Stream
+from hive_bash.model import STREAMS, Stream
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,6 @@ PROGRESS_SECS = 1.0  # how often a caller that asked hears how the wait goes
 PORT_POLL_SECS = 0.2
 GROWTH_POLL_SECS = 0.05
 ANY_PORT = 0  # wait_for_port=true: the first TCP port it listens on
-STREAMS: tuple[Stream, ...] = ("stdout", "stderr")
 
 Why = Literal[
     "ended", "matched", "gave up", "no matcher", "listening", "waits for input", "grew", "timed out", "abandoned"

@@ -26,10 +26,9 @@ from hive_bash.core.output import (
     size_and_mtime,
 )
 from hive_bash.core.storage import TaskFiles, TaskRecord
-from hive_bash.model import Status, Stream
+from hive_bash.model import STREAMS, Status, Stream
 
 WATCH_INTERVAL_SECS = 0.5
-STREAMS: tuple[Stream, ...] = ("stdout", "stderr")
 CAP_CHECKS_PER_TICK = 64
 
 # How a task is ended: (record, status, reason, file to cut back to the cap or None).
@@ -96,9 +95,7 @@ class Watcher:
             line_watch.close()
 
     def _watch_lines(self, record: TaskRecord, pattern: str, on_line: LineMatched) -> None:
-        streams = tuple(
-            StreamStart(stream, str(self._files.output(record.id, stream))) for stream in ("stdout", "stderr")
-        )
+        streams = tuple(StreamStart(stream, str(self._files.output(record.id, stream))) for stream in STREAMS)
         watch = LineWatch(
             pattern,
             streams,
@@ -151,7 +148,7 @@ class Watcher:
             self._report(record, Status.TIMED_OUT, f"timed out: idle, no output for {wording.seconds(idle_timeout)}")
 
     def _check_output_cap(self, record: TaskRecord) -> None:
-        for stream in ("stdout", "stderr"):
+        for stream in STREAMS:
             path = self._files.output(record.id, stream)
             if file_size(path) > self.max_output_bytes:
                 reason = f"{stream} exceeded the output cap of {self.max_output_bytes} bytes"
