@@ -52,33 +52,6 @@ def wait_deadline(args: argparse.Namespace) -> float | None:
     return None if wait is None else time.monotonic() + wait
 
 
-async def wait_for_end(
-    client: BashClient,
-    reply: ToolReply,
-    *,
-    deadline: float | None,
-    wait_for: str | None,
-    wait_for_port: bool | int | None,
-) -> ToolReply:
-    """Call status until the task ends, a line matches, it listens as asked, it waits for its input
-    (only a write moves it on), or the deadline passes. Read from the reply's keys (`matched_line`,
-    `matched_port`): an address in `listening` may be a unix path like `9:80`."""
-    while deadline is not None and reply.structured and time.monotonic() < deadline:
-        structured = reply.structured
-        if structured.get("status") not in ACTIVE_STATUSES:
-            break
-        if "matched_line" in structured or "matched_port" in structured or structured.get("waiting_for_input"):
-            break
-        arguments = {
-            "id": structured["id"],
-            "wait_seconds": server_wait(deadline),
-            "wait_for": wait_for,
-            "wait_for_port": wait_for_port,
-        }
-        reply = await call(client, "status", arguments)
-    return reply
-
-
 async def cmd_run(client: BashClient, args: argparse.Namespace, out: Output) -> int:
     """Start the task, wait as asked, print its status; exit with the task's exit status."""
     arguments = {
@@ -104,12 +77,19 @@ async def cmd_status(client: BashClient, args: argparse.Namespace, out: Output) 
 async def _call_and_wait(
     client: BashClient, args: argparse.Namespace, out: Output, *, tool: str, arguments: dict[str, Any]
 ) -> int:
+    """Call `tool`, then status until the task ends, a line matches, it listens as asked, it waits for
+    its input (only a write moves it on), or the deadline passes. Read from the reply's keys
+    (`matched_line`, `matched_port`): an address in `listening` may be a unix path like `9:80`."""
     deadline = wait_deadline(args)
-    waits = {"wait_seconds": server_wait(deadline), "wait_for": args.wait_for, "wait_for_port": args.wait_for_port}
-    reply = await call(client, tool, {**arguments, **waits})
-    reply = await wait_for_end(
-        client, reply, deadline=deadline, wait_for=args.wait_for, wait_for_port=args.wait_for_port
-    )
+    waits = {"wait_for": args.wait_for, "wait_for_port": args.wait_for_port}
+    reply = await call(client, tool, {**arguments, "wait_seconds": server_wait(deadline), **waits})
+    while deadline is not None and reply.structured and time.monotonic() < deadline:
+        structured = reply.structured
+        if structured.get("status") not in ACTIVE_STATUSES:
+            break
+        if "matched_line" in structured or "matched_port" in structured or structured.get("waiting_for_input"):
+            break
+        reply = await call(client, "status", {"id": structured["id"], "wait_seconds": server_wait(deadline), **waits})
     out.emit(reply)
     return task_exit_code(reply.structured or {})
 

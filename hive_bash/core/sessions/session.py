@@ -180,21 +180,6 @@ def unfit(env: Mapping[str, str], candidates: Iterable[str], budget: int) -> tup
     return too_long, sorted(too_many)
 
 
-def unfit_note(
-    name: str, env: Mapping[str, str], *, too_long: list[str], too_many: list[str], budget: int
-) -> str | None:
-    """One line naming the variables a session does not carry, and why; None if there are none."""
-    parts = []
-    if too_long:
-        sizes = ", ".join(f"{item} ({_entry_bytes(item, env[item]) - 1} bytes)" for item in too_long)
-        parts.append(f"{sizes} over the kernel's limit of {MAX_ARG_STRLEN} bytes for one NAME=VALUE")
-    if too_many:
-        parts.append(f"{', '.join(too_many)}: the environment would pass the {budget} bytes a new process is given")
-    if not parts:
-        return None
-    return f"session {name}: not carried, no program could start with them: " + "; ".join(parts)
-
-
 def diff_env(
     base: Mapping[str, str], final: Mapping[str, str], hidden: frozenset[str]
 ) -> tuple[dict[str, str], list[str]]:
@@ -308,16 +293,21 @@ class SessionStore:
         return Launch(cwd=start, env=env, note="; ".join(filter(None, notes)) or None)
 
     def _fit_exec(self, name: str, env: dict[str, str], changed: Iterable[str]) -> str | None:
-        """Take out of `env` the session's variables (`changed`) an exec could not take; the note names them."""
+        """Take out of `env` the session's variables (`changed`) an exec could not take; one line names them."""
         budget = exec_env_budget()
         too_long, too_many = unfit(env, changed, budget)
-        note = unfit_note(name, env, too_long=too_long, too_many=too_many, budget=budget)
+        parts = []
+        if too_long:
+            sizes = ", ".join(f"{item} ({_entry_bytes(item, env[item]) - 1} bytes)" for item in too_long)
+            parts.append(f"{sizes} over the kernel's limit of {MAX_ARG_STRLEN} bytes for one NAME=VALUE")
+        if too_many:
+            parts.append(f"{', '.join(too_many)}: the environment would pass the {budget} bytes a new process is given")
         for item in (*too_long, *too_many):
             if item in self.base_env:
                 env[item] = self.base_env[item]  # the daemon's own value: that one starts
             else:
                 del env[item]
-        return note
+        return f"session {name}: not carried, no program could start with them: {'; '.join(parts)}" if parts else None
 
     # ---- what the task manager calls: before a task starts, after it ended ----
 
