@@ -1,12 +1,6 @@
-"""Tiny exception classes: every one that leaves the module raising it lives here.
-
-Two kinds. `HiveBashError` and its subclasses carry a message written for the agent
-that made the call: the tool layer (hive_bash.mcp.tools) turns them into MCP tool
-errors, and the task manager catches one itself (SpawnFailed of a pending task ends
-that task `failed`). The others are the programs' own failures, caught and reported
-(a config error is one line and exit status 2) or handled where they are caught.
-An exception raised and caught inside one module stays beside its code.
-"""
+"""Tiny exception classes, every one that leaves its module. A `HiveBashError` carries a message written
+for the agent: the tool layer turns it into a tool error (and the lifecycle ends a pending task whose start
+raised SpawnFailed `failed`). The others are the programs' own failures (a config error: one line, exit 2)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Shell sessions: a working directory and exported variables carried from one `run` to the next.
-
-A session task's bash reads ``<id>.rc`` first (``BASH_ENV``); it sets an EXIT trap that writes
-`pwd` and the exported variables, builtins only, to ``<id>.state``; once the task ended that
-becomes the session's state, ``<name>.session``, relative to the daemon's environment. The
-command sees argv, ``$0``, ``$?``, ``$_`` and its parse unchanged (how, and what it can still
-notice: docs/tools.md, "Shell sessions"). Of two tasks running at once the later end wins.
-"""
+"""Shell sessions: a working directory and exported variables carried from one `run` to the next. A
+session task's bash reads ``<id>.rc`` first (``BASH_ENV``), whose EXIT trap writes `pwd` and the exported
+variables to ``<id>.state``; once the task ended that becomes ``<name>.session``, relative to the daemon's
+environment (docs/tools.md, "Shell sessions"). Of two tasks running at once the later end wins."""
 
 from __future__ import annotations
 

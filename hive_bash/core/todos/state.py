@@ -1,13 +1,7 @@
-"""Each task's completion todo, as one state machine: what is wanted of the harness ("running",
-"final", "clear"), whether the harness holds a todo, whether the agent has seen the result.
-
-A task that ends during an inline wait holds its final todo back: the waiter settles it as
-seen (never sent) or owed (sent then). What must survive a restart is the record's
-`TodoProgress`. A `notify_on` task's line matches are upserted at most once per
-NOTICE_EVERY_SECS and cleared once a reply showed the task. Methods that change a record
-return True, and the caller saves it; changes made in the background (a delivery, a notice)
-are saved through `save_now`.
-"""
+"""Each task's completion todo, one state machine: what is wanted of the harness ("running", "final",
+"clear"), whether the harness holds one, whether the agent has seen the result. A task ending during
+an inline wait holds its final todo back for the waiter to settle. Methods that change a record return
+True and the caller saves it; background changes (a delivery, a notice) go through `save_now`."""
 
 from __future__ import annotations
 
