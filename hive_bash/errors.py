@@ -4,12 +4,9 @@ raised SpawnFailed `failed`). The others are the programs' own failures (a confi
 
 from __future__ import annotations
 
-# ---- what the agent reads: turned into tool errors -------------------------
-
 
 class HiveBashError(Exception):
-    """Base class: the message is written for the agent that made the call. `facts`, when set, are
-    the same refusal as keys, for programs (the CLI's `write` waits and retries on them)."""
+    """`facts`, when set, are the same refusal as keys, for programs (the CLI's `write` retries on them)."""
 
     facts: dict[str, object] | None = None
 
@@ -93,9 +90,6 @@ class SearchBusy(HiveBashError):
 
 class OutputUnreadable(HiveBashError):
     """A task's output file cannot be read as one: not a regular file of ours (a FIFO, a link, a directory)."""
-
-
-# ---- the programs' own failures ---------------------------------------------
 
 
 class ConfigError(ValueError):

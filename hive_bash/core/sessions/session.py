@@ -85,9 +85,6 @@ def carried(name: str, hidden: frozenset[str]) -> bool:
     )
 
 
-# ---- the wrapper bash reads first, and what its trap writes ----------------
-
-
 def _capture_code(state_path: Path) -> str:
     """The EXIT trap: final `pwd` and every exported scalar variable, NUL-separated, builtins only."""
     # "${!a@}" lists the variables whose names start with `a` (compgen is missing from
@@ -194,9 +191,6 @@ def apply_env(base: Mapping[str, str], state: SessionState, hidden: frozenset[st
     return env
 
 
-# ---- files -----------------------------------------------------------------
-
-
 def _read_own(path: Path, limit: int) -> bytes | None:
     """A regular file of ours, never read through a symlink; None if it is not there; SessionFileError
     when it is something else or larger than `limit`."""
@@ -221,11 +215,6 @@ def _state_from_json(name: str, data: bytes) -> SessionState:
     return state
 
 
-def _state_to_json(state: SessionState) -> bytes:
-    # ensure_ascii: bytes that are not UTF-8 (kept as surrogates) survive the round trip.
-    return json.dumps(dataclasses.asdict(state)).encode()
-
-
 class SessionStore:
     """The sessions in a tasks dir: start a task in one, take its state back when it ends. Names
     follow the task-name rule (checked by the caller), so every path stays inside the tasks dir."""
@@ -236,8 +225,6 @@ class SessionStore:
         self.hidden = hidden
         self._states: dict[str, SessionState] = {}
 
-    # ---- queries ------------------------------------------------------------
-
     def get(self, name: str) -> SessionState | None:
         return self._states.get(name)
 
@@ -247,8 +234,6 @@ class SessionStore:
         counts = collections.Counter(item for item in task_sessions if item is not None)
         names = sorted({*counts, *self._states})
         return [(self._states.get(item) or SessionState(item), counts[item]) for item in names if name in (None, item)]
-
-    # ---- loading and pruning ------------------------------------------------
 
     def load(self) -> None:
         """Read every ``*.session`` file; an unreadable one is logged and skipped."""
@@ -270,8 +255,6 @@ class SessionStore:
             del self._states[name]
             self.files.session(name).unlink(missing_ok=True)
         return gone
-
-    # ---- a task's start and end ----------------------------------------------
 
     def launch(self, name: str, *, cwd: str | None, default_cwd: str) -> Launch:
         """The directory and environment a task of session `name` starts with: an explicit `cwd`
@@ -304,8 +287,6 @@ class SessionStore:
             else:
                 del env[item]
         return f"session {name}: not carried, no program could start with them: {'; '.join(parts)}" if parts else None
-
-    # ---- what the task manager calls: before a task starts, after it ended ----
 
     def prepare(self, record: TaskRecord, cwd: str | None, extra_env: Mapping[str, str]) -> Start:
         """The environment a task starts with (the daemon's, its `env` over it, its id). A session's
@@ -367,8 +348,8 @@ class SessionStore:
         to_set = {item: value for item, value in to_set.items() if env.get(item) == value}
         state = SessionState(name, cwd or None, to_set, to_unset, ended_at, task_id)
         self._states[name] = state
-        try:
-            write_atomically(self.files.session(name), _state_to_json(state))
+        try:  # ensure_ascii: bytes that are not UTF-8 (kept as surrogates) survive the round trip
+            write_atomically(self.files.session(name), json.dumps(dataclasses.asdict(state)).encode())
         except OSError as exc:
             # Disk full or gone: the state holds in memory and is written at the next end.
             logger.error("could not save session %s: %s", name, exc)

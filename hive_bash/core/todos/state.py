@@ -75,8 +75,6 @@ class TodoStateMachine:
         await self.flush(flush_secs)
         await self._notifier.stop()
 
-    # ---- what the task manager tells it (True: the record changed, the caller saves it) ----
-
     def track(self, record: TaskRecord) -> bool:
         """A new task, or one read back from its record at start (whose todo may still be owed)."""
         todo = self._todos[record.id] = _TaskTodo(record)
@@ -148,8 +146,6 @@ class TodoStateMachine:
         self._want(todo, "clear")
         return True
 
-    # ---- notify_on ------------------------------------------------------
-
     def line_matched(self, record: TaskRecord, pattern: str, match: Match | None, gave_up: str | None) -> None:
         """A notify_on match (or why matching stopped): a notice now, or coalesced into the next one."""
         todo = self._todo(record)
@@ -195,8 +191,6 @@ class TodoStateMachine:
     def _todo(self, record: TaskRecord) -> _TaskTodo | None:
         todo = self._todos.get(record.id)
         return todo if todo is not None and todo.record is record else None
-
-    # ---- the transitions ------------------------------------------------
 
     def _want(self, todo: _TaskTodo, state: TodoState) -> None:
         """Hand the wanted state to the notifier and note it in the record (the caller saves it)."""

@@ -130,8 +130,9 @@ class ConnectionGuard:
             return
         victim = next((c for c in self._idle_of_no_session() if c is not connection), None)
         if victim is not None:
-            count = len(self.open)
-            logger.debug("closing %s, waiting longest, to admit a new connection (%d open)", victim.peer, count)
+            logger.debug(
+                "closing %s, waiting longest, to admit a new connection (%d open)", victim.peer, len(self.open)
+            )
             self.close(victim)
         elif self._trim_timer is None:
             self._trim_since = connection.loop.time()
@@ -163,10 +164,9 @@ class ConnectionGuard:
 
     def _victims(self) -> Iterator[GuardedH11Protocol]:
         """The open connections in the order to close them: those of _idle_of_no_session, then the oldest
-        waiting, else the oldest request, of the session holding the most (requests of no session count as
-        one), so a client holding many loses
-        them before the agent loses any; those with unread bytes last. An idle keep-alive is not closed
-        first: its client may be sending its next request on it, which would be lost."""
+        waiting, else the oldest request, of the session holding the most (no session counts as one), so a
+        client holding many loses them before the agent loses any; those with unread bytes last. An idle
+        keep-alive is not closed first: its client may be sending its next request on it."""
         yield from self._idle_of_no_session()
         unread = {connection: None for connection in self.waiting if connection.has_unread_bytes()}
         between = [c for c in self.waiting if not c.silent and c not in unread]
