@@ -20,6 +20,7 @@ from hive_bash.client.replies import (
     call,
     task_exit_code,
 )
+from hive_bash.core import complete_prefix_length
 from hive_bash.mcp import limits
 from hive_bash.sdk.client import BashClient, ToolReply
 
@@ -232,7 +233,7 @@ def write_pieces(source: BinaryIO) -> Iterator[str]:
         block = carry + source.read(limits.WRITE_MAX_BYTES - len(carry))
         if not block:
             return
-        end = len(block) if len(block) < limits.WRITE_MAX_BYTES else _character_boundary(block)
+        end = len(block) if len(block) < limits.WRITE_MAX_BYTES else complete_prefix_length(block)
         carry = block[end:]
         try:
             text = block[:end].decode("utf-8")
@@ -241,16 +242,6 @@ def write_pieces(source: BinaryIO) -> Iterator[str]:
             raise NotText(f"input byte {where} ({block[exc.start]:#04x}) is not UTF-8: write sends text") from None
         offset += end
         yield from _within_json_budget(text)
-
-
-def _character_boundary(data: bytes) -> int:
-    """Where to cut `data` so no UTF-8 character is split: before a trailing partial one."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 != 0x80:  # not a continuation byte: the last character starts here
-            needed = 1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
-            return len(data) if needed <= back else len(data) - back
-    return len(data)  # not UTF-8 at all: any cut keeps the bytes
 
 
 def _within_json_budget(text: str) -> Iterator[str]:
