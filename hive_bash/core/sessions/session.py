@@ -147,10 +147,7 @@ def parse_capture(data: bytes) -> tuple[str, dict[str, str]] | None:
 
 def exec_env_budget() -> int:
     """Bytes of environment (strings, NULs and pointers) a task's exec can surely take."""
-    try:
-        arg_max = os.sysconf("SC_ARG_MAX")  # a quarter of the stack limit
-    except (ValueError, OSError):
-        arg_max = 2 * 1024 * 1024
+    arg_max = os.sysconf("SC_ARG_MAX")  # a quarter of the stack limit
     return max(min(arg_max, KERNEL_EXEC_CAP_BYTES) - EXEC_HEADROOM_BYTES, 0)
 
 
