@@ -87,19 +87,12 @@ def carried(name: str, hidden: frozenset[str]) -> bool:
 
 def _capture_code(state_path: Path) -> str:
     """The EXIT trap: final `pwd` and every exported scalar variable, NUL-separated, builtins only."""
-    # "${!a@}" lists the variables whose names start with `a` (compgen is missing from
-    # bash builds without readline); ${!1@a} are the attributes of the one named by $1:
-    # x = exported, a/A/n = arrays and namerefs, which the environment cannot hold anyway.
-    # The names are walked as positional parameters: a loop variable could have been made
-    # readonly by the command (the loop then lists nothing and the state would look empty).
+    # "${!a@}" lists the variables whose names start with `a` (compgen needs readline); ${!1@a} are
+    # the attributes of the one named by $1: x exported, a/A/n arrays and namerefs. The names are
+    # walked as positional parameters, never a variable the command could have made readonly. The
+    # first line turns off `set -v` and a DEBUG trap and keeps the command's $SHELLOPTS; -C creates
+    # the file exclusively (a name planted there is never written through). docs/tools.md says why.
     prefixes = " ".join(f'"${{!{letter}@}}"' for letter in string.ascii_letters + "_")
-    # Under `set -v` bash echoes each line of the trap as it reads it, and a DEBUG trap the
-    # command set would run before each of our commands: the first line turns both off with
-    # its output (xtrace, and the one DEBUG run before it) on /dev/null, so only that line
-    # is echoed. It first keeps $SHELLOPTS as the command left it in $1 (an exported
-    # SHELLOPTS carries options: ours are not the command's). noclobber (-C) makes `>`
-    # create the file exclusively (the daemon removed any old one), so a name planted
-    # there meanwhile is never written through; umask: 0600.
     return (
         '{ builtin trap - DEBUG; builtin set -- "$SHELLOPTS"; '
         "builtin set +vx -C; builtin umask 077; } >/dev/null 2>&1\n"
