@@ -93,8 +93,7 @@ class OutputUnreadable(HiveBashError):
 
 
 class ConfigError(ValueError):
-    """Bad configuration (a setting, the tasks dir, the token file, the servers file): the
-    program reports it as one line naming what is wrong and exits with status 2."""
+    """Bad configuration (a setting, the tasks dir, the token or servers file): one line, exit status 2."""
 
 
 class TokenError(ValueError):

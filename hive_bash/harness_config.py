@@ -76,8 +76,7 @@ class ServersFile:
 
 
 def _shown(text: str) -> str:
-    """A name or key as an error line shows it: as it is, or JSON-quoted when it holds a newline,
-    a control or another unprintable character (the message stays one line)."""
+    """A name or key as an error line shows it: JSON-quoted when not printable, so the message stays one line."""
     return text if text.isprintable() else json.dumps(text)
 
 

@@ -43,8 +43,7 @@ def is_connection_error(exc: BaseException) -> bool:
 
 
 async def execute(args: argparse.Namespace, connection: Connection, out: Output) -> int:
-    """Connect, run the chosen command, close the session. Errors before the session is up are
-    Unreachable; tool errors propagate as ToolFailed."""
+    """Connect and run the command: errors before the session is up are Unreachable, tool errors ToolFailed."""
     connected = False
     try:
         async with open_client(connection.url, connection.headers) as client:

@@ -30,8 +30,7 @@ logger = logging.getLogger(__name__)
 
 
 class AfterEachResponse:
-    """Calls `after` once each HTTP request is done, its response sent (or the request failed):
-    the task manager's `reply_sent`, which writes the records the reply reported."""
+    """Calls `after` (the manager's `reply_sent`: the records a reply reported) once each HTTP request is done."""
 
     def __init__(self, app: ASGIApp, after: Callable[[], None]) -> None:
         self.app = app

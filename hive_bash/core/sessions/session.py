@@ -182,8 +182,7 @@ def apply_env(base: Mapping[str, str], state: SessionState, hidden: frozenset[st
 
 
 def _read_own(path: Path, limit: int) -> bytes | None:
-    """A regular file of ours, never read through a symlink; None if it is not there; SessionFileError
-    when it is something else or larger than `limit`."""
+    """The file if ours and within `limit`, never read through a symlink; None if missing, else SessionFileError."""
     try:
         return read_own_file(path, limit)  # the size is checked before a byte is read
     except FileNotFoundError:
@@ -292,8 +291,7 @@ class SessionStore:
         return Start(env, dict(before.set) if before is not None else {})
 
     def collect(self, record: TaskRecord) -> None:
-        """A session's task ended: what its shell left becomes the session's state (the later
-        end wins); the record's note says why it did not."""
+        """A session's task ended: its shell's state becomes the session's (the later end wins) or a note why not."""
         if record.session is not None:
             note = self.take_state(record.session, task_id=record.id, ended_at=time.time(), signal=record.signal)
             record.session_note = "; ".join(filter(None, (record.session_note, note))) or None

@@ -23,8 +23,7 @@ class RecordSaver:
         self._after_reply: dict[str, TaskRecord] = {}
 
     def save_now(self, record: TaskRecord) -> None:
-        """Write it at once; a failure (disk full or gone) is logged: the record in memory stays
-        authoritative and is written at its next change."""
+        """Write it at once; a failure is logged: the record in memory stays authoritative till its next save."""
         try:
             self.save_or_raise(record)
         except OSError as exc:
