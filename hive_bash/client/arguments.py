@@ -81,7 +81,6 @@ def lone_port_options(argv: Sequence[str]) -> list[str]:
     return words
 
 
-# --wait-for-port's argparse settings, for run and status.
 PORT_WAIT_OPTION: dict[str, Any] = {
     "nargs": "?",
     "const": True,
