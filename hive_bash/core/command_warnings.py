@@ -96,8 +96,8 @@ def _strip_prefix(words: list[str]) -> list[str]:
     return words[index:]
 
 
-def _runs(words: list[str], rule: WarningRule) -> bool:
-    """Whether the simple command `words` runs the rule's program (by path, or a variant: mkfs.ext4) as it warns of."""
+def _warns(rule: WarningRule, words: list[str]) -> bool:
+    """Whether the simple command `words` is what `rule` warns of: its program (by path, or mkfs.ext4) and check."""
     name = words[0].rsplit("/", 1)[-1] if words else ""
     return (name == rule.program or name.startswith(f"{rule.program}.")) and rule.check(words)
 
@@ -108,6 +108,6 @@ def command_warning(cmd: str) -> str | None:
     # skip the tokenizer (the warning's main cost: docs/performance.md, "What moved and why").
     named = any(program in cmd for program in RULE_PROGRAMS)
     commands = [_strip_prefix(words) for words in simple_commands(cmd)] if named else []
-    found = [rule.message for rule in WARNING_RULES if any(_runs(words, rule) for words in commands)]
+    found = [rule.message for rule in WARNING_RULES if any(_warns(rule, words) for words in commands)]
     found += [message for pattern, message in TEXT_WARNINGS if pattern.search(cmd)]
     return "; ".join(found) or None
