@@ -161,18 +161,14 @@ async def logs_page(client: BashClient, args: argparse.Namespace, *, offset: int
     return await call(client, "logs", arguments)
 
 
-class NotText(Exception):
-    """Input for `write` that is not UTF-8: the tool takes text (JSON strings)."""
-
-
 async def cmd_write(client: BashClient, args: argparse.Namespace, out: Output) -> int:
     """Send DATA (or stdin with '-', as it is read) to the task's input, one result line a piece;
     --eof goes with the last. A refusal other than a full backlog stops there, saying how much was sent."""
     pieces = write_pieces(sys.stdin.buffer) if args.data == "-" else iter([args.data])
     sent = 0
-    piece: str | None = _next_piece(pieces, sent=sent, default="")
+    piece: str | None = next(pieces, "")
     while piece is not None:
-        following = _next_piece(pieces, sent=sent + len(piece.encode("utf-8", "surrogatepass")), default=None)
+        following = next(pieces, None)
         try:
             eof = True if args.eof and following is None else None
             reply = await write_piece(
@@ -215,18 +211,10 @@ async def write_piece(client: BashClient, arguments: Mapping[str, Any], *, idle_
             pause = min(2 * pause, WRITE_RETRY_LONGEST_SECS)
 
 
-def _next_piece(pieces: Iterator[str], *, sent: int, default: str | None) -> str | None:
-    """The next piece of input; input that is not text stops the command, saying what was sent."""
-    try:
-        return next(pieces, default)
-    except NotText as exc:
-        raise ToolFailed(f"{exc} (after {sent} of the input's bytes were sent; the rest was not)") from None
-
-
 def write_pieces(source: BinaryIO) -> Iterator[str]:
     """The input as pieces of at most limits.WRITE_MAX_BYTES, cut on character boundaries, each small
     enough for the body bound however JSON escapes it (a control character costs six characters).
-    NotText at the first byte that is not UTF-8 (its offset counted over the whole input)."""
+    Input that is not UTF-8 (the tool takes text) stops the command at its first such byte: ToolFailed."""
     carry = b""
     offset = 0
     while True:
@@ -238,8 +226,10 @@ def write_pieces(source: BinaryIO) -> Iterator[str]:
         try:
             text = block[:end].decode("utf-8")
         except UnicodeDecodeError as exc:
-            where = offset + exc.start
-            raise NotText(f"input byte {where} ({block[exc.start]:#04x}) is not UTF-8: write sends text") from None
+            raise ToolFailed(
+                f"input byte {offset + exc.start} ({block[exc.start]:#04x}) is not UTF-8: write sends text "
+                f"(after {offset} of the input's bytes were sent; the rest was not)"
+            ) from None
         offset += end
         yield from _within_json_budget(text)
 
