@@ -1,8 +1,5 @@
-"""Warnings a flood would repeat thousands of times a second, said once per burst instead.
-
-Shared by every layer (the connection guard's failed accepts, the cgroup tree's strays and
-intruders), so it sits in the base, below them all.
-"""
+"""Warnings a flood would repeat thousands of times a second, said once per burst instead; in the base,
+since every layer has such floods (the connection guard's failed accepts, the cgroup tree's strays)."""
 
 from __future__ import annotations
 

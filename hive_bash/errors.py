@@ -1,21 +1,12 @@
-"""Tiny exception classes: every one that leaves the module raising it lives here.
-
-Two kinds. `HiveBashError` and its subclasses carry a message written for the agent
-that made the call: the tool layer (hive_bash.mcp.tools) turns them into MCP tool
-errors, and the task manager catches one itself (SpawnFailed of a pending task ends
-that task `failed`). The others are the programs' own failures, caught and reported
-(a config error is one line and exit status 2) or handled where they are caught.
-An exception raised and caught inside one module stays beside its code.
-"""
+"""Tiny exception classes, every one that leaves its module. A `HiveBashError` carries a message written
+for the agent: the tool layer turns it into a tool error (and the lifecycle ends a pending task whose start
+raised SpawnFailed `failed`). The others are the programs' own failures (a config error: one line, exit 2)."""
 
 from __future__ import annotations
 
-# ---- what the agent reads: turned into tool errors -------------------------
-
 
 class HiveBashError(Exception):
-    """Base class: the message is written for the agent that made the call. `facts`, when set, are
-    the same refusal as keys, for programs (the CLI's `write` waits and retries on them)."""
+    """`facts`, when set, are the same refusal as keys, for programs (the CLI's `write` retries on them)."""
 
     facts: dict[str, object] | None = None
 
@@ -101,12 +92,8 @@ class OutputUnreadable(HiveBashError):
     """A task's output file cannot be read as one: not a regular file of ours (a FIFO, a link, a directory)."""
 
 
-# ---- the programs' own failures ---------------------------------------------
-
-
 class ConfigError(ValueError):
-    """Bad configuration (a setting, the tasks dir, the token file, the servers file): the
-    program reports it as one line naming what is wrong and exits with status 2."""
+    """Bad configuration (a setting, the tasks dir, the token or servers file): one line, exit status 2."""
 
 
 class TokenError(ValueError):

@@ -31,8 +31,7 @@ EXIT_INPUT_ERROR = 2
 MAX_SERVERS_FILE_BYTES = 1024 * 1024
 
 SERVER_TYPES = ("stdio", "http")
-# Claude Code names MCP tools mcp__<server>__<tool>; keep both parts to plain identifiers.
-# Checked with fullmatch: "$" would let a trailing newline through into the allowed-tools lines.
+# Claude Code names MCP tools mcp__<server>__<tool>: both parts plain identifiers (fullmatch, no newline).
 NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
 TOOL_RE = re.compile(r"[A-Za-z0-9_.-]+")
 # RFC 9110 field names; values without control characters (no header injection into Claude's requests).
@@ -77,8 +76,7 @@ class ServersFile:
 
 
 def _shown(text: str) -> str:
-    """A name or key as an error line shows it: as it is, or JSON-quoted when it holds a newline,
-    a control or another unprintable character (the message stays one line)."""
+    """A name or key as an error line shows it: JSON-quoted when not printable, so the message stays one line."""
     return text if text.isprintable() else json.dumps(text)
 
 
@@ -240,9 +238,8 @@ def resolve_tool_groups(
 def select_servers(
     servers: Mapping[str, ServerEntry], tool_groups: Iterable[str], *, subagent: bool = False
 ) -> dict[str, ServerEntry]:
-    """Entries the agent may see: permission held, and (for subagents) marked available. An entry whose
-    token file the daemon has not written yet (first boot, a crash-looping daemon) is left out with a
-    warning: failing the render would take every other server from the agent."""
+    """Entries the agent may see: permission held, and (for subagents) marked available. One whose token
+    file is not written yet is left out with a warning: failing would take every other server away."""
     held = frozenset(tool_groups)
     selected: dict[str, ServerEntry] = {}
     for name, server in sorted(servers.items()):

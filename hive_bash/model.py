@@ -1,8 +1,5 @@
 """The vocabulary every layer shares: a task's status and streams, what `run` asks for, the name rules.
-
-It imports nothing of hive_bash, so the task engine (``core``), the tool layer
-(``mcp``) and the client can all speak it without importing one another.
-"""
+It imports nothing of hive_bash, so core, mcp and the client speak it without importing one another."""
 
 from __future__ import annotations
 

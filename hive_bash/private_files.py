@@ -43,11 +43,8 @@ def _create(path: Path, mode: int) -> int:
 def write_atomically(
     path: Path, data: bytes, *, mode: int = FILE_MODE, durable: bool = False, unique_temp: bool = False
 ) -> None:
-    """Replace `path` with `data`: a reader, or a restart after SIGKILL, sees the old file or the new.
-
-    Through a fresh temp file beside it (`.<name>.tmp`; a random name with `unique_temp`, where
-    other writers may be at work), fsynced when `durable` (the file must survive a power loss),
-    unlinked on any failure, leaving `path` as it was."""
+    """Replace `path` with `data` through a temp file beside it (random with `unique_temp`, where others
+    may write), fsynced when `durable`: a reader, or a restart after SIGKILL, sees the old file or the new."""
     temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp" if unique_temp else f".{path.name}.tmp")
     # A unique name is O_EXCL: another writer's temp file is never touched.
     fd = _create(temp, mode) if unique_temp else create_private(temp, mode)

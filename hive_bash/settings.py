@@ -147,8 +147,7 @@ class Settings(BaseSettings):
     @field_validator("host")
     @classmethod
     def _an_address(cls, value: str) -> str:
-        """A name is refused: `localhost` can resolve to ::1 before 127.0.0.1, and a task can listen
-        on the daemon's port at the address the daemon did not bind, to be sent the clients' token."""
+        """A name is refused: it may resolve to an address a task listens on (tokens.check_destination)."""
         try:
             return str(ipaddress.ip_address(value.strip()))
         except ValueError:

@@ -81,7 +81,6 @@ def lone_port_options(argv: Sequence[str]) -> list[str]:
     return words
 
 
-# --wait-for-port's argparse settings, for run and status.
 PORT_WAIT_OPTION: dict[str, Any] = {
     "nargs": "?",
     "const": True,
@@ -174,8 +173,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 
 
 def connection_for(args: argparse.Namespace) -> Connection:
-    """URL and headers from the parsed options; a loopback name in the URL (tokens.check_destination)
-    or an unreadable token file is a usage error (ValueError)."""
+    """URL and headers from the parsed options; a loopback name in the URL or an unreadable token file: ValueError."""
     try:
         tokens.check_destination(args.url)
     except TokenError as exc:
@@ -192,8 +190,7 @@ def connection_for(args: argparse.Namespace) -> Connection:
 
 
 def module_token_file(*, servers_file: Path, url: str) -> Path | None:
-    """The `bearerTokenFile` of the NixOS module's server entry for `url`, so `hive-bash` needs no
-    flag on an agent machine; None when there is none."""
+    """The NixOS module's `bearerTokenFile` for `url`, so `hive-bash` needs no flag on an agent machine."""
     try:
         parsed = harness_config.load_servers_file(servers_file)
     except ConfigError:

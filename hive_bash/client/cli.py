@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import NoReturn, TextIO
+from typing import TextIO
 
 from hive_bash.client.commands import COMMANDS
 from hive_bash.client.arguments import PROG, Connection, build_parser, connection_for, lone_port_options
@@ -43,8 +43,7 @@ def is_connection_error(exc: BaseException) -> bool:
 
 
 async def execute(args: argparse.Namespace, connection: Connection, out: Output) -> int:
-    """Connect, run the chosen command, close the session. Errors before the session is up are
-    Unreachable; tool errors propagate as ToolFailed."""
+    """Connect and run the command: errors before the session is up are Unreachable, tool errors ToolFailed."""
     connected = False
     try:
         async with open_client(connection.url, connection.headers) as client:
@@ -53,19 +52,14 @@ async def execute(args: argparse.Namespace, connection: Connection, out: Output)
     except (ToolFailed, Unreachable):
         raise
     except Exception as exc:  # noqa: BLE001 - turned into one line and an exit status
-        raise_classified(exc, connected=connected, url=connection.url)
-
-
-def raise_classified(exc: Exception, *, connected: bool, url: str) -> NoReturn:
-    """Raise the error the caller reports for `exc` (SDK errors come wrapped in exception groups)."""
-    leaves = leaf_errors(exc)
-    for leaf in leaves:
-        if isinstance(leaf, (ToolFailed, Unreachable)):
-            raise leaf
-    reason = "; ".join(" ".join(str(leaf).split()) or type(leaf).__name__ for leaf in leaves)
-    if not connected or any(is_connection_error(leaf) for leaf in leaves):
-        raise Unreachable(f"cannot reach the hive-bash daemon at {url}: {reason}") from exc
-    raise ToolFailed(reason) from exc
+        leaves = leaf_errors(exc)  # the SDK's errors come wrapped in exception groups
+        for leaf in leaves:
+            if isinstance(leaf, (ToolFailed, Unreachable)):
+                raise leaf from exc
+        reason = "; ".join(" ".join(str(leaf).split()) or type(leaf).__name__ for leaf in leaves)
+        if not connected or any(is_connection_error(leaf) for leaf in leaves):
+            raise Unreachable(f"cannot reach the hive-bash daemon at {connection.url}: {reason}") from exc
+        raise ToolFailed(reason) from exc
 
 
 def _is_terminal(stream: TextIO) -> bool:

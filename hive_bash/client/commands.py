@@ -20,6 +20,7 @@ from hive_bash.client.replies import (
     call,
     task_exit_code,
 )
+from hive_bash.core import complete_prefix_length
 from hive_bash.mcp import limits
 from hive_bash.sdk.client import BashClient, ToolReply
 
@@ -52,33 +53,6 @@ def wait_deadline(args: argparse.Namespace) -> float | None:
     return None if wait is None else time.monotonic() + wait
 
 
-async def wait_for_end(
-    client: BashClient,
-    reply: ToolReply,
-    *,
-    deadline: float | None,
-    wait_for: str | None,
-    wait_for_port: bool | int | None,
-) -> ToolReply:
-    """Call status until the task ends, a line matches, it listens as asked, it waits for its input
-    (only a write moves it on), or the deadline passes. Read from the reply's keys (`matched_line`,
-    `matched_port`): an address in `listening` may be a unix path like `9:80`."""
-    while deadline is not None and reply.structured and time.monotonic() < deadline:
-        structured = reply.structured
-        if structured.get("status") not in ACTIVE_STATUSES:
-            break
-        if "matched_line" in structured or "matched_port" in structured or structured.get("waiting_for_input"):
-            break
-        arguments = {
-            "id": structured["id"],
-            "wait_seconds": server_wait(deadline),
-            "wait_for": wait_for,
-            "wait_for_port": wait_for_port,
-        }
-        reply = await call(client, "status", arguments)
-    return reply
-
-
 async def cmd_run(client: BashClient, args: argparse.Namespace, out: Output) -> int:
     """Start the task, wait as asked, print its status; exit with the task's exit status."""
     arguments = {
@@ -104,12 +78,19 @@ async def cmd_status(client: BashClient, args: argparse.Namespace, out: Output) 
 async def _call_and_wait(
     client: BashClient, args: argparse.Namespace, out: Output, *, tool: str, arguments: dict[str, Any]
 ) -> int:
+    """Call `tool`, then status until the task ends, a line matches, it listens as asked, it waits for
+    its input (only a write moves it on), or the deadline passes. Read from the reply's keys
+    (`matched_line`, `matched_port`): an address in `listening` may be a unix path like `9:80`."""
     deadline = wait_deadline(args)
-    waits = {"wait_seconds": server_wait(deadline), "wait_for": args.wait_for, "wait_for_port": args.wait_for_port}
-    reply = await call(client, tool, {**arguments, **waits})
-    reply = await wait_for_end(
-        client, reply, deadline=deadline, wait_for=args.wait_for, wait_for_port=args.wait_for_port
-    )
+    waits = {"wait_for": args.wait_for, "wait_for_port": args.wait_for_port}
+    reply = await call(client, tool, {**arguments, "wait_seconds": server_wait(deadline), **waits})
+    while deadline is not None and reply.structured and time.monotonic() < deadline:
+        structured = reply.structured
+        if structured.get("status") not in ACTIVE_STATUSES:
+            break
+        if "matched_line" in structured or "matched_port" in structured or structured.get("waiting_for_input"):
+            break
+        reply = await call(client, "status", {"id": structured["id"], "wait_seconds": server_wait(deadline), **waits})
     out.emit(reply)
     return task_exit_code(reply.structured or {})
 
@@ -180,18 +161,14 @@ async def logs_page(client: BashClient, args: argparse.Namespace, *, offset: int
     return await call(client, "logs", arguments)
 
 
-class NotText(Exception):
-    """Input for `write` that is not UTF-8: the tool takes text (JSON strings)."""
-
-
 async def cmd_write(client: BashClient, args: argparse.Namespace, out: Output) -> int:
     """Send DATA (or stdin with '-', as it is read) to the task's input, one result line a piece;
     --eof goes with the last. A refusal other than a full backlog stops there, saying how much was sent."""
     pieces = write_pieces(sys.stdin.buffer) if args.data == "-" else iter([args.data])
     sent = 0
-    piece: str | None = _next_piece(pieces, sent=sent, default="")
+    piece: str | None = next(pieces, "")
     while piece is not None:
-        following = _next_piece(pieces, sent=sent + len(piece.encode("utf-8", "surrogatepass")), default=None)
+        following = next(pieces, None)
         try:
             eof = True if args.eof and following is None else None
             reply = await write_piece(
@@ -234,43 +211,27 @@ async def write_piece(client: BashClient, arguments: Mapping[str, Any], *, idle_
             pause = min(2 * pause, WRITE_RETRY_LONGEST_SECS)
 
 
-def _next_piece(pieces: Iterator[str], *, sent: int, default: str | None) -> str | None:
-    """The next piece of input; input that is not text stops the command, saying what was sent."""
-    try:
-        return next(pieces, default)
-    except NotText as exc:
-        raise ToolFailed(f"{exc} (after {sent} of the input's bytes were sent; the rest was not)") from None
-
-
 def write_pieces(source: BinaryIO) -> Iterator[str]:
     """The input as pieces of at most limits.WRITE_MAX_BYTES, cut on character boundaries, each small
     enough for the body bound however JSON escapes it (a control character costs six characters).
-    NotText at the first byte that is not UTF-8 (its offset counted over the whole input)."""
+    Input that is not UTF-8 (the tool takes text) stops the command at its first such byte: ToolFailed."""
     carry = b""
     offset = 0
     while True:
         block = carry + source.read(limits.WRITE_MAX_BYTES - len(carry))
         if not block:
             return
-        end = len(block) if len(block) < limits.WRITE_MAX_BYTES else _character_boundary(block)
+        end = len(block) if len(block) < limits.WRITE_MAX_BYTES else complete_prefix_length(block)
         carry = block[end:]
         try:
             text = block[:end].decode("utf-8")
         except UnicodeDecodeError as exc:
-            where = offset + exc.start
-            raise NotText(f"input byte {where} ({block[exc.start]:#04x}) is not UTF-8: write sends text") from None
+            raise ToolFailed(
+                f"input byte {offset + exc.start} ({block[exc.start]:#04x}) is not UTF-8: write sends text "
+                f"(after {offset} of the input's bytes were sent; the rest was not)"
+            ) from None
         offset += end
         yield from _within_json_budget(text)
-
-
-def _character_boundary(data: bytes) -> int:
-    """Where to cut `data` so no UTF-8 character is split: before a trailing partial one."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 != 0x80:  # not a continuation byte: the last character starts here
-            needed = 1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
-            return len(data) if needed <= back else len(data) - back
-    return len(data)  # not UTF-8 at all: any cut keeps the bytes
 
 
 def _within_json_budget(text: str) -> Iterator[str]:

@@ -15,10 +15,9 @@ SimpleCheck = Callable[[list[str]], bool]
 
 @dataclass(frozen=True)
 class WarningRule:
-    program: str | None  # checked against each simple command's program; None: regex over the raw text
+    program: str  # checked against each simple command's program
     message: str
-    check: SimpleCheck | None = None
-    pattern: re.Pattern[str] | None = None
+    check: SimpleCheck
 
 
 def _flags(words: list[str]) -> set[str]:
@@ -75,16 +74,16 @@ WARNING_RULES: tuple[WarningRule, ...] = (
     WarningRule("chown", "changes owners recursively from / (chown -R)", _chmod_recursive_root),
     WarningRule("kubectl", "deletes cluster resources (kubectl delete)", lambda words: "delete" in words[1:3]),
     WarningRule("terraform", "destroys infrastructure (terraform destroy)", lambda words: "destroy" in words[1:3]),
-    WarningRule(
-        None,
-        "drops or empties a database table (DROP/TRUNCATE)",
-        pattern=re.compile(r"\b(DROP\s+(TABLE|DATABASE|SCHEMA)|TRUNCATE\s+TABLE)\b", re.I),
-    ),
-    WarningRule(None, "overwrites a disk device (> /dev/sd*)", pattern=re.compile(r">\s*/dev/(sd|nvme|vd|hd|mmcblk)")),
 )
-
-
-RULE_PROGRAMS = frozenset(rule.program for rule in WARNING_RULES if rule.program is not None)
+RULE_PROGRAMS = frozenset(rule.program for rule in WARNING_RULES)
+# Dangers seen in the raw text, whatever program reads it.
+TEXT_WARNINGS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"\b(DROP\s+(TABLE|DATABASE|SCHEMA)|TRUNCATE\s+TABLE)\b", re.I),
+        "drops or empties a database table (DROP/TRUNCATE)",
+    ),
+    (re.compile(r">\s*/dev/(sd|nvme|vd|hd|mmcblk)"), "overwrites a disk device (> /dev/sd*)"),
+)
 
 
 def _strip_prefix(words: list[str]) -> list[str]:
@@ -97,27 +96,18 @@ def _strip_prefix(words: list[str]) -> list[str]:
     return words[index:]
 
 
-def _runs(word: str, program: str | None) -> bool:
-    """Whether `word` invokes `program`, by path or by variant name (mkfs -> mkfs.ext4)."""
-    name = word.rsplit("/", 1)[-1]
-    return program is not None and (name == program or name.startswith(f"{program}."))
+def _warns(rule: WarningRule, words: list[str]) -> bool:
+    """Whether the simple command `words` is what `rule` warns of: its program (by path, or mkfs.ext4) and check."""
+    name = words[0].rsplit("/", 1)[-1] if words else ""
+    return (name == rule.program or name.startswith(f"{rule.program}.")) and rule.check(words)
 
 
 def command_warning(cmd: str) -> str | None:
-    """The first matching rule's message, joined with any others; None for a command we see no danger in."""
-    found: list[str] = []
+    """Every matching rule's message, joined; None for a command we see no danger in."""
     # A rule's program can only run if its name is in the text: most commands name none, and
     # skip the tokenizer (the warning's main cost: docs/performance.md, "What moved and why").
     named = any(program in cmd for program in RULE_PROGRAMS)
     commands = [_strip_prefix(words) for words in simple_commands(cmd)] if named else []
-    for rule in WARNING_RULES:
-        if rule.pattern is not None:
-            hit = bool(rule.pattern.search(cmd))
-        else:
-            hit = any(
-                words and _runs(words[0], rule.program) and rule.check is not None and rule.check(words)
-                for words in commands
-            )
-        if hit and rule.message not in found:
-            found.append(rule.message)
-    return "; ".join(found) if found else None
+    found = [rule.message for rule in WARNING_RULES if any(_warns(rule, words) for words in commands)]
+    found += [message for pattern, message in TEXT_WARNINGS if pattern.search(cmd)]
+    return "; ".join(found) or None

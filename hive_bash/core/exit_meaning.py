@@ -31,16 +31,9 @@ class EndFacts(Protocol):
 
 # Commands whose exit status 1 is an answer, not a failure.
 EXIT_ONE_MEANS = {
-    "grep": "no match",
-    "egrep": "no match",
-    "fgrep": "no match",
-    "zgrep": "no match",
-    "rg": "no match",
-    "diff": "differs",
-    "cmp": "differs",
-    "test": "false",
-    "[": "false",
-    "[[": "false",
+    **dict.fromkeys(("grep", "egrep", "fgrep", "zgrep", "rg"), "no match"),
+    **dict.fromkeys(("diff", "cmp"), "differs"),
+    **dict.fromkeys(("test", "[", "[["), "false"),
 }
 
 
@@ -49,13 +42,8 @@ def status_command(cmd: str) -> str | None:
     words = tokens(cmd)
     if not words or any(word in CONTROL_OPERATORS or word in COMPOUND_WORDS for word in words):
         return None
-    segments: list[list[str]] = [[]]
-    for word in words:
-        if word == "|":
-            segments.append([])
-        else:
-            segments[-1].append(word)
-    return program(segments[-1])
+    pipes = [index for index, word in enumerate(words) if word == "|"]
+    return program(words[pipes[-1] + 1 :] if pipes else words)
 
 
 def exit_meaning(end: EndFacts) -> tuple[SemanticStatus | None, str | None]:

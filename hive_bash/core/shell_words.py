@@ -33,8 +33,7 @@ def program(words: list[str]) -> str | None:
 
 
 def simple_commands(cmd: str) -> list[list[str]]:
-    """The words of each simple command, split at operators and pipes; a line that cannot be split
-    is split on whitespace."""
+    """The words of each simple command, split at operators and pipes (on whitespace if bash could not split it)."""
     commands: list[list[str]] = [[]]
     for word in tokens(cmd) or cmd.split():
         if word in CONTROL_OPERATORS or word == "|":

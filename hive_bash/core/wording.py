@@ -1,8 +1,5 @@
-"""Words for people and models: durations, sizes, a command shortened, how a task ended.
-
-The replies (hive_bash.mcp.replies), the todo texts (hive_bash.core.todos.texts), and the task
-engine's end reasons and log lines say these things the same way.
-"""
+"""Words for people and models: durations, sizes, a command shortened, how a task ended; the replies, the
+todo texts and the engine's end reasons and log lines say these things the same way."""
 
 from __future__ import annotations
 

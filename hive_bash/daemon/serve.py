@@ -66,8 +66,7 @@ def _stopped_cleanly(signum: int, frame: object) -> None:
 
 
 def connection_guard(settings: Settings, *, sessions: Container[str]) -> tuple[ConnectionGuard, int]:
-    """The guard for HTTP connections, and the accept backlog, sized to the open files limit;
-    `sessions`: the MCP sessions the daemon holds (their ids)."""
+    """The guard for HTTP connections and the accept backlog, sized to the open files limit."""
     open_files = raise_open_files_limit()
     allowed, backlog = connection_budget(max_connections=settings.max_connections, open_files=open_files)
     if allowed < settings.max_connections:

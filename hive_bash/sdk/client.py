@@ -43,9 +43,7 @@ class BashClient:
             tool, dict(arguments or {}), read_timeout_seconds=read_timeout, progress_callback=progress
         )
         text = "\n".join(block.text for block in result.content if getattr(block, "type", None) == "text")
-        structured = getattr(result, "structured_content", None)
-        if structured is None:
-            structured = getattr(result, "structuredContent", None)
+        structured = getattr(result, "structured_content", getattr(result, "structuredContent", None))
         is_error = bool(getattr(result, "is_error", getattr(result, "isError", False)))
         return ToolReply(text=text, structured=structured, is_error=is_error)
 

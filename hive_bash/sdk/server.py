@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import mcp.types as mcp_types
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import BaseModel
 from starlette.applications import Starlette
 
 # Which line is installed; scripts/check runs mypy with --always-true/false SDK_2, so each line's run
@@ -132,15 +133,10 @@ def _serve_tools_only(server: McpServer) -> None:
         for method in _UNUSED_METHODS:
             handlers.pop(method, None)
         return
-    unused = {
-        mcp_types.ListPromptsRequest,
-        mcp_types.GetPromptRequest,
-        mcp_types.ListResourcesRequest,
-        mcp_types.ListResourceTemplatesRequest,
-        mcp_types.ReadResourceRequest,
-    }
-    for request in unused:
-        server._mcp_server.request_handlers.pop(request, None)
+    by_class = server._mcp_server.request_handlers  # 1.x: keyed by request class, a model naming its method
+    for request in [request for request in by_class if issubclass(request, BaseModel)]:
+        if request.model_fields["method"].default in _UNUSED_METHODS:
+            del by_class[request]
 
 
 def add_tool(server: McpServer, fn: Callable[..., Any], name: str, description: str) -> None:

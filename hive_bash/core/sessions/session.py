@@ -1,11 +1,7 @@
-"""Shell sessions: a working directory and exported variables carried from one `run` to the next.
-
-A session task's bash reads ``<id>.rc`` first (``BASH_ENV``); it sets an EXIT trap that writes
-`pwd` and the exported variables, builtins only, to ``<id>.state``; once the task ended that
-becomes the session's state, ``<name>.session``, relative to the daemon's environment. The
-command sees argv, ``$0``, ``$?``, ``$_`` and its parse unchanged (how, and what it can still
-notice: docs/tools.md, "Shell sessions"). Of two tasks running at once the later end wins.
-"""
+"""Shell sessions: a working directory and exported variables carried from one `run` to the next. A
+session task's bash reads ``<id>.rc`` first (``BASH_ENV``), whose EXIT trap writes `pwd` and the exported
+variables to ``<id>.state``; once the task ended that becomes ``<name>.session``, relative to the daemon's
+environment (docs/tools.md, "Shell sessions"). Of two tasks running at once the later end wins."""
 
 from __future__ import annotations
 
@@ -89,24 +85,14 @@ def carried(name: str, hidden: frozenset[str]) -> bool:
     )
 
 
-# ---- the wrapper bash reads first, and what its trap writes ----------------
-
-
 def _capture_code(state_path: Path) -> str:
     """The EXIT trap: final `pwd` and every exported scalar variable, NUL-separated, builtins only."""
-    # "${!a@}" lists the variables whose names start with `a` (compgen is missing from
-    # bash builds without readline); ${!1@a} are the attributes of the one named by $1:
-    # x = exported, a/A/n = arrays and namerefs, which the environment cannot hold anyway.
-    # The names are walked as positional parameters: a loop variable could have been made
-    # readonly by the command (the loop then lists nothing and the state would look empty).
+    # "${!a@}" lists the variables whose names start with `a` (compgen needs readline); ${!1@a} are
+    # the attributes of the one named by $1: x exported, a/A/n arrays and namerefs. The names are
+    # walked as positional parameters, never a variable the command could have made readonly. The
+    # first line turns off `set -v` and a DEBUG trap and keeps the command's $SHELLOPTS; -C creates
+    # the file exclusively (a name planted there is never written through). docs/tools.md says why.
     prefixes = " ".join(f'"${{!{letter}@}}"' for letter in string.ascii_letters + "_")
-    # Under `set -v` bash echoes each line of the trap as it reads it, and a DEBUG trap the
-    # command set would run before each of our commands: the first line turns both off with
-    # its output (xtrace, and the one DEBUG run before it) on /dev/null, so only that line
-    # is echoed. It first keeps $SHELLOPTS as the command left it in $1 (an exported
-    # SHELLOPTS carries options: ours are not the command's). noclobber (-C) makes `>`
-    # create the file exclusively (the daemon removed any old one), so a name planted
-    # there meanwhile is never written through; umask: 0600.
     return (
         '{ builtin trap - DEBUG; builtin set -- "$SHELLOPTS"; '
         "builtin set +vx -C; builtin umask 077; } >/dev/null 2>&1\n"
@@ -154,10 +140,7 @@ def parse_capture(data: bytes) -> tuple[str, dict[str, str]] | None:
 
 def exec_env_budget() -> int:
     """Bytes of environment (strings, NULs and pointers) a task's exec can surely take."""
-    try:
-        arg_max = os.sysconf("SC_ARG_MAX")  # a quarter of the stack limit
-    except (ValueError, OSError):
-        arg_max = 2 * 1024 * 1024
+    arg_max = os.sysconf("SC_ARG_MAX")  # a quarter of the stack limit
     return max(min(arg_max, KERNEL_EXEC_CAP_BYTES) - EXEC_HEADROOM_BYTES, 0)
 
 
@@ -180,21 +163,6 @@ def unfit(env: Mapping[str, str], candidates: Iterable[str], budget: int) -> tup
     return too_long, sorted(too_many)
 
 
-def unfit_note(
-    name: str, env: Mapping[str, str], *, too_long: list[str], too_many: list[str], budget: int
-) -> str | None:
-    """One line naming the variables a session does not carry, and why; None if there are none."""
-    parts = []
-    if too_long:
-        sizes = ", ".join(f"{item} ({_entry_bytes(item, env[item]) - 1} bytes)" for item in too_long)
-        parts.append(f"{sizes} over the kernel's limit of {MAX_ARG_STRLEN} bytes for one NAME=VALUE")
-    if too_many:
-        parts.append(f"{', '.join(too_many)}: the environment would pass the {budget} bytes a new process is given")
-    if not parts:
-        return None
-    return f"session {name}: not carried, no program could start with them: " + "; ".join(parts)
-
-
 def diff_env(
     base: Mapping[str, str], final: Mapping[str, str], hidden: frozenset[str]
 ) -> tuple[dict[str, str], list[str]]:
@@ -213,12 +181,8 @@ def apply_env(base: Mapping[str, str], state: SessionState, hidden: frozenset[st
     return env
 
 
-# ---- files -----------------------------------------------------------------
-
-
 def _read_own(path: Path, limit: int) -> bytes | None:
-    """A regular file of ours, never read through a symlink; None if it is not there; SessionFileError
-    when it is something else or larger than `limit`."""
+    """The file if ours and within `limit`, never read through a symlink; None if missing, else SessionFileError."""
     try:
         return read_own_file(path, limit)  # the size is checked before a byte is read
     except FileNotFoundError:
@@ -240,11 +204,6 @@ def _state_from_json(name: str, data: bytes) -> SessionState:
     return state
 
 
-def _state_to_json(state: SessionState) -> bytes:
-    # ensure_ascii: bytes that are not UTF-8 (kept as surrogates) survive the round trip.
-    return json.dumps(dataclasses.asdict(state)).encode()
-
-
 class SessionStore:
     """The sessions in a tasks dir: start a task in one, take its state back when it ends. Names
     follow the task-name rule (checked by the caller), so every path stays inside the tasks dir."""
@@ -255,8 +214,6 @@ class SessionStore:
         self.hidden = hidden
         self._states: dict[str, SessionState] = {}
 
-    # ---- queries ------------------------------------------------------------
-
     def get(self, name: str) -> SessionState | None:
         return self._states.get(name)
 
@@ -266,8 +223,6 @@ class SessionStore:
         counts = collections.Counter(item for item in task_sessions if item is not None)
         names = sorted({*counts, *self._states})
         return [(self._states.get(item) or SessionState(item), counts[item]) for item in names if name in (None, item)]
-
-    # ---- loading and pruning ------------------------------------------------
 
     def load(self) -> None:
         """Read every ``*.session`` file; an unreadable one is logged and skipped."""
@@ -290,8 +245,6 @@ class SessionStore:
             self.files.session(name).unlink(missing_ok=True)
         return gone
 
-    # ---- a task's start and end ----------------------------------------------
-
     def launch(self, name: str, *, cwd: str | None, default_cwd: str) -> Launch:
         """The directory and environment a task of session `name` starts with: an explicit `cwd`
         wins; a session directory that was removed falls back to `default_cwd`, and the note says so."""
@@ -308,18 +261,21 @@ class SessionStore:
         return Launch(cwd=start, env=env, note="; ".join(filter(None, notes)) or None)
 
     def _fit_exec(self, name: str, env: dict[str, str], changed: Iterable[str]) -> str | None:
-        """Take out of `env` the session's variables (`changed`) an exec could not take; the note names them."""
+        """Take out of `env` the session's variables (`changed`) an exec could not take; one line names them."""
         budget = exec_env_budget()
         too_long, too_many = unfit(env, changed, budget)
-        note = unfit_note(name, env, too_long=too_long, too_many=too_many, budget=budget)
+        parts = []
+        if too_long:
+            sizes = ", ".join(f"{item} ({_entry_bytes(item, env[item]) - 1} bytes)" for item in too_long)
+            parts.append(f"{sizes} over the kernel's limit of {MAX_ARG_STRLEN} bytes for one NAME=VALUE")
+        if too_many:
+            parts.append(f"{', '.join(too_many)}: the environment would pass the {budget} bytes a new process is given")
         for item in (*too_long, *too_many):
             if item in self.base_env:
                 env[item] = self.base_env[item]  # the daemon's own value: that one starts
             else:
                 del env[item]
-        return note
-
-    # ---- what the task manager calls: before a task starts, after it ended ----
+        return f"session {name}: not carried, no program could start with them: {'; '.join(parts)}" if parts else None
 
     def prepare(self, record: TaskRecord, cwd: str | None, extra_env: Mapping[str, str]) -> Start:
         """The environment a task starts with (the daemon's, its `env` over it, its id). A session's
@@ -335,8 +291,7 @@ class SessionStore:
         return Start(env, dict(before.set) if before is not None else {})
 
     def collect(self, record: TaskRecord) -> None:
-        """A session's task ended: what its shell left becomes the session's state (the later
-        end wins); the record's note says why it did not."""
+        """A session's task ended: its shell's state becomes the session's (the later end wins) or a note why not."""
         if record.session is not None:
             note = self.take_state(record.session, task_id=record.id, ended_at=time.time(), signal=record.signal)
             record.session_note = "; ".join(filter(None, (record.session_note, note))) or None
@@ -381,8 +336,8 @@ class SessionStore:
         to_set = {item: value for item, value in to_set.items() if env.get(item) == value}
         state = SessionState(name, cwd or None, to_set, to_unset, ended_at, task_id)
         self._states[name] = state
-        try:
-            write_atomically(self.files.session(name), _state_to_json(state))
+        try:  # ensure_ascii: bytes that are not UTF-8 (kept as surrogates) survive the round trip
+            write_atomically(self.files.session(name), json.dumps(dataclasses.asdict(state)).encode())
         except OSError as exc:
             # Disk full or gone: the state holds in memory and is written at the next end.
             logger.error("could not save session %s: %s", name, exc)

@@ -1,11 +1,7 @@
-"""When a record reaches the disk: each caller says `save_now` or `save_after_reply`.
-
-After the reply: a change a reply reports (a task's end seen by an inline wait, the todo
-that wait settles) is written once the response has gone out (`reply_sent`, which the
-app calls), within AFTER_REPLY_SAVE_SECS in any case: the reply does not wait for the
-write, and the changes ride on one write. A SIGKILL in between leaves the task `running`
-on disk; the restart reports it interrupted, its output kept (docs/records-and-guarantees.md).
-"""
+"""When a record reaches the disk: each caller says `save_now` or `save_after_reply`. After the reply: a
+change a reply reports is written once the response has gone out (`reply_sent`, called by the app), within
+AFTER_REPLY_SAVE_SECS in any case, so the reply never waits for the write; a SIGKILL in between leaves the
+task `running` on disk, reported interrupted at restart (docs/records-and-guarantees.md)."""
 
 from __future__ import annotations
 
@@ -27,8 +23,7 @@ class RecordSaver:
         self._after_reply: dict[str, TaskRecord] = {}
 
     def save_now(self, record: TaskRecord) -> None:
-        """Write it at once; a failure (disk full or gone) is logged: the record in memory stays
-        authoritative and is written at its next change."""
+        """Write it at once; a failure is logged: the record in memory stays authoritative till its next save."""
         try:
             self.save_or_raise(record)
         except OSError as exc:

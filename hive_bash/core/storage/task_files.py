@@ -60,15 +60,8 @@ class TaskFiles:
 
     def of_task(self, task_id: str) -> list[Path]:
         """Every file task `task_id` may have: what goes when its record goes."""
-        return [
-            self.record(task_id),
-            self.out(task_id),
-            self.err(task_id),
-            self.script(task_id),
-            self.reserve(task_id),
-            self.rc(task_id),
-            self.capture(task_id),
-        ]
+        named = (self.record, self.out, self.err, self.script, self.reserve, self.rc, self.capture)
+        return [path(task_id) for path in named]
 
     def session(self, name: str) -> Path:
         return self.dir / f"{name}{SESSION_SUFFIX}"

@@ -39,8 +39,7 @@ class Task:
         self.notify_on = notify_on  # a regex: a matching output line updates its todo while it runs
         self.ended = asyncio.Event()
         self.process: TaskProcess | None = None
-        # Input for `write`: only for tasks started with pty or stdin='pipe'.
-        self.input: InputChannel | None = None
+        self.input: InputChannel | None = None  # what `write` feeds
         if record.pty or record.stdin == "pipe":
             self.input = InputChannel(record.id, record.pty, budget=input_budget)
         self.cause: Cause | None = None  # set when the daemon or `kill` decided how it ends

@@ -51,8 +51,7 @@ class TaskView:
 
 
 def task_view(task: Task, listening: Listening | None = None) -> TaskView:
-    """The task as it is now: the one place a reply's facts are read from a live task;
-    `listening`: what TaskManager.listening read for it (off the loop), when the reply shows it."""
+    """The task now, the one place a reply's facts are read from a live task (`listening`: read off the loop)."""
     record = task.record
     return TaskView(
         id=record.id,

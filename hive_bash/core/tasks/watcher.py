@@ -1,10 +1,7 @@
-"""The limits that end a running task without anyone asking: its deadline (a timer on the loop),
-its idle deadline and the output cap (checked on a tick twice a second: the idle ones every
-tick, the caps CAP_CHECKS_PER_TICK tasks at a time, so hundreds of tasks never mean hundreds of
-stat calls in one burst). The watcher decides that a task must end and why; the terminations
-end it. The cap also holds after the end: an ended task stays in the cap's rotation until it is
-forgotten, since a child that left its session (`setsid`) may keep writing its output.
-"""
+"""The limits that end a running task without anyone asking: its deadline (a timer), its idle deadline and
+the output cap (a tick twice a second, the caps CAP_CHECKS_PER_TICK tasks a tick: never hundreds of stat
+calls at once). The cap holds after the end too, until the task is forgotten: a child that left its session
+(`setsid`) may keep writing. The watcher says why a task must end; the terminations end it."""
 
 from __future__ import annotations
 

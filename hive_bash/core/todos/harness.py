@@ -54,21 +54,16 @@ async def send_to_harness(socket_path: Path, message: TodoMessage, timeout: floa
         try:
             writer.write(message.wire())
             await writer.drain()
-            line = await _read_reply_line(reader)
+            line = await reader.readuntil(b"\n")
+        except asyncio.LimitOverrunError:
+            raise HarnessError(f"reply longer than {MAX_REPLY_BYTES} bytes", "too long") from None
+        except asyncio.IncompleteReadError as exc:  # closed without a newline: judge what came
+            line = exc.partial
         finally:
             writer.close()
     reply = _parse_reply(line)
     if reply.get("ok") is not True:
         raise HarnessError(f"harness refused: {reply!r}"[:300], "refused")
-
-
-async def _read_reply_line(reader: asyncio.StreamReader) -> bytes:
-    try:
-        return await reader.readuntil(b"\n")
-    except asyncio.LimitOverrunError:
-        raise HarnessError(f"reply longer than {MAX_REPLY_BYTES} bytes", "too long") from None
-    except asyncio.IncompleteReadError as exc:  # closed without a newline: judge what came
-        return exc.partial
 
 
 def _parse_reply(line: bytes) -> dict[str, object]:

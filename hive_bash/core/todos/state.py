@@ -1,13 +1,7 @@
-"""Each task's completion todo, as one state machine: what is wanted of the harness ("running",
-"final", "clear"), whether the harness holds a todo, whether the agent has seen the result.
-
-A task that ends during an inline wait holds its final todo back: the waiter settles it as
-seen (never sent) or owed (sent then). What must survive a restart is the record's
-`TodoProgress`. A `notify_on` task's line matches are upserted at most once per
-NOTICE_EVERY_SECS and cleared once a reply showed the task. Methods that change a record
-return True, and the caller saves it; changes made in the background (a delivery, a notice)
-are saved through `save_now`.
-"""
+"""Each task's completion todo, one state machine: what is wanted of the harness ("running", "final",
+"clear"), whether the harness holds one, whether the agent has seen the result. A task ending during
+an inline wait holds its final todo back for the waiter to settle. Methods that change a record return
+True and the caller saves it; background changes (a delivery, a notice) go through `save_now`."""
 
 from __future__ import annotations
 
@@ -81,8 +75,6 @@ class TodoStateMachine:
         await self.flush(flush_secs)
         await self._notifier.stop()
 
-    # ---- what the task manager tells it (True: the record changed, the caller saves it) ----
-
     def track(self, record: TaskRecord) -> bool:
         """A new task, or one read back from its record at start (whose todo may still be owed)."""
         todo = self._todos[record.id] = _TaskTodo(record)
@@ -154,8 +146,6 @@ class TodoStateMachine:
         self._want(todo, "clear")
         return True
 
-    # ---- notify_on ------------------------------------------------------
-
     def line_matched(self, record: TaskRecord, pattern: str, match: Match | None, gave_up: str | None) -> None:
         """A notify_on match (or why matching stopped): a notice now, or coalesced into the next one."""
         todo = self._todo(record)
@@ -201,8 +191,6 @@ class TodoStateMachine:
     def _todo(self, record: TaskRecord) -> _TaskTodo | None:
         todo = self._todos.get(record.id)
         return todo if todo is not None and todo.record is record else None
-
-    # ---- the transitions ------------------------------------------------
 
     def _want(self, todo: _TaskTodo, state: TodoState) -> None:
         """Hand the wanted state to the notifier and note it in the record (the caller saves it)."""

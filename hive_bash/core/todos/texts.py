@@ -42,12 +42,8 @@ def final_todo(record: TaskRecord, out_path: Path, err_path: Path) -> str:
     lines = [f"bash task {record.id} {ending_words(record.status, record.exit_code, record.signal)}"]
     if record.duration_secs is not None:
         lines[0] += f" after {seconds(record.duration_secs)}"
-    if record.end_reason:
-        lines.append(record.end_reason)
-    if record.diagnosis:
-        lines.append(record.diagnosis)
-    lines.append(f"cmd: {shorten(record.cmd)}")
-    lines.append(f"Read({out_path})")
+    lines.extend(filter(None, (record.end_reason, record.diagnosis)))
+    lines += [f"cmd: {shorten(record.cmd)}", f"Read({out_path})"]
     stderr_written = file_size(err_path) > 0  # lstat: a symlink a task planted counts nothing
     if stderr_written:
         lines.append(f"Read({err_path})")

@@ -66,9 +66,7 @@ def listening_socket(host: str, port: int, *, request_timeout_secs: float) -> so
     except OSError as exc:
         sock.close()
         raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    option = getattr(socket, "TCP_DEFER_ACCEPT", None)
-    if option is not None:  # Linux; elsewhere the request timeout and the bound still apply
-        sock.setsockopt(socket.IPPROTO_TCP, option, max(1, math.ceil(request_timeout_secs)))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, max(1, math.ceil(request_timeout_secs)))
     return sock
 
 
@@ -130,17 +128,17 @@ class ConnectionGuard:
             return
         victim = next((c for c in self._idle_of_no_session() if c is not connection), None)
         if victim is not None:
-            count = len(self.open)
-            logger.debug("closing %s, waiting longest, to admit a new connection (%d open)", victim.peer, count)
+            logger.debug(
+                "closing %s, waiting longest, to admit a new connection (%d open)", victim.peer, len(self.open)
+            )
             self.close(victim)
         elif self._trim_timer is None:
             self._trim_since = connection.loop.time()
             self._trim_timer = connection.loop.call_later(TRIM_DELAY_SECS, self._trim, connection.loop)
 
     def _idle_of_no_session(self) -> Iterator[GuardedH11Protocol]:
-        """Waiting connections of no session, to close first: the silent (a flood's), longest first, then
-        those answered longest ago (refused, /healthz, a made-up session). One whose bytes wait in the
-        kernel is spared: its request is about to be read (under a flood the event loop lags behind)."""
+        """Waiting connections of no session, to close first: the silent (a flood's), then those answered
+        (refused, /healthz, a made-up session), oldest first; spared when its request waits in the kernel."""
         silent = [c for c in self.waiting if c.silent]
         answered = [c for c in self.waiting if c.request_state is RequestState.ANSWERED and c.session is None]
         yield from (connection for connection in [*silent, *answered] if not connection.has_unread_bytes())
@@ -162,11 +160,9 @@ class ConnectionGuard:
                 self.close(victim)
 
     def _victims(self) -> Iterator[GuardedH11Protocol]:
-        """The open connections in the order to close them: those of _idle_of_no_session, then the oldest
-        waiting, else the oldest request, of the session holding the most (requests of no session count as
-        one), so a client holding many loses
-        them before the agent loses any; those with unread bytes last. An idle keep-alive is not closed
-        first: its client may be sending its next request on it, which would be lost."""
+        """The open connections in the order to close them (docs/records-and-guarantees.md): those of
+        _idle_of_no_session, then the oldest waiting, else the oldest request, of the session holding the
+        most, so a client holding many loses them before the agent loses any; those with unread bytes last."""
         yield from self._idle_of_no_session()
         unread = {connection: None for connection in self.waiting if connection.has_unread_bytes()}
         between = [c for c in self.waiting if not c.silent and c not in unread]

@@ -87,12 +87,9 @@ class SessionLimit:
         while True:
             await asyncio.sleep(interval)
             deadline = time.monotonic() - self.idle_secs
-            idle = [
-                key for key, session in self.sessions.items() if not session.in_flight and session.last_used < deadline
-            ]
-            for key in idle:
+            for key in [key for key, session in self.sessions.items() if session.last_used < deadline]:
                 session = self.sessions.get(key)
-                if session is None or session.in_flight:  # ended or used while an earlier one was ended
+                if session is None or session.in_flight:  # in use, or ended or used while another was ended
                     continue
                 del self.sessions[key]
                 logger.debug("ending session %s: idle for %gs", key, self.idle_secs)
