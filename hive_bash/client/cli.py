@@ -13,16 +13,9 @@ from typing import TextIO
 
 from hive_bash.client.commands import COMMANDS
 from hive_bash.client.arguments import PROG, Connection, build_parser, connection_for, lone_port_options
-from hive_bash.client.replies import (
-    EXIT_BROKEN_PIPE,
-    EXIT_INTERRUPTED,
-    EXIT_TOOL_ERROR,
-    EXIT_UNREACHABLE,
-    Output,
-    ToolFailed,
-    Unreachable,
-)
+from hive_bash.client.replies import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_TOOL_ERROR, EXIT_UNREACHABLE, Output
 from hive_bash.core import escape_controls
+from hive_bash.errors import ToolFailed, Unreachable
 from hive_bash.sdk.client import open_client
 
 

@@ -11,16 +11,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, BinaryIO
 
-from hive_bash.client.replies import (
-    ACTIVE_STATUSES,
-    EXIT_NO_MATCH,
-    EXIT_OK,
-    Output,
-    ToolFailed,
-    call,
-    task_exit_code,
-)
+from hive_bash.client.replies import ACTIVE_STATUSES, EXIT_NO_MATCH, EXIT_OK, Output, call, task_exit_code
 from hive_bash.core import complete_prefix_length
+from hive_bash.errors import ToolFailed
 from hive_bash.mcp import limits
 from hive_bash.sdk.client import BashClient, ToolReply
 

@@ -53,13 +53,15 @@ def check_arguments(tool: str, schema: dict[str, Any], given: dict[str, Any]) ->
 
 def build_server(manager: TaskManager, settings: Settings) -> McpServer:
     todos = settings.agent_socket is not None
-    server = create_server("bash", descriptions.instructions(todos), __version__, check_arguments)
+    server = create_server(
+        name="bash", instructions=descriptions.instructions(todos), version=__version__, check_arguments=check_arguments
+    )
     tools = BashTools(manager, settings)
     texts = descriptions.tool_descriptions(todos)
     for name in TOOL_NAMES:
-        add_tool(server, getattr(tools, name), name, texts[name])
+        add_tool(server, getattr(tools, name), name=name, description=texts[name])
     if not todos:
-        hide_argument(server, "run", "notify_on")  # it updates a todo: without a harness there is none
+        hide_argument(server, tool="run", argument="notify_on")  # it updates a todo: without a harness there is none
     return server
 
 

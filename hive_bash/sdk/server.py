@@ -78,10 +78,7 @@ def progress_reporter(ctx: Any) -> ProgressReport | None:
     caller then starts nothing for a call that will never hear of its progress."""
     if ctx is None or _progress_token(ctx) is None:
         return None
-
-    async def report(progress: float, total: float, message: str) -> None:
-        await ctx.report_progress(progress, total, message)
-
+    report: ProgressReport = ctx.report_progress
     return report
 
 
@@ -111,7 +108,7 @@ _SDK_SECURITY_OFF = TransportSecuritySettings(enable_dns_rebinding_protection=Fa
 
 
 def create_server(
-    name: str, instructions: str, version: str, check_arguments: ArgumentCheck | None = None
+    *, name: str, instructions: str, version: str, check_arguments: ArgumentCheck | None = None
 ) -> McpServer:
     if SDK_2:
         server = McpServer(name=name, instructions=instructions, version=version)
@@ -139,7 +136,7 @@ def _serve_tools_only(server: McpServer) -> None:
             del by_class[request]
 
 
-def add_tool(server: McpServer, fn: Callable[..., Any], name: str, description: str) -> None:
+def add_tool(server: McpServer, fn: Callable[..., Any], *, name: str, description: str) -> None:
     """Register `fn` as tool `name`, its input schema cut to what a model needs: a client sends every
     schema to its model each turn, and pydantic's `title`s and `anyOf [X, null]`s say nothing."""
     server.add_tool(fn, name=name, description=description, structured_output=True)
@@ -148,11 +145,11 @@ def add_tool(server: McpServer, fn: Callable[..., Any], name: str, description: 
     tool.parameters = slim_schema(tool.parameters)
 
 
-def hide_argument(server: McpServer, tool_name: str, argument: str) -> None:
+def hide_argument(server: McpServer, *, tool: str, argument: str) -> None:
     """Leave an argument out of a tool's input schema: one that does nothing in this configuration."""
-    tool = server._tool_manager.get_tool(tool_name)
-    assert tool is not None
-    tool.parameters.get("properties", {}).pop(argument, None)
+    found = server._tool_manager.get_tool(tool)
+    assert found is not None
+    found.parameters.get("properties", {}).pop(argument, None)
 
 
 def slim_schema(schema: Any) -> Any:

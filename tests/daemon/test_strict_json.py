@@ -9,11 +9,11 @@ import json
 
 import pytest
 
+from hive_bash.errors import BodyRefused
 from hive_bash.daemon.edge.strict_json import (
     MAX_DEPTH,
     MAX_VALUES,
     PARSE_ERROR,
-    BodyRefused,
     called,
     check_body,
     non_finite_values,

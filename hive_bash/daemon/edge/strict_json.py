@@ -18,6 +18,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hive_bash.daemon.edge.security import send_json
+from hive_bash.errors import BodyRefused
 
 logger = logging.getLogger(__name__)
 
@@ -47,17 +48,6 @@ _TOO_MANY_VALUES = f"parse error: more than {MAX_VALUES} JSON values in one requ
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
-
-
-class BodyRefused(Exception):
-    """A body refused before the MCP app sees it; `close` when the body was not read to its end."""
-
-    def __init__(self, message: str, *, status: int, code: int, request_id: Any = None, close: bool = False) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.request_id = request_id
-        self.close = close
 
 
 def structure_refusal(document: bytes) -> str | None:
