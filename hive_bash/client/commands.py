@@ -46,20 +46,15 @@ def wait_deadline(args: argparse.Namespace) -> float | None:
     return None if wait is None else time.monotonic() + wait
 
 
+def tool_arguments(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The tool arguments `names` as the command line gave them, where its options have the tools' names."""
+    return {name: getattr(args, name) for name in names}
+
+
 async def cmd_run(client: BashClient, args: argparse.Namespace, out: Output) -> int:
     """Start the task, wait as asked, print its status; exit with the task's exit status."""
-    arguments = {
-        "cmd": args.cmd,
-        "timeout_secs": args.timeout,
-        "idle_timeout_secs": args.idle_timeout,
-        "name": args.name,
-        "cwd": args.cwd,
-        "pty": True if args.pty else None,
-        "stdin": args.stdin,
-        "session": args.session,
-        "memory_max": args.memory_max,
-        "pids_max": args.pids_max,
-    }
+    arguments = tool_arguments(args, "cmd", "name", "cwd", "pty", "stdin", "session", "memory_max", "pids_max")
+    arguments |= {"timeout_secs": args.timeout, "idle_timeout_secs": args.idle_timeout}
     return await _call_and_wait(client, args, out, tool="run", arguments=arguments)
 
 
@@ -75,7 +70,7 @@ async def _call_and_wait(
     its input (only a write moves it on), or the deadline passes. Read from the reply's keys
     (`matched_line`, `matched_port`): an address in `listening` may be a unix path like `9:80`."""
     deadline = wait_deadline(args)
-    waits = {"wait_for": args.wait_for, "wait_for_port": args.wait_for_port}
+    waits = tool_arguments(args, "wait_for", "wait_for_port")
     reply = await call(client, tool, {**arguments, "wait_seconds": server_wait(deadline), **waits})
     while deadline is not None and reply.structured and time.monotonic() < deadline:
         structured = reply.structured
@@ -90,12 +85,12 @@ async def _call_and_wait(
 
 async def cmd_kill(client: BashClient, args: argparse.Namespace, out: Output) -> int:
     """Signal the task; the end arrives later (status --wait)."""
-    out.emit(await call(client, "kill", {"id": args.id, "force": True if args.force else None}))
+    out.emit(await call(client, "kill", tool_arguments(args, "id", "force")))
     return EXIT_OK
 
 
 async def cmd_ls(client: BashClient, args: argparse.Namespace, out: Output) -> int:
-    out.emit(await call(client, "list", {"status": args.status, "limit": args.limit, "session": args.session}))
+    out.emit(await call(client, "list", tool_arguments(args, "status", "limit", "session")))
     return EXIT_OK
 
 
@@ -136,15 +131,8 @@ async def follow_logs(client: BashClient, args: argparse.Namespace, out: Output)
 
 async def grep_logs(client: BashClient, args: argparse.Namespace, out: Output) -> int:
     """One search from --offset; exit 0 when a line matched, 1 when none did (as grep)."""
-    arguments = {
-        "id": args.id,
-        "stream": args.stream,
-        "offset": args.offset,
-        "pattern": args.grep,
-        "context_lines": args.context,
-        "max_matches": args.max_matches,
-    }
-    reply = await call(client, "logs", arguments)
+    arguments = tool_arguments(args, "id", "stream", "offset", "max_matches")
+    reply = await call(client, "logs", {**arguments, "pattern": args.grep, "context_lines": args.context})
     out.emit(reply)
     return EXIT_OK if (reply.structured or {}).get("total_matches") else EXIT_NO_MATCH
 
