@@ -17,8 +17,6 @@ from hive_bash.errors import ToolFailed
 from hive_bash.mcp import limits
 from hive_bash.sdk.client import BashClient, ToolReply
 
-# One call's server-side wait, the daemon's cap: a longer CLI wait is several calls.
-MAX_SERVER_WAIT_SECS = limits.WAIT_CAP_SECS
 # --wait-for-port without --wait waits this long: a dev server may take a while to come up.
 PORT_WAIT_DEFAULT_SECS = 60.0
 # Pages the CLI reads (the daemon's default page is sized for a model's reply budget).
@@ -34,10 +32,11 @@ WRITE_IDLE_TIMEOUT_SECS = 60.0
 
 
 def server_wait(deadline: float | None) -> float | None:
-    """How long the next server-side wait may be, or None for "the daemon's default"."""
+    """How long the next server-side wait may be (at most the daemon's cap: a longer wait is several calls),
+    or None for "the daemon's default"."""
     if deadline is None:
         return None
-    return max(0.0, min(MAX_SERVER_WAIT_SECS, deadline - time.monotonic()))
+    return max(0.0, min(limits.WAIT_CAP_SECS, deadline - time.monotonic()))
 
 
 def wait_deadline(args: argparse.Namespace) -> float | None:
@@ -117,7 +116,7 @@ async def follow_logs(client: BashClient, args: argparse.Namespace, out: Output)
     as run and status do, exit with the task's status: `hive-bash logs x -f && next` sees how it ended."""
     offset = args.offset
     while True:
-        reply = await logs_page(client, args, offset=offset, wait=MAX_SERVER_WAIT_SECS)
+        reply = await logs_page(client, args, offset=offset, wait=limits.WAIT_CAP_SECS)
         page = reply.structured or {}
         if out.json:
             out.emit(reply)

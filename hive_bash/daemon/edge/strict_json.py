@@ -79,7 +79,7 @@ class _NonFinite(str):
     """A non-finite number's text, as the parser's hooks return it."""
 
 
-def _non_finite(document: bytes) -> tuple[Any, list[tuple[str, str, str]]]:
+def non_finite(document: bytes) -> tuple[Any, list[tuple[str, str, str]]]:
     """(the document parsed, its first few non-finite numbers as (dotted path, nearest key, text));
     (None, []) when no bytes could spell one or it is not JSON (the SDK reports that itself)."""
     numbers = document.translate(_DIGITS_AND_SIGNS)
@@ -133,17 +133,12 @@ def _dotted(path: tuple[str | int, ...]) -> str:
     return text
 
 
-def non_finite_values(document: bytes) -> list[tuple[str, str, str]]:
-    """The first few non-finite numbers as (dotted path, nearest key, text); [] if none or not JSON."""
-    return _non_finite(document)[1]
-
-
 def check_body(body: bytes) -> None:
     """Raise BodyRefused when the body is nested too deep, too long, or holds a non-finite number."""
     refusal = structure_refusal(body)
     if refusal is not None:
         raise BodyRefused(refusal, status=400, code=PARSE_ERROR)
-    parsed, found = _non_finite(body)
+    parsed, found = non_finite(body)
     if found:
         names = ", ".join(dict.fromkeys(name for _, name, _ in found))
         places = ", ".join(f"{path} ({text})" for path, _, text in found)
