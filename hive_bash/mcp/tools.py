@@ -189,7 +189,7 @@ class BashTools:
         if request is not None:
             found = await self.searches.search(request, abandon=gone)
             counted = await page.other_search(unread, request, self.searches, gone)
-            return page.search_reply(task_view(task), read, found, request, counted)
+            return reply(page.matches_reply(task_view(task), read, pattern=request.pattern, found=found, other=counted))
         shown = unread if stream is None else None
         return page.log_reply(  # the task as it was before the page is read: whether it had ended
             task_view(task), read, path, offset=start, max_bytes=page_size, budgeted=max_bytes is None, unread=shown
@@ -204,11 +204,7 @@ class BashTools:
     ) -> Annotated[CallToolResult, schema.WriteResult]:
         payload = arguments.input_data(data, limits.WRITE_MAX_BYTES)
         task, out_offset = self.manager.write_input(arguments.task_id("id", id), payload, bool(eof))
-        view = task_view(task)
-        queued = view.queued_input_bytes
-        return reply(
-            control.written(view.id, accepted=len(payload), out_offset=out_offset, queued=queued, eof=bool(eof))
-        )
+        return reply(control.written(task_view(task), accepted=len(payload), out_offset=out_offset, eof=bool(eof)))
 
     async def _status(
         self,
