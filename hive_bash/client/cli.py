@@ -85,12 +85,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     out = Output(stdout=sys.stdout, json=args.json, terminal=_is_terminal(sys.stdout))
     try:
         return asyncio.run(execute(args, connection, out))
-    except ToolFailed as exc:
+    except (ToolFailed, Unreachable) as exc:
         print_error(exc)
-        return EXIT_TOOL_ERROR
-    except Unreachable as exc:
-        print_error(exc)
-        return EXIT_UNREACHABLE
+        return EXIT_UNREACHABLE if isinstance(exc, Unreachable) else EXIT_TOOL_ERROR
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:

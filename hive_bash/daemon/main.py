@@ -7,7 +7,6 @@ import ctypes
 import logging
 import os
 import sys
-from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -122,15 +121,6 @@ def configure_logging(level: str) -> None:
     logging.getLogger("sse_starlette").setLevel(max(logging.INFO, logging.getLogger().level))
 
 
-def check_cgroup_root(path: Path | None) -> None:
-    """A HIVE_BASH_CGROUP_ROOT the daemon cannot use stops it: the operator asked for a cgroup per task."""
-    if path is not None:
-        try:
-            configured_root(path)
-        except CgroupError as exc:
-            raise ConfigError(str(exc)) from None
-
-
 def main(argv: list[str] | None = None) -> int:
     make_undumpable()
     args = build_parser().parse_args(argv)
@@ -140,8 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         drop_hidden_environment(settings.hidden_env_names)
         settings.tasks_dir = prepare_tasks_dir(settings.tasks_dir)
         token = read_token(settings)
-        check_cgroup_root(settings.cgroup_root)
-    except ConfigError as exc:
+        if settings.cgroup_root is not None:  # one it cannot use stops it: the operator asked for a cgroup per task
+            configured_root(settings.cgroup_root)
+    except (ConfigError, CgroupError) as exc:
         print(f"hive-bash-daemon: {exc}", file=sys.stderr)
         return 2
     # Imported only now: a daemon that re-executes loads the server (most of its start-up) once.
