@@ -102,35 +102,24 @@ def non_finite(document: bytes) -> tuple[Any, list[tuple[str, str, str]]]:
         return None, []
     if not found:  # "NaN" inside a string, a large finite exponent
         return parsed, []
-    named = []
-    for path, text in itertools.islice(_paths(parsed), MAX_REPORTED_PATHS):  # none if duplicate keys hid all
-        # The nearest key names the argument: `x` for `params.arguments.x[2]`.
-        nearest = next((_short(key) for key in reversed(path) if isinstance(key, str)), "(top level)")
-        named.append((_dotted(path), nearest, text))
-    return parsed, named
+    return parsed, list(itertools.islice(_paths(parsed), MAX_REPORTED_PATHS))  # none if duplicate keys hid all
 
 
-def _paths(node: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], str]]:
-    """(path, text) of each non-finite number, depth first (the depth is bounded by structure_refusal)."""
+def _paths(node: Any, dotted: str = "", nearest: str = "(top level)") -> Iterator[tuple[str, str, str]]:
+    """(dotted path, nearest key, text) of each non-finite number, depth first (the depth is bounded by
+    structure_refusal). The nearest key names the argument: `x` for `params.arguments.x[2]`."""
     if isinstance(node, _NonFinite):
-        yield path, str(node)
-    elif isinstance(node, (dict, list)):
-        for key, value in node.items() if isinstance(node, dict) else enumerate(node):
-            yield from _paths(value, (*path, key))
+        yield dotted, nearest, str(node)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from _paths(value, f"{dotted}.{_short(key)}" if dotted else _short(key), _short(key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _paths(value, f"{dotted}[{index}]", nearest)
 
 
 def _short(key: str) -> str:
     return key if len(key) <= MAX_KEY_CHARS else key[:MAX_KEY_CHARS] + "..."
-
-
-def _dotted(path: tuple[str | int, ...]) -> str:
-    text = ""
-    for key in path:
-        if isinstance(key, int):
-            text += f"[{key}]"
-        else:
-            text = f"{text}.{_short(key)}" if text else _short(key)
-    return text
 
 
 def check_body(body: bytes) -> None:
