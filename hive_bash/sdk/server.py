@@ -105,35 +105,28 @@ def _progress_token(ctx: Any) -> object | None:
 # The daemon enforces Host/Origin itself (hive_bash.daemon.edge.security) for every route,
 # so the SDK's own check, whose defaults differ between lines, is switched off.
 _SDK_SECURITY_OFF = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-
-
-def create_server(
-    *, name: str, instructions: str, version: str, check_arguments: ArgumentCheck | None = None
-) -> McpServer:
-    if SDK_2:
-        server = McpServer(name=name, instructions=instructions, version=version)
-    else:
-        server = McpServer(name=name, instructions=instructions, transport_security=_SDK_SECURITY_OFF)
-    server.check_arguments = check_arguments
-    _serve_tools_only(server)
-    return server
-
-
 # Requests the SDK answers with empty lists: while a handler is registered, Claude Code adds its three
 # resource tools (about 2,000 characters) to every request to its model, and hive-bash has only tools.
 _UNUSED_METHODS = ("prompts/list", "prompts/get", "resources/list", "resources/templates/list", "resources/read")
 
 
-def _serve_tools_only(server: McpServer) -> None:
+def create_server(
+    *, name: str, instructions: str, version: str, check_arguments: ArgumentCheck | None = None
+) -> McpServer:
+    """The server, serving tools only (_UNUSED_METHODS' handlers removed)."""
     if SDK_2:
+        server = McpServer(name=name, instructions=instructions, version=version)
         handlers = server._lowlevel_server._request_handlers
         for method in _UNUSED_METHODS:
             handlers.pop(method, None)
-        return
-    by_class = server._mcp_server.request_handlers  # 1.x: keyed by request class, a model naming its method
-    for request in [request for request in by_class if issubclass(request, BaseModel)]:
-        if request.model_fields["method"].default in _UNUSED_METHODS:
-            del by_class[request]
+    else:
+        server = McpServer(name=name, instructions=instructions, transport_security=_SDK_SECURITY_OFF)
+        by_class = server._mcp_server.request_handlers  # keyed by request class, a model naming its method
+        for request in [request for request in by_class if issubclass(request, BaseModel)]:
+            if request.model_fields["method"].default in _UNUSED_METHODS:
+                del by_class[request]
+    server.check_arguments = check_arguments
+    return server
 
 
 def add_tool(server: McpServer, fn: Callable[..., Any], *, name: str, description: str) -> None:
