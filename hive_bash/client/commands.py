@@ -32,8 +32,7 @@ WRITE_IDLE_TIMEOUT_SECS = 60.0
 
 
 def server_wait(deadline: float | None) -> float | None:
-    """How long the next server-side wait may be (at most the daemon's cap: a longer wait is several calls),
-    or None for "the daemon's default"."""
+    """The next server-side wait: at most the daemon's cap (a longer wait is several calls); None: its default."""
     if deadline is None:
         return None
     return max(0.0, min(limits.WAIT_CAP_SECS, deadline - time.monotonic()))
@@ -94,37 +93,25 @@ async def cmd_ls(client: BashClient, args: argparse.Namespace, out: Output) -> i
 
 
 async def cmd_logs(client: BashClient, args: argparse.Namespace, out: Output) -> int:
-    """Print output: everything there now (or one page with --json), or follow it with -f, or search it."""
+    """Print output: everything there now (one page with --json), or search it, or with -f each page as it
+    arrives (with --json one object a line) until the output's end; then, as run and status do, exit with
+    the task's status: `hive-bash logs x -f && next` sees how it ended."""
     if args.grep is not None:
         return await grep_logs(client, args, out)
-    if args.follow:
-        return await follow_logs(client, args, out)
-    reply = await logs_page(client, args, offset=args.offset, wait=None)
-    if out.json:
-        out.emit(reply)
-        return EXIT_OK
-    while True:
-        page = reply.structured or {}
-        out.write_raw(page.get("data", ""))
-        if page.get("next_offset", 0) >= page.get("size", 0) or page.get("next_offset") == page.get("offset"):
-            return EXIT_OK
-        reply = await logs_page(client, args, offset=page["next_offset"], wait=None)
-
-
-async def follow_logs(client: BashClient, args: argparse.Namespace, out: Output) -> int:
-    """Print pages as they arrive (with --json one object a line) until the end of the output; then,
-    as run and status do, exit with the task's status: `hive-bash logs x -f && next` sees how it ended."""
     offset = args.offset
     while True:
-        reply = await logs_page(client, args, offset=offset, wait=limits.WAIT_CAP_SECS)
+        reply = await logs_page(client, args, offset=offset, wait=limits.WAIT_CAP_SECS if args.follow else None)
         page = reply.structured or {}
         if out.json:
             out.emit(reply)
         else:
             out.write_raw(page.get("data", ""))
-        if page.get("eof"):
+        if args.follow and page.get("eof"):
             final = await call(client, "status", {"id": args.id})
             return task_exit_code(final.structured or {})
+        caught_up = page.get("next_offset", 0) >= page.get("size", 0) or page.get("next_offset") == page.get("offset")
+        if not args.follow and (out.json or caught_up):
+            return EXIT_OK
         offset = page.get("next_offset", offset)
 
 

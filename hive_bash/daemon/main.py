@@ -104,9 +104,8 @@ def drop_hidden_environment(hidden: frozenset[str]) -> None:
 
 
 def make_undumpable() -> None:
-    """Close the daemon to its tasks (its uid): non-dumpable, its /proc/<pid> files are root's and
-    ptrace and pidfd_getfd refused. Set again after every exec (execve resets it, which also
-    leaves the tasks, who exec bash, dumpable as before)."""
+    """Close the daemon to its tasks (its uid): non-dumpable, its /proc/<pid> files are root's and ptrace and
+    pidfd_getfd refused. Set again after every exec, which resets it (and leaves the tasks dumpable as before)."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     except (OSError, AttributeError):  # no prctl (not Linux)
