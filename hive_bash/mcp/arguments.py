@@ -288,16 +288,14 @@ def _guesses(*said_for: tuple[str, str]) -> dict[str, str]:
 
 
 _TASK_ID = ("id", "task_id taskId bash_id shell_id shellId job_id process_id task name")
+_BACKGROUND = "leave it out (every run is a background task; wait_seconds=0 returns at once)"
 KNOWN_NAMES: dict[str, dict[str, str]] = {
     "run": _guesses(
         ("cmd", "command cmdline script bash shell"),
         ("timeout_secs (in seconds)", "timeout timeout_ms"),
         ("timeout_secs", "timeout_sec max_seconds time_limit"),
         ("wait_seconds", "wait block wait_secs"),
-        (
-            "leave it out (every run is a background task; wait_seconds=0 returns at once)",
-            "run_in_background background",
-        ),
+        (_BACKGROUND, "run_in_background background"),
         ("leave it out (run takes no description; name sets a task id)", "description"),
         ("name", "id task_id label"),
         ("cwd", "dir directory workdir working_dir working_directory path"),

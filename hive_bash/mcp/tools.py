@@ -23,8 +23,6 @@ from hive_bash.sdk.server import McpServer, ToolError, ToolContext, ToolRefusal,
 from hive_bash.model import StdinMode, Status, Stream
 from hive_bash.settings import Settings
 
-TOOL_NAMES = ("run", "status", "kill", "list", "logs", "write")
-
 P = ParamSpec("P")
 
 
@@ -57,9 +55,8 @@ def build_server(manager: TaskManager, settings: Settings) -> McpServer:
         name="bash", instructions=descriptions.instructions(todos), version=__version__, check_arguments=check_arguments
     )
     tools = BashTools(manager, settings)
-    texts = descriptions.tool_descriptions(todos)
-    for name in TOOL_NAMES:
-        add_tool(server, getattr(tools, name), name=name, description=texts[name])
+    for name, description in descriptions.tool_descriptions(todos).items():  # each tool, in the order listed
+        add_tool(server, getattr(tools, name), name=name, description=description)
     if not todos:
         hide_argument(server, tool="run", argument="notify_on")  # it updates a todo: without a harness there is none
     return server
