@@ -4,6 +4,9 @@ raised SpawnFailed `failed`). The others are the programs' own failures (a confi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 
 class HiveBashError(Exception):
     """`facts`, when set, are the same refusal as keys, for programs (the CLI's `write` retries on them)."""
@@ -98,6 +101,29 @@ class ConfigError(ValueError):
 
 class TokenError(ValueError):
     """The token file is missing, unsafe or holds no usable token; the message says which and how to fix it."""
+
+
+class ToolFailed(Exception):
+    """The client CLI's tool error; `facts`, its structured content (a full input backlog says so as keys)."""
+
+    def __init__(self, message: str, facts: Mapping[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.facts = facts or {}
+
+
+class Unreachable(Exception):
+    """The daemon could not be reached, or refused the session (wrong URL, wrong token)."""
+
+
+class BodyRefused(Exception):
+    """A request body refused before the MCP app sees it; `close` when the body was not read to its end."""
+
+    def __init__(self, message: str, *, status: int, code: int, request_id: Any = None, close: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.request_id = request_id
+        self.close = close
 
 
 class ListenError(Exception):

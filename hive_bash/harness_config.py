@@ -338,8 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    level = logging.DEBUG if args.verbose else logging.WARNING
-    logging.basicConfig(level=level, format=f"{CONFIG_PROG}: %(message)s")
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format=f"{CONFIG_PROG}: %(message)s")
     servers_path = args.servers_file or Path(os.environ.get(SERVERS_FILE_ENV) or DEFAULT_SERVERS_FILE)
     try:
         servers_file = load_servers_file(servers_path)

@@ -26,8 +26,7 @@ MEMORY_SIZE = re.compile(r"\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*", re.IGNORECASE)
 
 
 def memory_bytes(value: str | int) -> int:
-    """A memory size as systemd's MemoryMax= takes it: bytes, or a number with K, M, G or T (powers of
-    1024); ValueError says the rule."""
+    """A memory size as systemd's MemoryMax= takes it (bytes, or K, M, G, T: powers of 1024); ValueError says why."""
     if isinstance(value, bool):
         raise ValueError("must be bytes or a size like 512M or 2G")
     if isinstance(value, int):

@@ -1,2 +1,1 @@
-"""Programs that talk to a running daemon or configure its clients: the ``hive-bash``
-CLI and ``hive-bash-mcp-config``, the config renderer."""
+"""``hive-bash``, the client CLI: a running daemon's tools driven from a shell."""

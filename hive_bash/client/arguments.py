@@ -124,7 +124,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     run.add_argument("--idle-timeout", type=non_negative_float, help="end the task after S seconds without output")
     run.add_argument("--name", help=f"your own task id ([a-z0-9-], 1-{NAME_MAX_CHARS} chars)")
     run.add_argument("--cwd", help="working directory (default the daemon's)")
-    run.add_argument("--pty", action="store_true", help="run under a pseudo-terminal (input via write)")
+    run.add_argument("--pty", action="store_const", const=True, help="run under a pseudo-terminal (input via write)")
     run.add_argument("--stdin", choices=("null", "pipe"), help="'pipe' to send input later with write")
     run.add_argument("--session", help="shell session: start in its cwd with its exported variables, keep yours")
     run.add_argument("--memory-max", help="memory limit of the task's cgroup: bytes, or 512M, 2G")
@@ -140,7 +140,7 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
 
     kill = commands.add_parser("kill", help="stop a task (SIGINT to its process group; --force: SIGKILL)")
     kill.add_argument("id", metavar="ID")
-    kill.add_argument("--force", action="store_true", help="SIGKILL instead of the polite signal")
+    kill.add_argument("--force", action="store_const", const=True, help="SIGKILL instead of the polite signal")
 
     listing = commands.add_parser("ls", aliases=["list"], help="list known tasks, newest first (tool `list`)")
     listing.add_argument("--status", choices=STATUSES, help="only tasks with this status")

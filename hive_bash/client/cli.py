@@ -13,16 +13,9 @@ from typing import TextIO
 
 from hive_bash.client.commands import COMMANDS
 from hive_bash.client.arguments import PROG, Connection, build_parser, connection_for, lone_port_options
-from hive_bash.client.replies import (
-    EXIT_BROKEN_PIPE,
-    EXIT_INTERRUPTED,
-    EXIT_TOOL_ERROR,
-    EXIT_UNREACHABLE,
-    Output,
-    ToolFailed,
-    Unreachable,
-)
+from hive_bash.client.replies import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_TOOL_ERROR, EXIT_UNREACHABLE, Output
 from hive_bash.core import escape_controls
+from hive_bash.errors import ToolFailed, Unreachable
 from hive_bash.sdk.client import open_client
 
 
@@ -92,12 +85,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     out = Output(stdout=sys.stdout, json=args.json, terminal=_is_terminal(sys.stdout))
     try:
         return asyncio.run(execute(args, connection, out))
-    except ToolFailed as exc:
+    except (ToolFailed, Unreachable) as exc:
         print_error(exc)
-        return EXIT_TOOL_ERROR
-    except Unreachable as exc:
-        print_error(exc)
-        return EXIT_UNREACHABLE
+        return EXIT_UNREACHABLE if isinstance(exc, Unreachable) else EXIT_TOOL_ERROR
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:

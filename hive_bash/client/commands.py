@@ -11,21 +11,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, BinaryIO
 
-from hive_bash.client.replies import (
-    ACTIVE_STATUSES,
-    EXIT_NO_MATCH,
-    EXIT_OK,
-    Output,
-    ToolFailed,
-    call,
-    task_exit_code,
-)
+from hive_bash.client.replies import ACTIVE_STATUSES, EXIT_NO_MATCH, EXIT_OK, Output, call, task_exit_code
 from hive_bash.core import complete_prefix_length
+from hive_bash.errors import ToolFailed
 from hive_bash.mcp import limits
 from hive_bash.sdk.client import BashClient, ToolReply
 
-# One call's server-side wait, the daemon's cap: a longer CLI wait is several calls.
-MAX_SERVER_WAIT_SECS = limits.WAIT_CAP_SECS
 # --wait-for-port without --wait waits this long: a dev server may take a while to come up.
 PORT_WAIT_DEFAULT_SECS = 60.0
 # Pages the CLI reads (the daemon's default page is sized for a model's reply budget).
@@ -41,10 +32,10 @@ WRITE_IDLE_TIMEOUT_SECS = 60.0
 
 
 def server_wait(deadline: float | None) -> float | None:
-    """How long the next server-side wait may be, or None for "the daemon's default"."""
+    """The next server-side wait: at most the daemon's cap (a longer wait is several calls); None: its default."""
     if deadline is None:
         return None
-    return max(0.0, min(MAX_SERVER_WAIT_SECS, deadline - time.monotonic()))
+    return max(0.0, min(limits.WAIT_CAP_SECS, deadline - time.monotonic()))
 
 
 def wait_deadline(args: argparse.Namespace) -> float | None:
@@ -53,20 +44,15 @@ def wait_deadline(args: argparse.Namespace) -> float | None:
     return None if wait is None else time.monotonic() + wait
 
 
+def tool_arguments(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The tool arguments `names` as the command line gave them, where its options have the tools' names."""
+    return {name: getattr(args, name) for name in names}
+
+
 async def cmd_run(client: BashClient, args: argparse.Namespace, out: Output) -> int:
     """Start the task, wait as asked, print its status; exit with the task's exit status."""
-    arguments = {
-        "cmd": args.cmd,
-        "timeout_secs": args.timeout,
-        "idle_timeout_secs": args.idle_timeout,
-        "name": args.name,
-        "cwd": args.cwd,
-        "pty": True if args.pty else None,
-        "stdin": args.stdin,
-        "session": args.session,
-        "memory_max": args.memory_max,
-        "pids_max": args.pids_max,
-    }
+    arguments = tool_arguments(args, "cmd", "name", "cwd", "pty", "stdin", "session", "memory_max", "pids_max")
+    arguments |= {"timeout_secs": args.timeout, "idle_timeout_secs": args.idle_timeout}
     return await _call_and_wait(client, args, out, tool="run", arguments=arguments)
 
 
@@ -82,7 +68,7 @@ async def _call_and_wait(
     its input (only a write moves it on), or the deadline passes. Read from the reply's keys
     (`matched_line`, `matched_port`): an address in `listening` may be a unix path like `9:80`."""
     deadline = wait_deadline(args)
-    waits = {"wait_for": args.wait_for, "wait_for_port": args.wait_for_port}
+    waits = tool_arguments(args, "wait_for", "wait_for_port")
     reply = await call(client, tool, {**arguments, "wait_seconds": server_wait(deadline), **waits})
     while deadline is not None and reply.structured and time.monotonic() < deadline:
         structured = reply.structured
@@ -97,61 +83,42 @@ async def _call_and_wait(
 
 async def cmd_kill(client: BashClient, args: argparse.Namespace, out: Output) -> int:
     """Signal the task; the end arrives later (status --wait)."""
-    out.emit(await call(client, "kill", {"id": args.id, "force": True if args.force else None}))
+    out.emit(await call(client, "kill", tool_arguments(args, "id", "force")))
     return EXIT_OK
 
 
 async def cmd_ls(client: BashClient, args: argparse.Namespace, out: Output) -> int:
-    out.emit(await call(client, "list", {"status": args.status, "limit": args.limit, "session": args.session}))
+    out.emit(await call(client, "list", tool_arguments(args, "status", "limit", "session")))
     return EXIT_OK
 
 
 async def cmd_logs(client: BashClient, args: argparse.Namespace, out: Output) -> int:
-    """Print output: everything there now (or one page with --json), or follow it with -f, or search it."""
+    """Print output: everything there now (one page with --json), or search it, or with -f each page as it
+    arrives (with --json one object a line) until the output's end; then, as run and status do, exit with
+    the task's status: `hive-bash logs x -f && next` sees how it ended."""
     if args.grep is not None:
         return await grep_logs(client, args, out)
-    if args.follow:
-        return await follow_logs(client, args, out)
-    reply = await logs_page(client, args, offset=args.offset, wait=None)
-    if out.json:
-        out.emit(reply)
-        return EXIT_OK
-    while True:
-        page = reply.structured or {}
-        out.write_raw(page.get("data", ""))
-        if page.get("next_offset", 0) >= page.get("size", 0) or page.get("next_offset") == page.get("offset"):
-            return EXIT_OK
-        reply = await logs_page(client, args, offset=page["next_offset"], wait=None)
-
-
-async def follow_logs(client: BashClient, args: argparse.Namespace, out: Output) -> int:
-    """Print pages as they arrive (with --json one object a line) until the end of the output; then,
-    as run and status do, exit with the task's status: `hive-bash logs x -f && next` sees how it ended."""
     offset = args.offset
     while True:
-        reply = await logs_page(client, args, offset=offset, wait=MAX_SERVER_WAIT_SECS)
+        reply = await logs_page(client, args, offset=offset, wait=limits.WAIT_CAP_SECS if args.follow else None)
         page = reply.structured or {}
         if out.json:
             out.emit(reply)
         else:
             out.write_raw(page.get("data", ""))
-        if page.get("eof"):
+        if args.follow and page.get("eof"):
             final = await call(client, "status", {"id": args.id})
             return task_exit_code(final.structured or {})
+        caught_up = page.get("next_offset", 0) >= page.get("size", 0) or page.get("next_offset") == page.get("offset")
+        if not args.follow and (out.json or caught_up):
+            return EXIT_OK
         offset = page.get("next_offset", offset)
 
 
 async def grep_logs(client: BashClient, args: argparse.Namespace, out: Output) -> int:
     """One search from --offset; exit 0 when a line matched, 1 when none did (as grep)."""
-    arguments = {
-        "id": args.id,
-        "stream": args.stream,
-        "offset": args.offset,
-        "pattern": args.grep,
-        "context_lines": args.context,
-        "max_matches": args.max_matches,
-    }
-    reply = await call(client, "logs", arguments)
+    arguments = tool_arguments(args, "id", "stream", "offset", "max_matches")
+    reply = await call(client, "logs", {**arguments, "pattern": args.grep, "context_lines": args.context})
     out.emit(reply)
     return EXIT_OK if (reply.structured or {}).get("total_matches") else EXIT_NO_MATCH
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from hive_bash.core import escape_controls
+from hive_bash.errors import ToolFailed
 from hive_bash.mcp import limits
 from hive_bash.model import Status
 from hive_bash.sdk.client import BashClient, ToolReply
@@ -31,18 +32,6 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
 ACTIVE_STATUSES = frozenset(status.value for status in Status if not status.is_terminal)
-
-
-class ToolFailed(Exception):
-    """A tool error; `facts`, its structured content (a full input backlog says so as keys)."""
-
-    def __init__(self, message: str, facts: Mapping[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.facts = facts or {}
-
-
-class Unreachable(Exception):
-    """The daemon could not be reached, or refused the session (wrong URL, wrong token)."""
 
 
 async def call(client: BashClient, tool: str, arguments: Mapping[str, Any]) -> ToolReply:

@@ -7,7 +7,6 @@ import ctypes
 import logging
 import os
 import sys
-from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -105,9 +104,8 @@ def drop_hidden_environment(hidden: frozenset[str]) -> None:
 
 
 def make_undumpable() -> None:
-    """Close the daemon to its tasks (its uid): non-dumpable, its /proc/<pid> files are root's and
-    ptrace and pidfd_getfd refused. Set again after every exec (execve resets it, which also
-    leaves the tasks, who exec bash, dumpable as before)."""
+    """Close the daemon to its tasks (its uid): non-dumpable, its /proc/<pid> files are root's and ptrace and
+    pidfd_getfd refused. Set again after every exec, which resets it (and leaves the tasks dumpable as before)."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     except (OSError, AttributeError):  # no prctl (not Linux)
@@ -122,15 +120,6 @@ def configure_logging(level: str) -> None:
     logging.getLogger("sse_starlette").setLevel(max(logging.INFO, logging.getLogger().level))
 
 
-def check_cgroup_root(path: Path | None) -> None:
-    """A HIVE_BASH_CGROUP_ROOT the daemon cannot use stops it: the operator asked for a cgroup per task."""
-    if path is not None:
-        try:
-            configured_root(path)
-        except CgroupError as exc:
-            raise ConfigError(str(exc)) from None
-
-
 def main(argv: list[str] | None = None) -> int:
     make_undumpable()
     args = build_parser().parse_args(argv)
@@ -140,8 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         drop_hidden_environment(settings.hidden_env_names)
         settings.tasks_dir = prepare_tasks_dir(settings.tasks_dir)
         token = read_token(settings)
-        check_cgroup_root(settings.cgroup_root)
-    except ConfigError as exc:
+        if settings.cgroup_root is not None:  # one it cannot use stops it: the operator asked for a cgroup per task
+            configured_root(settings.cgroup_root)
+    except (ConfigError, CgroupError) as exc:
         print(f"hive-bash-daemon: {exc}", file=sys.stderr)
         return 2
     # Imported only now: a daemon that re-executes loads the server (most of its start-up) once.

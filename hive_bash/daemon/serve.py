@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from collections.abc import Container
 
 import uvicorn
 
@@ -29,7 +28,19 @@ GRACEFUL_SHUTDOWN_SECS = 2
 def serve(settings: Settings, token: str | None) -> int:
     """Run the daemon; the exit status: 0 after a clean stop, 1 if it could not listen or start."""
     app = create_app(settings, token)
-    guard, backlog = connection_guard(settings, sessions=app.state.mcp_sessions)
+    # The guard of HTTP connections and the accept backlog, sized to the open files limit.
+    open_files = raise_open_files_limit()
+    allowed, backlog = connection_budget(max_connections=settings.max_connections, open_files=open_files)
+    if allowed < settings.max_connections:
+        logger.warning(
+            "max_connections %d lowered to %d: the open files limit is %d",
+            settings.max_connections,
+            allowed,
+            open_files,
+        )
+    guard = ConnectionGuard(
+        max_connections=allowed, request_timeout_secs=settings.request_timeout_secs, sessions=app.state.mcp_sessions
+    )
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -63,20 +74,3 @@ def serve(settings: Settings, token: str | None) -> int:
 
 def _stopped_cleanly(signum: int, frame: object) -> None:
     logger.debug("signal %d handled after shutdown", signum)
-
-
-def connection_guard(settings: Settings, *, sessions: Container[str]) -> tuple[ConnectionGuard, int]:
-    """The guard for HTTP connections and the accept backlog, sized to the open files limit."""
-    open_files = raise_open_files_limit()
-    allowed, backlog = connection_budget(max_connections=settings.max_connections, open_files=open_files)
-    if allowed < settings.max_connections:
-        logger.warning(
-            "max_connections %d lowered to %d: the open files limit is %d",
-            settings.max_connections,
-            allowed,
-            open_files,
-        )
-    guard = ConnectionGuard(
-        max_connections=allowed, request_timeout_secs=settings.request_timeout_secs, sessions=sessions
-    )
-    return guard, backlog

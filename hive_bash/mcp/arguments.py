@@ -122,8 +122,7 @@ def task_id(argument: str, value: str) -> str:
 
 
 def session_name(value: str, env: Mapping[str, str] | None) -> str:
-    """A session name (the task-name rule); its run must leave BASH_ENV to the session
-    (hive_bash.core.sessions.session)."""
+    """A session name (the task-name rule); its run must leave BASH_ENV to the session."""
     name = task_id("session", value)
     if env and WRAPPER_ENV in env:
         raise InvalidArgument("env", f"must not set {WRAPPER_ENV} in a session run (the session uses it)")
@@ -289,16 +288,14 @@ def _guesses(*said_for: tuple[str, str]) -> dict[str, str]:
 
 
 _TASK_ID = ("id", "task_id taskId bash_id shell_id shellId job_id process_id task name")
+_BACKGROUND = "leave it out (every run is a background task; wait_seconds=0 returns at once)"
 KNOWN_NAMES: dict[str, dict[str, str]] = {
     "run": _guesses(
         ("cmd", "command cmdline script bash shell"),
         ("timeout_secs (in seconds)", "timeout timeout_ms"),
         ("timeout_secs", "timeout_sec max_seconds time_limit"),
         ("wait_seconds", "wait block wait_secs"),
-        (
-            "leave it out (every run is a background task; wait_seconds=0 returns at once)",
-            "run_in_background background",
-        ),
+        (_BACKGROUND, "run_in_background background"),
         ("leave it out (run takes no description; name sets a task id)", "description"),
         ("name", "id task_id label"),
         ("cwd", "dir directory workdir working_dir working_directory path"),
@@ -343,14 +340,6 @@ def closest(name: str, valid: list[str], *, tool: str) -> str | None:
     return prefixed[0] if len(name) >= 4 and len(prefixed) == 1 else None
 
 
-def unknown_argument(name: str, valid: list[str], *, tool: str) -> InvalidArgument:
-    guess = closest(name, valid, tool=tool)
-    hint = ""
-    if guess is not None:  # a name of ours (maybe with a word on its use), else advice said as it is
-        hint = f"did you mean {guess}? " if guess.split(" ")[0].split("=")[0] in valid else f"{guess}; "
-    return InvalidArgument(name, f"{tool} has no such argument; {hint}valid: {', '.join(valid)}")
-
-
 def _accepts(schema: dict[str, Any], value: Any) -> bool:
     if "anyOf" in schema:
         return any(_accepts(option, value) for option in schema["anyOf"])
@@ -386,7 +375,10 @@ def check_call(tool: str, schema: dict[str, Any], arguments: dict[str, Any]) -> 
     valid = list(properties)
     for name in arguments:
         if name not in properties:
-            raise unknown_argument(name, valid, tool=tool)
+            guess, hint = closest(name, valid, tool=tool), ""
+            if guess is not None:  # a name of ours (maybe with a word on its use), else advice said as it is
+                hint = f"did you mean {guess}? " if guess.split(" ")[0].split("=")[0] in valid else f"{guess}; "
+            raise InvalidArgument(name, f"{tool} has no such argument; {hint}valid: {', '.join(valid)}")
     for name in schema.get("required", []):
         if arguments.get(name) is None:
             raise InvalidArgument(name, f"is required ({tool} needs {_expected(properties.get(name, {}))})")

@@ -23,8 +23,6 @@ from hive_bash.sdk.server import McpServer, ToolError, ToolContext, ToolRefusal,
 from hive_bash.model import StdinMode, Status, Stream
 from hive_bash.settings import Settings
 
-TOOL_NAMES = ("run", "status", "kill", "list", "logs", "write")
-
 P = ParamSpec("P")
 
 
@@ -53,13 +51,14 @@ def check_arguments(tool: str, schema: dict[str, Any], given: dict[str, Any]) ->
 
 def build_server(manager: TaskManager, settings: Settings) -> McpServer:
     todos = settings.agent_socket is not None
-    server = create_server("bash", descriptions.instructions(todos), __version__, check_arguments)
+    server = create_server(
+        name="bash", instructions=descriptions.instructions(todos), version=__version__, check_arguments=check_arguments
+    )
     tools = BashTools(manager, settings)
-    texts = descriptions.tool_descriptions(todos)
-    for name in TOOL_NAMES:
-        add_tool(server, getattr(tools, name), name, texts[name])
+    for name, description in descriptions.tool_descriptions(todos).items():  # each tool, in the order listed
+        add_tool(server, getattr(tools, name), name=name, description=description)
     if not todos:
-        hide_argument(server, "run", "notify_on")  # it updates a todo: without a harness there is none
+        hide_argument(server, tool="run", argument="notify_on")  # it updates a todo: without a harness there is none
     return server
 
 
@@ -187,7 +186,7 @@ class BashTools:
         if request is not None:
             found = await self.searches.search(request, abandon=gone)
             counted = await page.other_search(unread, request, self.searches, gone)
-            return page.search_reply(task_view(task), read, found, request, counted)
+            return reply(page.matches_reply(task_view(task), read, pattern=request.pattern, found=found, other=counted))
         shown = unread if stream is None else None
         return page.log_reply(  # the task as it was before the page is read: whether it had ended
             task_view(task), read, path, offset=start, max_bytes=page_size, budgeted=max_bytes is None, unread=shown
@@ -202,11 +201,7 @@ class BashTools:
     ) -> Annotated[CallToolResult, schema.WriteResult]:
         payload = arguments.input_data(data, limits.WRITE_MAX_BYTES)
         task, out_offset = self.manager.write_input(arguments.task_id("id", id), payload, bool(eof))
-        view = task_view(task)
-        queued = view.queued_input_bytes
-        return reply(
-            control.written(view.id, accepted=len(payload), out_offset=out_offset, queued=queued, eof=bool(eof))
-        )
+        return reply(control.written(task_view(task), accepted=len(payload), out_offset=out_offset, eof=bool(eof)))
 
     async def _status(
         self,

@@ -55,9 +55,8 @@ class BashClient:
 async def open_client(
     url: str, headers: Mapping[str, str] | None = None, *, legacy: bool = False
 ) -> AsyncIterator[BashClient]:
-    """Connect to a streamable HTTP MCP endpoint with the installed SDK's real client. 2.x speaks
-    the modern protocol (2026-07-28) where the server does; `legacy`: the initialize handshake
-    (1.x speaks only that one)."""
+    """Connect with the installed SDK's real client: 2.x speaks the modern protocol (2026-07-28) where the
+    server does; `legacy`: the initialize handshake (1.x speaks only that one)."""
     if SDK_2:
         import httpx2
         from mcp import Client

@@ -78,10 +78,7 @@ def progress_reporter(ctx: Any) -> ProgressReport | None:
     caller then starts nothing for a call that will never hear of its progress."""
     if ctx is None or _progress_token(ctx) is None:
         return None
-
-    async def report(progress: float, total: float, message: str) -> None:
-        await ctx.report_progress(progress, total, message)
-
+    report: ProgressReport = ctx.report_progress
     return report
 
 
@@ -108,38 +105,31 @@ def _progress_token(ctx: Any) -> object | None:
 # The daemon enforces Host/Origin itself (hive_bash.daemon.edge.security) for every route,
 # so the SDK's own check, whose defaults differ between lines, is switched off.
 _SDK_SECURITY_OFF = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-
-
-def create_server(
-    name: str, instructions: str, version: str, check_arguments: ArgumentCheck | None = None
-) -> McpServer:
-    if SDK_2:
-        server = McpServer(name=name, instructions=instructions, version=version)
-    else:
-        server = McpServer(name=name, instructions=instructions, transport_security=_SDK_SECURITY_OFF)
-    server.check_arguments = check_arguments
-    _serve_tools_only(server)
-    return server
-
-
 # Requests the SDK answers with empty lists: while a handler is registered, Claude Code adds its three
 # resource tools (about 2,000 characters) to every request to its model, and hive-bash has only tools.
 _UNUSED_METHODS = ("prompts/list", "prompts/get", "resources/list", "resources/templates/list", "resources/read")
 
 
-def _serve_tools_only(server: McpServer) -> None:
+def create_server(
+    *, name: str, instructions: str, version: str, check_arguments: ArgumentCheck | None = None
+) -> McpServer:
+    """The server, serving tools only (_UNUSED_METHODS' handlers removed)."""
     if SDK_2:
+        server = McpServer(name=name, instructions=instructions, version=version)
         handlers = server._lowlevel_server._request_handlers
         for method in _UNUSED_METHODS:
             handlers.pop(method, None)
-        return
-    by_class = server._mcp_server.request_handlers  # 1.x: keyed by request class, a model naming its method
-    for request in [request for request in by_class if issubclass(request, BaseModel)]:
-        if request.model_fields["method"].default in _UNUSED_METHODS:
-            del by_class[request]
+    else:
+        server = McpServer(name=name, instructions=instructions, transport_security=_SDK_SECURITY_OFF)
+        by_class = server._mcp_server.request_handlers  # keyed by request class, a model naming its method
+        for request in [request for request in by_class if issubclass(request, BaseModel)]:
+            if request.model_fields["method"].default in _UNUSED_METHODS:
+                del by_class[request]
+    server.check_arguments = check_arguments
+    return server
 
 
-def add_tool(server: McpServer, fn: Callable[..., Any], name: str, description: str) -> None:
+def add_tool(server: McpServer, fn: Callable[..., Any], *, name: str, description: str) -> None:
     """Register `fn` as tool `name`, its input schema cut to what a model needs: a client sends every
     schema to its model each turn, and pydantic's `title`s and `anyOf [X, null]`s say nothing."""
     server.add_tool(fn, name=name, description=description, structured_output=True)
@@ -148,11 +138,11 @@ def add_tool(server: McpServer, fn: Callable[..., Any], name: str, description: 
     tool.parameters = slim_schema(tool.parameters)
 
 
-def hide_argument(server: McpServer, tool_name: str, argument: str) -> None:
+def hide_argument(server: McpServer, *, tool: str, argument: str) -> None:
     """Leave an argument out of a tool's input schema: one that does nothing in this configuration."""
-    tool = server._tool_manager.get_tool(tool_name)
-    assert tool is not None
-    tool.parameters.get("properties", {}).pop(argument, None)
+    found = server._tool_manager.get_tool(tool)
+    assert found is not None
+    found.parameters.get("properties", {}).pop(argument, None)
 
 
 def slim_schema(schema: Any) -> Any:

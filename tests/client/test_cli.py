@@ -27,7 +27,8 @@ import anyio
 import pexpect
 import pytest
 
-from hive_bash.client import cli, commands
+from hive_bash.client import cli
+from hive_bash.mcp import limits
 from hivetest import HEALTH_PROBE_SECS, Daemon, cli_env, console_script, dead_url, reserve_port
 
 RUN_TIMEOUT_SECS = 60
@@ -467,7 +468,7 @@ def test_a_unix_socket_named_like_an_address_does_not_end_a_port_wait(
     """Issue 45, item 10: a unix socket bound at the relative path `9:PORT` read, in `listening`,
     as TCP port PORT, and ended `--wait 60 --wait-for-port PORT` at the first call's end (30 s).
     Calls of 1 s here, so a wait the CLI ended early shows at once."""
-    monkeypatch.setattr(commands, "MAX_SERVER_WAIT_SECS", 1.0)
+    monkeypatch.setattr(limits, "WAIT_CAP_SECS", 1.0)
     held = reserve_port()
     port = held.getsockname()[1]
     script = tmp_path / "serve.py"

@@ -9,14 +9,14 @@ import json
 
 import pytest
 
+from hive_bash.errors import BodyRefused
 from hive_bash.daemon.edge.strict_json import (
     MAX_DEPTH,
     MAX_VALUES,
     PARSE_ERROR,
-    BodyRefused,
     called,
     check_body,
-    non_finite_values,
+    non_finite,
     structure_refusal,
 )
 
@@ -54,20 +54,18 @@ def test_values_are_counted_by_their_separators_up_to_the_limit() -> None:
 
 
 def test_non_finite_numbers_are_named_by_the_argument_and_path() -> None:
-    found = non_finite_values(call('{"cmd":"true","wait_seconds":NaN,"x":[1,Infinity]}'))
+    found = non_finite(call('{"cmd":"true","wait_seconds":NaN,"x":[1,Infinity]}'))[1]
     assert found == [
         ("params.arguments.wait_seconds", "wait_seconds", "NaN"),
         ("params.arguments.x[1]", "x", "Infinity"),
     ]
-    assert non_finite_values(call('{"wait_seconds":1e999}')) == [
-        ("params.arguments.wait_seconds", "wait_seconds", "1e999")
-    ]
+    assert non_finite(call('{"wait_seconds":1e999}'))[1] == [("params.arguments.wait_seconds", "wait_seconds", "1e999")]
 
 
 def test_what_only_looks_non_finite_is_not_reported() -> None:
-    assert non_finite_values(call('{"cmd":"echo NaN Infinity 1e999"}')) == []
-    assert non_finite_values(call('{"wait_seconds":1e300}')) == []
-    assert non_finite_values(b"{not json NaN") == []  # the SDK reports what is not JSON
+    assert non_finite(call('{"cmd":"echo NaN Infinity 1e999"}'))[1] == []
+    assert non_finite(call('{"wait_seconds":1e300}'))[1] == []
+    assert non_finite(b"{not json NaN")[1] == []  # the SDK reports what is not JSON
 
 
 def test_check_body_refuses_with_the_request_id_and_one_line() -> None:

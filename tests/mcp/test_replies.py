@@ -141,16 +141,16 @@ def test_status_exit_code_and_signal_are_keys_the_verdict_says_in_words(tmp_path
 
 
 def test_counts_read_as_english() -> None:
-    assert control.written("t", accepted=1, out_offset=0, queued=1, eof=False)["verdict"].startswith(
-        "1 byte sent to task t (1 byte still wait"
-    )
-    assert control.written("t", accepted=2, out_offset=0, queued=0, eof=False)["verdict"].startswith(
+    assert control.written(
+        dataclasses.replace(row("t", Status.RUNNING, "x"), queued_input_bytes=1), accepted=1, out_offset=0, eof=False
+    )["verdict"].startswith("1 byte sent to task t (1 byte still wait")
+    assert control.written(row("t", Status.RUNNING, "x"), accepted=2, out_offset=0, eof=False)["verdict"].startswith(
         "2 bytes sent to task t;"
     )
     one = search.SearchResult(lines((1, 0, "x", True)), 1, 1, 0, 2, 2)
-    assert page.matches_reply("t", "stdout", pattern="x", found=one, status=Status.DONE, ended=True)[
-        "verdict"
-    ].startswith("1 line of stdout bytes 0-2 matches 'x'")
+    assert page.matches_reply(row("t", Status.DONE, "x"), "stdout", pattern="x", found=one)["verdict"].startswith(
+        "1 line of stdout bytes 0-2 matches 'x'"
+    )
     single = listing.listing([row("t", Status.DONE, "true", 0)], total=1, known=1, status=Status.DONE)
     assert single["verdict"] == "1 done task, newest first"
 
@@ -195,9 +195,9 @@ def test_list_rows_fit_the_budget_and_an_empty_list_says_what_exists() -> None:
 
 
 def test_logs_says_nothing_new_and_past_the_end_in_one_line() -> None:
-    caught_up = page.page_reply("abc", "stdout", budget.Page("", 120, 120, 120, 0), status=Status.RUNNING, ended=False)
+    caught_up = page.page_reply(row("abc", Status.RUNNING, "x"), "stdout", budget.Page("", 120, 120, 120, 0))
     assert caught_up["verdict"] == "nothing new since offset 120 (task running)"
-    past = page.page_reply("abc", "stdout", budget.Page("", 999, 999, 120, 0), status=Status.DONE, ended=True)
+    past = page.page_reply(row("abc", Status.DONE, "x"), "stdout", budget.Page("", 999, 999, 120, 0))
     assert past["verdict"] == "offset 999 is past the end: stdout is 120 bytes (the task ended)"
     assert "\n" not in render.as_text(caught_up)
 
@@ -299,7 +299,7 @@ def test_list_rows_show_cost_only_where_there_is_room() -> None:
 def test_search_matches_read_like_grep_nb() -> None:
     listed = lines((4, 30, "cc a.c", False), (5, 37, "a.c:3: error: x", True), (9, 80, "b.c:1: error: y", True))
     found = search.SearchResult(listed, 2, 3, 0, 200, 80)
-    reply = page.matches_reply("abc", "stderr", pattern="error", found=found, status=Status.DONE, ended=True)
+    reply = page.matches_reply(row("abc", Status.DONE, "x"), "stderr", pattern="error", found=found)
     assert reply["verdict"] == (
         "3 lines of stderr bytes 0-200 match 'error' (the task ended); "
         "2 listed, more: logs(id='abc', pattern='error', offset=80)"
@@ -307,7 +307,7 @@ def test_search_matches_read_like_grep_nb() -> None:
     assert reply["matches"] == ["4-30-cc a.c", "5:37:a.c:3: error: x", "--", "9:80:b.c:1: error: y"]
     assert "eof" not in reply and reply["stream"] == "stderr"
     none = page.matches_reply(
-        "abc", "stdout", pattern="x", found=search.SearchResult([], 0, 0, 0, 200, 200), status=Status.DONE, ended=True
+        row("abc", Status.DONE, "x"), "stdout", pattern="x", found=search.SearchResult([], 0, 0, 0, 200, 200)
     )
     assert none == {
         "verdict": "0 lines of stdout bytes 0-200 match 'x' (end of output)",
@@ -347,16 +347,14 @@ def test_a_task_printing_only_to_stderr_is_followed_on_stderr(tmp_path: Path) ->
 
 def test_nothing_new_on_one_stream_says_the_other_grew() -> None:
     empty = budget.Page("", 67, 67, 67, 0)
-    grew = page.page_reply(
-        "web", "stdout", empty, status=Status.RUNNING, ended=False, other=page.OtherStream("stderr", 100, 350)
-    )
+    grew = page.page_reply(row("web", Status.RUNNING, "x"), "stdout", empty, other=page.OtherStream("stderr", 100, 350))
     assert grew["verdict"] == (
         "nothing new since offset 67 (task running); "
         "stderr grew by 250 bytes: logs(id='web', stream='stderr', offset=100)"
     )
     nothing = budget.Page("", 0, 0, 0, 0)
     silent = page.page_reply(
-        "web", "stdout", nothing, status=Status.RUNNING, ended=False, other=page.OtherStream("stderr", 90, 90)
+        row("web", Status.RUNNING, "x"), "stdout", nothing, other=page.OtherStream("stderr", 90, 90)
     )
     assert silent["verdict"].endswith("; stderr has 90 bytes: logs(id='web', stream='stderr')")
 
@@ -364,9 +362,9 @@ def test_nothing_new_on_one_stream_says_the_other_grew() -> None:
 def test_a_search_says_what_the_other_stream_holds() -> None:
     found = search.SearchResult([], 0, 0, 0, 67, 67)
     other = page.OtherStream("stderr", 500, 500, matches=5)
-    assert page.matches_reply(
-        "web", "stdout", pattern="404", found=found, status=Status.RUNNING, ended=False, other=other
-    )["verdict"] == (
+    assert page.matches_reply(row("web", Status.RUNNING, "x"), "stdout", pattern="404", found=found, other=other)[
+        "verdict"
+    ] == (
         "0 lines of stdout bytes 0-67 match '404' (task running); "
         "stderr has 500 bytes, 5 lines match: logs(id='web', stream='stderr', pattern='404')"
     )

@@ -45,7 +45,7 @@ def test_a_tool_result_carries_text_and_structure_on_either_line() -> None:
 
 
 def make_server(check: sdk.ArgumentCheck | None = None) -> sdk.McpServer:
-    server = sdk.create_server("t", "instructions", "1.0", check_arguments=check)
+    server = sdk.create_server(name="t", instructions="instructions", version="1.0", check_arguments=check)
 
     def echo(text: str, times: int = 1) -> dict[str, Any]:
         """Echo."""
@@ -53,7 +53,7 @@ def make_server(check: sdk.ArgumentCheck | None = None) -> sdk.McpServer:
             raise sdk.ToolError("times: must be at least 0")
         return {"text": text * times}
 
-    sdk.add_tool(server, echo, "echo", "Echo the text.")
+    sdk.add_tool(server, echo, name="echo", description="Echo the text.")
     return server
 
 
@@ -84,5 +84,5 @@ async def test_the_listed_schema_is_slim_and_an_argument_can_be_hidden() -> None
     assert [tool.name for tool in tools] == ["echo"]
     schema = tools[0].model_dump(by_alias=True)["inputSchema"]
     assert "title" not in schema and schema["properties"]["times"] == {"type": "integer", "default": 1}
-    sdk.hide_argument(server, "echo", "times")
+    sdk.hide_argument(server, tool="echo", argument="times")
     assert "times" not in (await server.list_tools())[0].model_dump(by_alias=True)["inputSchema"]["properties"]

@@ -31,9 +31,7 @@ def allowed_hosts(bind_host: str, port: int) -> frozenset[str] | None:
 
 
 def allowed_origins(hosts: Iterable[str] | None) -> frozenset[str] | None:
-    if hosts is None:
-        return None
-    return frozenset(f"{scheme}://{host}" for host in hosts for scheme in ("http", "https"))
+    return None if hosts is None else frozenset(f"{scheme}://{host}" for host in hosts for scheme in ("http", "https"))
 
 
 class RequestGuard:

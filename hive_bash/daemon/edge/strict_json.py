@@ -18,6 +18,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hive_bash.daemon.edge.security import send_json
+from hive_bash.errors import BodyRefused
 
 logger = logging.getLogger(__name__)
 
@@ -49,17 +50,6 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 
 
-class BodyRefused(Exception):
-    """A body refused before the MCP app sees it; `close` when the body was not read to its end."""
-
-    def __init__(self, message: str, *, status: int, code: int, request_id: Any = None, close: bool = False) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.request_id = request_id
-        self.close = close
-
-
 def structure_refusal(document: bytes) -> str | None:
     """Why the document's nesting or number of values is refused, or None; counted outside strings,
     which are cut out only when a raw count says a limit could be reached."""
@@ -89,7 +79,7 @@ class _NonFinite(str):
     """A non-finite number's text, as the parser's hooks return it."""
 
 
-def _non_finite(document: bytes) -> tuple[Any, list[tuple[str, str, str]]]:
+def non_finite(document: bytes) -> tuple[Any, list[tuple[str, str, str]]]:
     """(the document parsed, its first few non-finite numbers as (dotted path, nearest key, text));
     (None, []) when no bytes could spell one or it is not JSON (the SDK reports that itself)."""
     numbers = document.translate(_DIGITS_AND_SIGNS)
@@ -112,40 +102,24 @@ def _non_finite(document: bytes) -> tuple[Any, list[tuple[str, str, str]]]:
         return None, []
     if not found:  # "NaN" inside a string, a large finite exponent
         return parsed, []
-    named = []
-    for path, text in itertools.islice(_paths(parsed), MAX_REPORTED_PATHS):  # none if duplicate keys hid all
-        # The nearest key names the argument: `x` for `params.arguments.x[2]`.
-        nearest = next((_short(key) for key in reversed(path) if isinstance(key, str)), "(top level)")
-        named.append((_dotted(path), nearest, text))
-    return parsed, named
+    return parsed, list(itertools.islice(_paths(parsed), MAX_REPORTED_PATHS))  # none if duplicate keys hid all
 
 
-def _paths(node: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], str]]:
-    """(path, text) of each non-finite number, depth first (the depth is bounded by structure_refusal)."""
+def _paths(node: Any, dotted: str = "", nearest: str = "(top level)") -> Iterator[tuple[str, str, str]]:
+    """(dotted path, nearest key, text) of each non-finite number, depth first (the depth is bounded by
+    structure_refusal). The nearest key names the argument: `x` for `params.arguments.x[2]`."""
     if isinstance(node, _NonFinite):
-        yield path, str(node)
-    elif isinstance(node, (dict, list)):
-        for key, value in node.items() if isinstance(node, dict) else enumerate(node):
-            yield from _paths(value, (*path, key))
+        yield dotted, nearest, str(node)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from _paths(value, f"{dotted}.{_short(key)}" if dotted else _short(key), _short(key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _paths(value, f"{dotted}[{index}]", nearest)
 
 
 def _short(key: str) -> str:
     return key if len(key) <= MAX_KEY_CHARS else key[:MAX_KEY_CHARS] + "..."
-
-
-def _dotted(path: tuple[str | int, ...]) -> str:
-    text = ""
-    for key in path:
-        if isinstance(key, int):
-            text += f"[{key}]"
-        else:
-            text = f"{text}.{_short(key)}" if text else _short(key)
-    return text
-
-
-def non_finite_values(document: bytes) -> list[tuple[str, str, str]]:
-    """The first few non-finite numbers as (dotted path, nearest key, text); [] if none or not JSON."""
-    return _non_finite(document)[1]
 
 
 def check_body(body: bytes) -> None:
@@ -153,7 +127,7 @@ def check_body(body: bytes) -> None:
     refusal = structure_refusal(body)
     if refusal is not None:
         raise BodyRefused(refusal, status=400, code=PARSE_ERROR)
-    parsed, found = _non_finite(body)
+    parsed, found = non_finite(body)
     if found:
         names = ", ".join(dict.fromkeys(name for _, name, _ in found))
         places = ", ".join(f"{path} ({text})" for path, _, text in found)

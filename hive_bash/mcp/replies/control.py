@@ -20,7 +20,8 @@ def killed(task: TaskView, action: KillAction) -> dict[str, Any]:
     return in_schema_order(KillResult, values)
 
 
-def written(task_id: str, *, accepted: int, out_offset: int, queued: int, eof: bool) -> dict[str, Any]:
+def written(task: TaskView, *, accepted: int, out_offset: int, eof: bool) -> dict[str, Any]:
+    task_id, queued = task.id, task.queued_input_bytes
     head = f"{counted(accepted, 'byte')} sent to task {task_id}"
     if eof:
         head += " and input closed"

@@ -17,7 +17,7 @@ from hive_bash.errors import HiveBashError
 from hive_bash.mcp.replies.budget import Page, read_page
 from hive_bash.mcp.replies.render import counted, in_schema_order, logs_call, reply
 from hive_bash.mcp.replies.schema import LogPage
-from hive_bash.model import Status, Stream
+from hive_bash.model import Stream
 
 LOGS_DEFAULT_BUDGET = 5000  # JSON characters of a logs page whose max_bytes was not given
 SEARCH_PATTERN_CHARS = 80  # of a pattern quoted in a search's verdict
@@ -52,19 +52,7 @@ def log_reply(
     (max_bytes was not given); `task` as it was before the page was read."""
     page = read_page(path, offset, max_bytes=max_bytes, budget=LOGS_DEFAULT_BUDGET if budgeted else None)
     other = None if unread is None else OtherStream(unread.name, unread.size_before, file_size(unread.path))
-    return reply(page_reply(task.id, stream, page, status=task.status, ended=task.ended, other=other))
-
-
-def search_reply(
-    task: TaskView, stream: Stream, found: SearchResult, request: SearchRequest, other: OtherStream
-) -> CallToolResult:
-    """`logs` with a pattern: what `request` found, and how many lines of the stream it did not search
-    match (other_search)."""
-    return reply(
-        matches_reply(
-            task.id, stream, pattern=request.pattern, found=found, status=task.status, ended=task.ended, other=other
-        )
-    )
+    return reply(page_reply(task, stream, page, other=other))
 
 
 async def other_search(
@@ -96,31 +84,29 @@ def other_news(task_id: str, other: OtherStream | None, this_size: int) -> str:
     return ""
 
 
-def page_reply(
-    task_id: str, stream: Stream, page: Page, *, status: Status, ended: bool, other: OtherStream | None = None
-) -> dict[str, Any]:
+def page_reply(task: TaskView, stream: Stream, page: Page, *, other: OtherStream | None = None) -> dict[str, Any]:
     """One page of output; with nothing new at the offset, one short line that says so. `other`: the
     stream not read, when the call named none."""
-    eof = ended and page.next_offset >= page.size
-    state = "the task ended" if ended else f"task {status.value}"
+    eof = task.ended and page.next_offset >= page.size
+    state = "the task ended" if task.ended else f"task {task.status.value}"
     if page.offset > page.size:
         head = f"offset {page.offset} is past the end: {stream} is {page.size} bytes ({state})"
     elif page.next_offset == page.offset:
-        head = f"nothing new since offset {page.offset} ({state})" + other_news(task_id, other, page.size)
+        head = f"nothing new since offset {page.offset} ({state})" + other_news(task.id, other, page.size)
     else:
         head = f"{stream} bytes {page.offset}-{page.next_offset} of {page.size}"
         if page.skipped_bytes:
             head += f" ({page.skipped_bytes} bytes of a character begun before offset skipped)"
         if page.next_offset < page.size:
-            head += f"; more: {logs_call(task_id, stream, f'offset={page.next_offset}')}"
+            head += f"; more: {logs_call(task.id, stream, f'offset={page.next_offset}')}"
         else:
             head += "; end of output" if eof else f"; all so far ({state})"
-        head += other_news(task_id, other, page.size)
+        head += other_news(task.id, other, page.size)
     return in_schema_order(
         LogPage,
         {
             "verdict": head,
-            "id": task_id if page.data else None,
+            "id": task.id if page.data else None,
             "stream": stream if stream != "stdout" else None,
             "data": page.data,
             "offset": page.offset if page.data else None,
@@ -128,7 +114,7 @@ def page_reply(
             "size": page.size,
             "eof": eof,
             "skipped_bytes": page.skipped_bytes or None,
-            "status": status.value,
+            "status": task.status.value,
         },
     )
 
@@ -147,21 +133,14 @@ def match_rows(lines: Sequence[Line]) -> list[str]:
 
 
 def matches_reply(
-    task_id: str,
-    stream: Stream,
-    *,
-    pattern: str,
-    found: SearchResult,
-    status: Status,
-    ended: bool,
-    other: OtherStream | None = None,
+    task: TaskView, stream: Stream, *, pattern: str, found: SearchResult, other: OtherStream | None = None
 ) -> dict[str, Any]:
-    """The matching lines, how many match in all, and where to go on: next_offset is the first match
-    not listed (else the searched size). `other`: the stream not searched."""
+    """`logs` with a pattern: the matching lines, how many match in all, and where to go on: next_offset
+    is the first match not listed (else the searched size). `other`: the stream not searched (other_search)."""
     listed = sum(line.is_match for line in found.lines)
     size = found.end_offset
-    eof = ended and found.next_offset >= size
-    state = "end of output" if eof else "the task ended" if ended else f"task {status.value}"
+    eof = task.ended and found.next_offset >= size
+    state = "end of output" if eof else "the task ended" if task.ended else f"task {task.status.value}"
     # A pattern may be 1,000 characters: quoted whole twice it took a third of the reply's budget.
     long = len(pattern) > SEARCH_PATTERN_CHARS
     quoted = repr(pattern[:SEARCH_PATTERN_CHARS] + "…" if long else pattern)
@@ -170,15 +149,13 @@ def matches_reply(
     lines = counted(found.total_matches, "line")
     head = f"{lines} of {stream} bytes {found.start_offset}-{size} {match} {quoted} ({state})"
     if listed < found.total_matches:
-        more = f"logs(id='{task_id}', pattern={again}, offset={found.next_offset})"
+        more = f"logs(id='{task.id}', pattern={again}, offset={found.next_offset})"
         head += f"; {listed} listed, more: {more}"
     if other is not None and other.size:  # "0 lines match" must not read as "it never printed that"
-        call = logs_call(task_id, other.name, f"pattern={again}")
-        matches = (
-            ""
-            if other.matches is None
-            else f", {counted(other.matches, 'line')} {'matches' if other.matches == 1 else 'match'}"
-        )
+        call = logs_call(task.id, other.name, f"pattern={again}")
+        matches = ""
+        if other.matches is not None:
+            matches = f", {counted(other.matches, 'line')} {'matches' if other.matches == 1 else 'match'}"
         head += f"; {other.name} has {counted(other.size, 'byte')}{matches}: {call}"
     return in_schema_order(
         LogPage,
@@ -190,6 +167,6 @@ def matches_reply(
             "next_offset": found.next_offset,
             "size": size,
             "eof": eof,
-            "status": status.value,
+            "status": task.status.value,
         },
     )
