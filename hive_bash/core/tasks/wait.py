@@ -18,6 +18,7 @@ from typing import Any, Literal
 from hive_bash.core.output import MAX_WAIT_MATCHERS, FirstMatch, Matchers, StreamStart, file_size, first_match
 from hive_bash.core.processes import Listening
 from hive_bash.core.storage import TaskFiles
+from hive_bash.core.tasks.bookkeeping import Bookkeeping
 from hive_bash.core.tasks.task import Task
 from hive_bash.model import STREAMS, Stream
 
@@ -71,11 +72,12 @@ class WaitOutcome:
 
 
 class Waits:
-    """The inline waits of one task manager; at most MAX_WAIT_MATCHERS of them watch for a line at once."""
+    """The inline waits of one task manager (its `wait`); at most MAX_WAIT_MATCHERS of them watch for a line at once."""
 
-    def __init__(self, files: TaskFiles, look: Look) -> None:
+    def __init__(self, files: TaskFiles, look: Look, book: Bookkeeping) -> None:
         self.files = files
         self.look = look
+        self.book = book
         self.matchers = Matchers(MAX_WAIT_MATCHERS, "wait_for")
 
     async def wait(
@@ -90,15 +92,19 @@ class Waits:
         abandon: asyncio.Event | None = None,
     ) -> WaitOutcome:
         """Wait up to `seconds`; a logs wait (`grows`) goes on while the task waits for its input, the others
-        end there: no output can come before the input does."""
-        if seconds <= 0 or task.ended.is_set():
-            return WaitOutcome(_why(task, None, None, grows, abandon), seconds)
+        end there: no output can come before the input does. A run's or status's reply hands the agent the
+        end if it came, so its todo hears of the wait; a logs wait hands over a page."""
         loop = asyncio.get_running_loop()
         asked, deadline = seconds, loop.time() + seconds
         matched: FirstMatch | None = None
         seen: list[PortSeen] = []  # the look that found the port
         found = asyncio.Event()
         async with contextlib.AsyncExitStack() as stack:
+            if not grows:  # told last, once what the reply says is settled
+                self.book.todos.wait_begins(task.record)
+                stack.callback(self._over, task, abandon)
+            if seconds <= 0 or task.ended.is_set():
+                return WaitOutcome(_why(task, None, None, grows, abandon), seconds)
             if line is not None:
                 matched = await stack.enter_async_context(
                     first_match(line.pattern, self._starts(task, line), self.matchers)
@@ -128,6 +134,9 @@ class Waits:
                 await matched.looked_through(sizes, deadline - loop.time())
         ported = None if port is None else seen[0] if seen else PortSeen(port, None, None)
         return WaitOutcome(_why(task, matched, ported, grows, abandon), asked, matched, ported)
+
+    def _over(self, task: Task, abandon: asyncio.Event | None) -> None:
+        self.book.wait_over(task.record, task.ended.is_set() and not (abandon is not None and abandon.is_set()))
 
     def _paths(self, task: Task) -> list[tuple[Stream, Path]]:
         return [(stream, self.files.output(task.id, stream)) for stream in STREAMS]
