@@ -24,7 +24,7 @@ BACKOFF_MAX_SECS = 5.0
 MAX_REPLY_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TodoMessage:
     key: str
     kind: Literal["upsert", "clear"]
@@ -112,11 +112,11 @@ class TodoNotifier:
         logger.info("todos go to the harness socket %s", self.socket_path)
         self._worker = asyncio.get_running_loop().create_task(self._run(), name="todo-notifier")
 
-    def upsert(self, key: str, body: str, label: str) -> None:
-        self._want(TodoMessage(key, "upsert", body, label))
+    def upsert(self, key: str, *, body: str, label: str) -> None:
+        self._want(TodoMessage(key=key, kind="upsert", body=body, label=label))
 
     def clear(self, key: str) -> None:
-        self._want(TodoMessage(key, "clear", label="clear"))
+        self._want(TodoMessage(key=key, kind="clear", label="clear"))
 
     def withdraw(self, key: str) -> bool:
         """Drop the key's queued message. False when one is being sent right now: the harness may get it."""
