@@ -200,12 +200,8 @@ class Owners:
 
 def intruder_origin(pid: int, owners: Owners) -> str | None:
     """Where a process in a running task's cgroup came from if another task moved it there ("task web",
-    "outside the task"); None for the task's own, and when in doubt (the kernel keeps no birth cgroup).
-
-    Its lineage tells, in order: a parent that is the task's first process or a known own process, or
-    another task's; for an orphan, the session it was born in, a start before the cgroup existed, the
-    other task id it was started with. An orphan none of these mark is the task's (a double-forked
-    daemon of its own); a task's or the daemon's first processes are no intruders."""
+    "outside the task"); None for the task's own and when in doubt (the kernel keeps no birth cgroup). Its
+    lineage tells, else (an orphan: a double-forked daemon is the task's) its session, start and task id."""
     found = stat(pid)
     if found is None or pid in owners.leaders:
         return None

@@ -1,7 +1,6 @@
 """Starting a task: the OS set up once at the daemon's start (`Launcher.start`: its cgroup tree, the
 spawner), then per task room on disk for its end, its environment and session wrapper, its cgroup
-with its limits and the spawn; a start refused after the spawn ends the process it made (`abandon`).
-"""
+with its limits and the spawn; a start refused after the spawn ends the process it made (`abandon`)."""
 
 from __future__ import annotations
 

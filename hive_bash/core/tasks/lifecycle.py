@@ -1,8 +1,7 @@
 """A task's life, read in order: start (what a previous daemon left ends interrupted), submit (an
 id, a record, a slot or the queue), start (hive_bash.core.tasks.launch; the record saved with its
 pid before anything else happens), exited (the pidfd says so), ended (decide_ending, once; its
-session's state taken; its record and todo told), forgotten (retention), stop.
-"""
+session's state taken; its record and todo told), forgotten (retention), stop."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """An inline wait: until the task ends or waits for its input, a wanted line or port shows, its output
-grows, the time is up or the caller leaves; `WaitOutcome` says which, with what the wait saw.
-
-The task's end, its wait for input, a line match and the caller's leaving are events; a port
-(a worker thread's look at what the task listens on) and a file's growth (one stat) are polled.
-"""
+grows, the time is up or the caller leaves (`WaitOutcome` says which, with what it saw). The end, the
+wait for input, a match and the leaving are events; a port and a file's growth are polled."""
 
 from __future__ import annotations
 

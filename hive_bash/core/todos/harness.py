@@ -1,8 +1,7 @@
 """Keyed todos on the agent harness's unix socket (HIVE_AGENT_SOCKET; docs/harness-protocol.md):
 one JSON request per connection, `{"ok": true}` back. Per key only the latest wanted message
 is kept, sent by one worker, retried with backoff while the harness is away: callers never
-wait, a superseded upsert is never sent, a key's messages never reorder.
-"""
+wait, a superseded upsert is never sent, a key's messages never reorder."""
 
 from __future__ import annotations
 
