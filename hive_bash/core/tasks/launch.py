@@ -91,7 +91,7 @@ class Launcher:
         except RecordNotSaved as exc:
             raise record_not_saved(self._store, record, exc) from exc
         try:
-            start = self._sessions.prepare(record, task.cwd, task.env)
+            start = self._sessions.prepare(record, task.options.cwd, task.options.env)
         except OSError as exc:  # its session's wrapper could not be written
             raise _could_not_start(self._store, record, exc) from exc
         # Taken before the spawn: the command may be running before spawn() returns, and a

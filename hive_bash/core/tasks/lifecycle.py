@@ -104,14 +104,7 @@ class Lifecycle:
         self._slots.check_room()  # before the name is claimed: a refused start keeps the old task of that name
         task_id = self._claim_id(options.name)
         record = launch.new_record(task_id, options)
-        task = Task(
-            record,
-            env=dict(options.env),
-            cwd=options.cwd,
-            notify_on=options.notify_on,
-            input_budget=self._input_budget,
-            limits=limits,
-        )
+        task = Task(record, options=options, input_budget=self._input_budget, limits=limits)
         self._book.todos.track(record)
         try:
             if self._slots.free():
@@ -150,7 +143,7 @@ class Lifecycle:
         self._launcher.keep_reserve(record)
         launch.watch_input(task, self._files, self._book.todos.waiting_for_input_changed, self.readers)
         self._slots.running.add(task)
-        self._watcher.watch(record, task.notify_on)
+        self._watcher.watch(record, task.options.notify_on)
         # A callback, not a task awaiting the future: the end is handled in the same loop turn.
         proc.wait_status.add_done_callback(functools.partial(self._process_exited, task))
         logger.debug("task %s started: pid %d", task.id, proc.pid)

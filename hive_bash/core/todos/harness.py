@@ -78,16 +78,13 @@ def _parse_reply(line: bytes) -> dict[str, object]:
     return reply
 
 
-DeliveredCallback = Callable[[TodoMessage], None]
-
-
 class TodoNotifier:
     """Holds the latest wanted message per key and delivers it in the background; what a todo should
     be is hive_bash.core.todos.state's business, told of each delivery through `on_delivered`."""
 
-    def __init__(self, socket_path: Path | None, on_delivered: DeliveredCallback | None = None) -> None:
+    def __init__(self, socket_path: Path | None, on_delivered: Callable[[TodoMessage], None]) -> None:
         self.socket_path = socket_path
-        self._on_delivered = on_delivered or (lambda message: None)
+        self._on_delivered = on_delivered
         self._wanted: dict[str, TodoMessage] = {}  # insertion order = delivery order
         self._in_flight: str | None = None
         self._wakeup = asyncio.Event()
