@@ -24,7 +24,6 @@ class TaskManager:
     """The registry of tasks as the tools see it; their life is the lifecycle's."""
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
         self.files = TaskFiles(settings.tasks_dir.resolve())
         self._book = Bookkeeping(settings, self.files)
         base_env = base_environment(os.environ, settings.hidden_env_names)

@@ -89,15 +89,14 @@ class Waits:
         abandon: asyncio.Event | None = None,
     ) -> WaitOutcome:
         """Wait up to `seconds`; a logs wait (`grows`) goes on while the task waits for its input, the others
-        end there: no output can come before the input does. A run's or status's reply hands the agent the
-        end if it came, so its todo hears of the wait; a logs wait hands over a page."""
+        end there: no output can come before the input does."""
         loop = asyncio.get_running_loop()
         asked, deadline = seconds, loop.time() + seconds
         matched: FirstMatch | None = None
         seen: list[PortSeen] = []  # the look that found the port
         found = asyncio.Event()
         async with contextlib.AsyncExitStack() as stack:
-            if not grows:  # told last, once what the reply says is settled
+            if not grows:  # a run's or status's reply hands over the end if it came: its todo hears of the wait
                 self.book.todos.wait_begins(task.record)
                 stack.callback(self._over, task, abandon)
             if seconds <= 0 or task.ended.is_set():
@@ -133,6 +132,7 @@ class Waits:
         return WaitOutcome(_why(task, matched, ported, grows, abandon), asked, matched, ported)
 
     def _over(self, task: Task, abandon: asyncio.Event | None) -> None:
+        """The wait is over: told last (the stack unwinds in reverse), once what the reply says is settled."""
         self.book.wait_over(task.record, task.ended.is_set() and not (abandon is not None and abandon.is_set()))
 
     def _paths(self, task: Task) -> list[tuple[Stream, Path]]:
