@@ -138,12 +138,6 @@ def parse_capture(data: bytes) -> tuple[str, dict[str, str]] | None:
     return cwd, env
 
 
-def exec_env_budget() -> int:
-    """Bytes of environment (strings, NULs and pointers) a task's exec can surely take."""
-    arg_max = os.sysconf("SC_ARG_MAX")  # a quarter of the stack limit
-    return max(min(arg_max, KERNEL_EXEC_CAP_BYTES) - EXEC_HEADROOM_BYTES, 0)
-
-
 def _entry_bytes(name: str, value: str) -> int:
     return len(os.fsencode(name)) + len(os.fsencode(value)) + 2  # "=" and the NUL
 
@@ -262,7 +256,8 @@ class SessionStore:
 
     def _fit_exec(self, name: str, env: dict[str, str], changed: Iterable[str]) -> str | None:
         """Take out of `env` the session's variables (`changed`) an exec could not take; one line names them."""
-        budget = exec_env_budget()
+        # The environment (strings, NULs and pointers) an exec surely takes; SC_ARG_MAX is a quarter of the stack limit.
+        budget = max(min(os.sysconf("SC_ARG_MAX"), KERNEL_EXEC_CAP_BYTES) - EXEC_HEADROOM_BYTES, 0)
         too_long, too_many = unfit(env, changed, budget)
         parts = []
         if too_long:
