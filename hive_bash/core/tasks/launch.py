@@ -65,16 +65,14 @@ class Launcher:
 
     def limits(self, options: TaskOptions) -> Limits:
         """The task's own limits: its arguments over the daemon's defaults; refused where nothing enforces them."""
-        for argument, value, controller in (
-            ("memory_max", options.memory_max, "memory"),
-            ("pids_max", options.pids_max, "pids"),
-        ):
-            if value is not None and self.cgroups is None:
-                raise InvalidArgument(argument, "needs a cgroup per task; this daemon has no delegated cgroup v2 tree")
-            if value is not None and self.cgroups is not None and controller not in self.cgroups.controllers:
-                raise InvalidArgument(
-                    argument, f"needs the {controller} controller; this daemon's cgroup tree has none"
-                )
+        asked = (("memory_max", options.memory_max, "memory"), ("pids_max", options.pids_max, "pids"))
+        for name, value, controller in asked:
+            if value is None:
+                continue
+            if self.cgroups is None:
+                raise InvalidArgument(name, "needs a cgroup per task; this daemon has no delegated cgroup v2 tree")
+            if controller not in self.cgroups.controllers:
+                raise InvalidArgument(name, f"needs the {controller} controller; this daemon's cgroup tree has none")
         defaults = self._default_limits
         return Limits(
             options.memory_max if options.memory_max is not None else defaults.memory_max,
