@@ -30,7 +30,7 @@ class TaskManager:
         self._sessions = SessionStore(self.files, base_env, settings.hidden_env_names)
         self._life = Lifecycle(settings, self.files, sessions=self._sessions, book=self._book)
         self._tasks = self._life.tasks
-        self.wait = Waits(self.files, self._look, self._book).wait  # the inline wait (hive_bash.core.tasks.wait)
+        self.wait = Waits(self.files, self.listening, self._book).wait  # the inline wait (hive_bash.core.tasks.wait)
 
     async def start(self) -> None:
         """Load the records a previous daemon left (what was pending or running is now interrupted), then serve."""
@@ -98,9 +98,6 @@ class TaskManager:
     async def listening(self, tasks: Sequence[Task]) -> list[Listening]:
         """What each running task's processes listen on now (hive_bash.core.processes.listening), read off the loop."""
         return await read_listening(self._life.readers, [_processes(task) for task in tasks])
-
-    async def _look(self, task: Task) -> Listening:
-        return (await self.listening([task]))[0]
 
     def shown(self, task: Task) -> None:
         """A reply showed the task to the agent (what it printed so far): its notify_on notice is seen."""

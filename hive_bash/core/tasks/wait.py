@@ -30,7 +30,7 @@ Why = Literal[
     "ended", "matched", "gave up", "no matcher", "listening", "waits for input", "grew", "timed out", "abandoned"
 ]
 OnProgress = Callable[[float], Awaitable[None]]  # called with the seconds waited, every PROGRESS_SECS
-Look = Callable[[Task], Awaitable[Listening]]  # what the task's processes listen on now
+Look = Callable[[Sequence[Task]], Awaitable[list[Listening]]]  # what the tasks' processes listen on now
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ class Waits:
         """Look at what the task listens on every PORT_POLL_SECS until `port` is there (ANY_PORT: a TCP one)."""
         while True:
             try:
-                listening = await self.look(task)
+                listening = (await self.look([task]))[0]
                 for address in listening.addresses:
                     if address.kind != "unix" and port in (ANY_PORT, address.port):
                         seen.append(PortSeen(port, str(address), listening))
