@@ -64,7 +64,7 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
     ),
     ("submit: pidfd, start time", SUBMIT, "core.processes.process", ("TaskProcess.__init__",), False),
     ("submit: record saved (running)", SUBMIT, "core.tasks.bookkeeping", ("Bookkeeping.started",), False),
-    (WAIT, TOOL, "core.tasks.manager", ("TaskManager.wait",), True),
+    (WAIT, TOOL, "core.tasks.wait", ("Waits.wait",), True),
     ("exit: kill group, reap, rusage", WAIT, "core.processes.process", ("TaskProcess._on_leader_exit",), False),
     # The lifecycle's end bookkeeping: the ending decided, the session taken, its todo told, the next started.
     ("exit: usage, session, end, next", WAIT, "core.tasks.lifecycle", ("Lifecycle._process_exited",), False),

@@ -1,9 +1,6 @@
-"""The task engine: tasks, their processes, files, records, sessions and todos.
-
-Nothing here knows MCP or HTTP; the layers above (mcp, daemon, client) import only the names below,
-from ``hive_bash.core`` itself (tests/core/test_layers.py): this list is all the engine promises them.
-A task reaches them as a frozen `TaskView`, never as the live `Task`, which they only hand back.
-"""
+"""The task engine: tasks, their processes, files, records, sessions and todos. Nothing here knows MCP or
+HTTP; the layers above import only the names below (tests/core/test_layers.py): all the engine promises
+them. A task reaches them as a frozen `TaskView`, never as the live `Task`, which they only hand back."""
 
 from __future__ import annotations
 
@@ -11,7 +8,6 @@ from hive_bash.core.output import (
     DEFAULT_MAX_MATCHES as DEFAULT_MAX_MATCHES,
     MAX_CONTEXT_LINES as MAX_CONTEXT_LINES,
     MAX_MATCHES_CAP as MAX_MATCHES_CAP,
-    FirstMatch as FirstMatch,
     Line as Line,
     SearchRequest as SearchRequest,
     SearchResult as SearchResult,
@@ -32,7 +28,6 @@ from hive_bash.core.output import (
 from hive_bash.core.processes import (
     PTY_COLUMNS as PTY_COLUMNS,
     PTY_ROWS as PTY_ROWS,
-    Listening as Listening,
     configured_root as configured_root,
     give_tasks_default_signals as give_tasks_default_signals,
 )
@@ -46,7 +41,6 @@ from hive_bash.core.tasks import (
     KillAction as KillAction,
     LineWanted as LineWanted,
     OnProgress as OnProgress,
-    PortSeen as PortSeen,
     Task as Task,
     TaskManager as TaskManager,
     TaskView as TaskView,

@@ -38,7 +38,7 @@ def populated(path: Path) -> bool:
     return procfs.key_value(procfs.read_start(path / "cgroup.events"), "populated") == 1  # None: gone
 
 
-def remove_tree(path: Path, max_dirs: int | None = None, deadline: float | None = None) -> bool:
+def remove_tree(path: Path, *, max_dirs: int | None = None, deadline: float | None = None) -> bool:
     """rmdir `path` and every cgroup below, deepest first, by directory fds (depth is no limit), at most
     `max_dirs`, none after `deadline`; True once `path` is gone. One in use has its processes SIGKILLed."""
     try:

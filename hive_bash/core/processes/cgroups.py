@@ -48,8 +48,7 @@ class CgroupTree:
         self.controllers = self._enable_controllers()
         # A mount's root (a container's /sys/fs/cgroup) holds more than the daemon's: then only `task-*` count.
         self._whole_root = root not in cgroup2_mounts()
-        self._live: set[Path] = set()  # the cgroups of running tasks
-        self._watched: dict[Path, TaskCgroup] = {}  # their TaskCgroups, looked at by the watch
+        self._watched: dict[Path, TaskCgroup] = {}  # the running tasks' cgroups, looked at by the watch
         self._watch_queue: collections.deque[TaskCgroup] = collections.deque()  # this round's rest
         self._sweeper = cgroup_sweep.Sweeper()
         self.leaders: dict[int, str] = {}  # every running task's first process -> its task id
@@ -79,7 +78,6 @@ class CgroupTree:
             del self._task_ids[next(iter(self._task_ids))]
         path = self._free_path(self.root / f"{TASK_PREFIX}{task_id}")
         path.mkdir()
-        self._live.add(path)
         cgroup = None
         try:
             cgroup = TaskCgroup(self, path, limits, task_id)
@@ -107,7 +105,6 @@ class CgroupTree:
 
     def discard(self, path: Path) -> None:
         """A task's cgroup is done with: removed (below it too, off the loop), then escapees ended."""
-        self._live.discard(path)
         cgroup = self._watched.pop(path, None)
         if cgroup is not None:
             cgroup.leader_reaped()
@@ -138,7 +135,7 @@ class CgroupTree:
             self._watch_queue.extend(self._watched.values())
         budget = JUDGED_PER_LOOK
         descendants = self._descendants()
-        nested = not self._whole_root or descendants is None or descendants > 1 + len(self._live)
+        nested = not self._whole_root or descendants is None or descendants > 1 + len(self._watched)
         for _ in range(min(TASKS_PER_LOOK, len(self._watch_queue))):
             cgroup = self._watch_queue.popleft()
             if self._watched.get(cgroup.path) is not cgroup:
@@ -155,7 +152,7 @@ class CgroupTree:
         # The leaf and the running tasks' cgroups are all the tree holds unless a task made more.
         if descendants is None:
             descendants = self._descendants()
-        if self._whole_root and descendants is not None and descendants <= 1 + len(self._live):
+        if self._whole_root and descendants is not None and descendants <= 1 + len(self._watched):
             return
         new = []
         for path in self._foreign(MAX_FOREIGN_PER_LOOK):
@@ -190,7 +187,7 @@ class CgroupTree:
                         entry.is_dir(follow_symlinks=False)
                         and entry.name not in KEPT_NAMES
                         and (entry.name.startswith(TASK_PREFIX) or not only_tasks)
-                        and (path := parent / entry.name) not in self._live
+                        and (path := parent / entry.name) not in self._watched
                     ):
                         found.append(path)
         return sorted(found)

@@ -216,11 +216,6 @@ class InputWait:
             self._sampler = None
         self._set(False)
 
-    def sample(self, now: float) -> None:
-        """One sample read right here (tests; the daemon reads them in its ProcReaders)."""
-        activity = self._activity()
-        self.judge(now, activity, waiting_reader(self.end) is not None)
-
     def judge(self, now: float, activity: object, blocked: bool) -> None:
         """A sample's reading: `blocked` with `activity` as it was before the sample was taken."""
         if not blocked or activity != self._seen:

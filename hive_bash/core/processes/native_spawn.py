@@ -101,11 +101,6 @@ def unavailable_reason() -> str | None:
     return f"the kernel refuses clone3 into a cgroup ({os.strerror(error)})"
 
 
-def available() -> bool:
-    """Whether tasks can be started directly in their cgroups here."""
-    return unavailable_reason() is None
-
-
 def _clone_into_cgroup_error() -> int:
     """clone3's answer to CLONE_INTO_CGROUP with an fd never open: EBADF where the kernel has it (checked last:
     no child ever runs), ENOSYS without clone3 or under seccomp, EINVAL before 5.7, EPERM under seccomp."""
@@ -134,7 +129,7 @@ def spawn(
 ) -> NativeProcess:
     """Start argv in the cgroup open as `cgroup_fd` leading its own session; OSError as Popen. With `terminal`
     (a PTY slave's path) the child opens it as fds 0-2 after setsid, its controlling terminal."""
-    assert _libc is not None, "spawn() called where available() is False"
+    assert _libc is not None, "spawn() called where unavailable_reason() says why not"
     # posix_spawnp searches the daemon's PATH, as Popen the task's: the same unless `run` set PATH, and
     # without the ~30 us of stat calls a lookup in Python costs.
     search = os.sep not in argv[0] and "PATH" in env and env["PATH"] == os.environ.get("PATH")

@@ -79,7 +79,7 @@ def base_environment(environ: Mapping[str, str], hidden: frozenset[str]) -> dict
     }
 
 
-def task_environment(base: Mapping[str, str], extra: Mapping[str, str], task_id: str, pty: bool) -> dict[str, str]:
+def task_environment(base: Mapping[str, str], *, extra: Mapping[str, str], task_id: str, pty: bool) -> dict[str, str]:
     env = dict(base)
     if pty:
         env["TERM"] = "dumb"
@@ -169,7 +169,9 @@ class TerminalCopy:
     A write error is reported once through `write_failed` and the rest discarded: raised in a reader
     callback it would be lost, and at the task's end it would keep the task from ever ending."""
 
-    def __init__(self, master: int, out_fd: int, out_path: Path, write_failed: TerminalWriteFailed, pid: int) -> None:
+    def __init__(
+        self, *, master: int, out_fd: int, out_path: Path, write_failed: TerminalWriteFailed, pid: int
+    ) -> None:
         self._master = master
         self._out_fd: int | None = out_fd
         self._out_path = out_path
@@ -391,7 +393,13 @@ def _spawn_pty(request: SpawnRequest, spawner: spawners.Spawner) -> TaskProcess:
             os.close(slave)  # the child has its own copy; ours would keep EIO from ever arriving
         with _owned(started.process, request.cgroup):
             os.set_blocking(master, False)
-            terminal = TerminalCopy(master, out_fd, request.stdout_path, request.on_output_failed, started.process.pid)
+            terminal = TerminalCopy(
+                master=master,
+                out_fd=out_fd,
+                out_path=request.stdout_path,
+                write_failed=request.on_output_failed,
+                pid=started.process.pid,
+            )
             supervised = TaskProcess(started, master, terminal, request.cgroup)
         until_supervised.pop_all()
         return supervised

@@ -128,7 +128,7 @@ def ancestors(pid: int) -> list[int]:
     return found
 
 
-def same_process_alive(pid: int, start_ticks: int | None) -> bool:
+def same_process_alive(pid: int, *, start_ticks: int | None) -> bool:
     """True only if `pid` is still the process started then, leading the session and group it was started
     with: nothing it can do to its environment or argv changes these (the caller checks the boot)."""
     found = stat(pid) if start_ticks is not None else None
@@ -148,7 +148,7 @@ def group_members(pgid: int, *, since_ticks: int = 0, limit: int | None = None) 
     return members
 
 
-def leftover_group_members(pgid: int, leader_start_ticks: int | None) -> list[int]:
+def leftover_group_members(pgid: int, *, leader_start_ticks: int | None) -> list[int]:
     """What is left in a task's group once its leader is gone (after a daemon restart); nothing while
     a live process holds the leader's pid (ours, whose group the caller ended, or a stranger)."""
     leader = stat(pgid)
@@ -200,12 +200,8 @@ class Owners:
 
 def intruder_origin(pid: int, owners: Owners) -> str | None:
     """Where a process in a running task's cgroup came from if another task moved it there ("task web",
-    "outside the task"); None for the task's own, and when in doubt (the kernel keeps no birth cgroup).
-
-    Its lineage tells, in order: a parent that is the task's first process or a known own process, or
-    another task's; for an orphan, the session it was born in, a start before the cgroup existed, the
-    other task id it was started with. An orphan none of these mark is the task's (a double-forked
-    daemon of its own); a task's or the daemon's first processes are no intruders."""
+    "outside the task"); None for the task's own and when in doubt (the kernel keeps no birth cgroup). Its
+    lineage tells, else (an orphan: a double-forked daemon is the task's) its session, start and task id."""
     found = stat(pid)
     if found is None or pid in owners.leaders:
         return None
@@ -250,7 +246,7 @@ class TaskProcesses:
             if (owners := self.owners) is not None:
                 pids = [pid for pid in pids if pid in owners.known or intruder_origin(pid, owners) is None]
             return pids
-        if same_process_alive(self.leader, self.start_ticks):
+        if same_process_alive(self.leader, start_ticks=self.start_ticks):
             return descendants(self.leader)
         left: list[int] = []
         for member in group_members(self.pgid, limit=MAX_DESCENDANTS):

@@ -24,11 +24,11 @@ def end_leftover_processes(record: TaskRecord) -> None:
         return  # the pid and start time belonged to a process of another boot: nothing of it is left
     # A record older than its boot id: its leader must also carry its task id.
     leader = record.boot_id is not None or procfs.task_id_of(pgid) == record.id
-    if leader and procfs.same_process_alive(pgid, start_ticks):
+    if leader and procfs.same_process_alive(pgid, start_ticks=start_ticks):
         logger.warning("task %s (pid %d) outlived the previous daemon; ending its group", record.id, pgid)
         signal_group(pgid, signal.SIGKILL)
         return
-    for pid in procfs.leftover_group_members(pgid, start_ticks):
+    for pid in procfs.leftover_group_members(pgid, leader_start_ticks=start_ticks):
         logger.warning("task %s left process %d behind; ending it", record.id, pid)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

@@ -9,14 +9,13 @@ import logging
 import os
 import signal
 from dataclasses import dataclass
+from collections.abc import Set
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from hive_bash.burst_log import BurstLog
 from hive_bash.core import wording
 from hive_bash.core.processes import cgroup_sweep, procfs
-
-if TYPE_CHECKING:
-    from hive_bash.core.processes.cgroups import CgroupTree
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +39,24 @@ class CgroupEnd:
     limit_reason: str | None  # e.g. "memory limit 512 MiB reached"
 
 
+class Tree(Protocol):
+    """What a task's cgroup shares with the tree it is in (a cgroups.CgroupTree, which imports this module)."""
+
+    relative_root: str | None  # the tree's root as /proc/<pid>/cgroup names it
+    controllers: frozenset[str]
+    leaders: dict[int, str]  # every running task's first process -> its task id
+    intruder_log: BurstLog
+
+    @property
+    def task_ids(self) -> Set[str]: ...  # the tasks lately given a cgroup
+
+    def discard(self, path: Path) -> None: ...
+
+
 class TaskCgroup:
     """One task's cgroup directory, held open from its creation to its removal."""
 
-    def __init__(self, tree: CgroupTree, path: Path, limits: Limits, task_id: str) -> None:
+    def __init__(self, tree: Tree, path: Path, limits: Limits, task_id: str) -> None:
         self.tree = tree
         self.path = path
         self.limits = limits
@@ -92,7 +105,7 @@ class TaskCgroup:
                 self._write(name, value)
             except OSError as exc:
                 logger.warning("could not restore %s of %s: %s", name, self.path, exc)
-            self.tampered = _tamper_reason(name, value, now)
+            self.tampered = _tamper_reason(name, daemon_value=value, task_value=now)
             self.kill()
             return self.tampered
         return None
@@ -234,7 +247,7 @@ class TaskCgroup:
         return True
 
 
-def _tamper_reason(name: str, daemon_value: str, task_value: str) -> str:
+def _tamper_reason(name: str, *, daemon_value: str, task_value: str) -> str:
     """`it raised its own memory limit (memory.max 64 MiB -> max); the daemon restored it and ended the task`."""
     kind = "process" if name.startswith("pids.") else "swap" if name == "memory.swap.max" else "memory"
 

@@ -35,7 +35,7 @@ class InputBudget:
 
 class InputChannel:
     def __init__(
-        self, task_id: str, pty: bool, limit: int = BACKLOG_LIMIT_BYTES, budget: InputBudget | None = None
+        self, task_id: str, pty: bool, *, limit: int = BACKLOG_LIMIT_BYTES, budget: InputBudget | None = None
     ) -> None:
         self.task_id = task_id
         self.pty = pty

@@ -138,12 +138,6 @@ def parse_capture(data: bytes) -> tuple[str, dict[str, str]] | None:
     return cwd, env
 
 
-def exec_env_budget() -> int:
-    """Bytes of environment (strings, NULs and pointers) a task's exec can surely take."""
-    arg_max = os.sysconf("SC_ARG_MAX")  # a quarter of the stack limit
-    return max(min(arg_max, KERNEL_EXEC_CAP_BYTES) - EXEC_HEADROOM_BYTES, 0)
-
-
 def _entry_bytes(name: str, value: str) -> int:
     return len(os.fsencode(name)) + len(os.fsencode(value)) + 2  # "=" and the NUL
 
@@ -164,7 +158,7 @@ def unfit(env: Mapping[str, str], candidates: Iterable[str], budget: int) -> tup
 
 
 def diff_env(
-    base: Mapping[str, str], final: Mapping[str, str], hidden: frozenset[str]
+    base: Mapping[str, str], *, final: Mapping[str, str], hidden: frozenset[str]
 ) -> tuple[dict[str, str], list[str]]:
     """What the session must change in the daemon's environment to give `final`: (set, unset)."""
     to_set = {name: value for name, value in final.items() if carried(name, hidden) and base.get(name) != value}
@@ -262,7 +256,8 @@ class SessionStore:
 
     def _fit_exec(self, name: str, env: dict[str, str], changed: Iterable[str]) -> str | None:
         """Take out of `env` the session's variables (`changed`) an exec could not take; one line names them."""
-        budget = exec_env_budget()
+        # The environment (strings, NULs and pointers) an exec surely takes; SC_ARG_MAX is a quarter of the stack limit.
+        budget = max(min(os.sysconf("SC_ARG_MAX"), KERNEL_EXEC_CAP_BYTES) - EXEC_HEADROOM_BYTES, 0)
         too_long, too_many = unfit(env, changed, budget)
         parts = []
         if too_long:
@@ -282,11 +277,11 @@ class SessionStore:
         task starts in its session's directory with its variables (`record.cwd`, `record.session_note`)
         and its wrapper, written here (OSError when it cannot be)."""
         if record.session is None:
-            return Start(task_environment(self.base_env, extra_env, record.id, record.pty))
+            return Start(task_environment(self.base_env, extra=extra_env, task_id=record.id, pty=record.pty))
         launch = self.launch(record.session, cwd=cwd, default_cwd=os.getcwd())
         before = self._states.get(record.session)
         record.cwd, record.session_note = launch.cwd, launch.note
-        env = task_environment(launch.env, extra_env, record.id, record.pty)
+        env = task_environment(launch.env, extra=extra_env, task_id=record.id, pty=record.pty)
         self._wrap(record.id, env)
         return Start(env, dict(before.set) if before is not None else {})
 
@@ -330,7 +325,7 @@ class SessionStore:
             )
             return f"session {name} unchanged: the shell did not save its state ({why})"
         cwd, final = captured
-        to_set, to_unset = diff_env(self.base_env, final, self.hidden)
+        to_set, to_unset = diff_env(self.base_env, final=final, hidden=self.hidden)
         env = apply_env(self.base_env, SessionState(name, set=to_set, unset=to_unset), self.hidden)
         note = self._fit_exec(name, env, to_set)
         to_set = {item: value for item, value in to_set.items() if env.get(item) == value}

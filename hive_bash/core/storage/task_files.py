@@ -1,7 +1,6 @@
 """Every file in the tasks directory, named in one place, so a suffix is spelled once and deleting
 a task's files cannot miss one. Ids and session names follow one rule that keeps every path
-inside the directory (checked where they come in, hive_bash.mcp.arguments).
-"""
+inside the directory (checked where they come in, hive_bash.mcp.arguments)."""
 
 from __future__ import annotations
 

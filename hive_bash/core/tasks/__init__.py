@@ -1,8 +1,5 @@
-"""A task's life: the manager the layers above call (manager), over the records and todos
-(bookkeeping) and the life in order (lifecycle, launch, slots, watcher, terminations, ending,
-retention); the live `Task` and the frozen `TaskView` replies read (task, view). Other
-subpackages import these names from here (tests/core/test_layers.py).
-"""
+"""A task's life: the manager the layers above call (manager) over the records and todos (bookkeeping) and
+the life in order (lifecycle and the parts it calls); the live `Task` and the frozen `TaskView` (task, view)."""
 
 from __future__ import annotations
 
@@ -15,6 +12,5 @@ from hive_bash.core.tasks.wait import (
     Growth as Growth,
     LineWanted as LineWanted,
     OnProgress as OnProgress,
-    PortSeen as PortSeen,
     WaitOutcome as WaitOutcome,
 )

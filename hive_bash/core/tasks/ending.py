@@ -1,7 +1,6 @@
 """How a task ended, decided once (`decide_ending`): a pure function of its exit, the cause the
 daemon or `kill` chose before it exited, and what its cgroup reported. A cause chosen first
-wins: the exit of a task the daemon ended is read as that end, never as what the kernel saw.
-"""
+wins: the exit of a task the daemon ended is read as that end, never as what the kernel saw."""
 
 from __future__ import annotations
 

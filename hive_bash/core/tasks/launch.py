@@ -1,7 +1,6 @@
 """Starting a task: the OS set up once at the daemon's start (`Launcher.start`: its cgroup tree, the
 spawner), then per task room on disk for its end, its environment and session wrapper, its cgroup
-with its limits and the spawn; a start refused after the spawn ends the process it made (`abandon`).
-"""
+with its limits and the spawn; a start refused after the spawn ends the process it made (`abandon`)."""
 
 from __future__ import annotations
 
@@ -66,16 +65,14 @@ class Launcher:
 
     def limits(self, options: TaskOptions) -> Limits:
         """The task's own limits: its arguments over the daemon's defaults; refused where nothing enforces them."""
-        for argument, value, controller in (
-            ("memory_max", options.memory_max, "memory"),
-            ("pids_max", options.pids_max, "pids"),
-        ):
-            if value is not None and self.cgroups is None:
-                raise InvalidArgument(argument, "needs a cgroup per task; this daemon has no delegated cgroup v2 tree")
-            if value is not None and self.cgroups is not None and controller not in self.cgroups.controllers:
-                raise InvalidArgument(
-                    argument, f"needs the {controller} controller; this daemon's cgroup tree has none"
-                )
+        asked = (("memory_max", options.memory_max, "memory"), ("pids_max", options.pids_max, "pids"))
+        for name, value, controller in asked:
+            if value is None:
+                continue
+            if self.cgroups is None:
+                raise InvalidArgument(name, "needs a cgroup per task; this daemon has no delegated cgroup v2 tree")
+            if controller not in self.cgroups.controllers:
+                raise InvalidArgument(name, f"needs the {controller} controller; this daemon's cgroup tree has none")
         defaults = self._default_limits
         return Limits(
             options.memory_max if options.memory_max is not None else defaults.memory_max,
@@ -92,7 +89,7 @@ class Launcher:
         except RecordNotSaved as exc:
             raise record_not_saved(self._store, record, exc) from exc
         try:
-            start = self._sessions.prepare(record, task.cwd, task.env)
+            start = self._sessions.prepare(record, task.options.cwd, task.options.env)
         except OSError as exc:  # its session's wrapper could not be written
             raise _could_not_start(self._store, record, exc) from exc
         # Taken before the spawn: the command may be running before spawn() returns, and a

@@ -1,8 +1,7 @@
 """A task's life, read in order: start (what a previous daemon left ends interrupted), submit (an
 id, a record, a slot or the queue), start (hive_bash.core.tasks.launch; the record saved with its
 pid before anything else happens), exited (the pidfd says so), ended (decide_ending, once; its
-session's state taken; its record and todo told), forgotten (retention), stop.
-"""
+session's state taken; its record and todo told), forgotten (retention), stop."""
 
 from __future__ import annotations
 
@@ -59,7 +58,7 @@ class Lifecycle:
             files,
             settings.max_output_bytes,
             end=ends.limit_passed,
-            on_line=book.line_matched,
+            on_line=book.todos.line_matched,
             over_cap_after_end=ends.hold_cap_after_end,
         )
         self._background: list[asyncio.Task[None]] = []
@@ -83,7 +82,7 @@ class Lifecycle:
         for record in sorted(self._book.store.load_all(), key=lambda record: record.ended_at or time.time()):
             self._recover(record)
         self._prune(sessions_too=True)
-        self._book.start()
+        self._book.todos.start()
         loop = asyncio.get_running_loop()
         self._background.append(loop.create_task(self._watcher.run(self._prune), name="task-watcher"))
         if cgroups is not None:  # limits a task changed, processes that left its cgroup
@@ -105,15 +104,8 @@ class Lifecycle:
         self._slots.check_room()  # before the name is claimed: a refused start keeps the old task of that name
         task_id = self._claim_id(options.name)
         record = launch.new_record(task_id, options)
-        task = Task(
-            record,
-            env=dict(options.env),
-            cwd=options.cwd,
-            notify_on=options.notify_on,
-            input_budget=self._input_budget,
-            limits=limits,
-        )
-        self._book.submitted(record)
+        task = Task(record, options=options, input_budget=self._input_budget, limits=limits)
+        self._book.todos.track(record)
         try:
             if self._slots.free():
                 self._start(task)
@@ -121,7 +113,7 @@ class Lifecycle:
                 self._book.save_or_refuse(record)  # a task no restart could find must not start later either
                 self._slots.pending.append(task)
         except SpawnFailed:
-            self._book.refused(record)
+            self._book.todos.forget(record)  # its start was refused: nothing of it is kept
             raise
         self._tasks[task_id] = task
         return task
@@ -149,9 +141,9 @@ class Lifecycle:
             launch.abandon(task)
             raise
         self._launcher.keep_reserve(record)
-        launch.watch_input(task, self._files, self._book.waiting_for_input_changed, self.readers)
+        launch.watch_input(task, self._files, self._book.todos.waiting_for_input_changed, self.readers)
         self._slots.running.add(task)
-        self._watcher.watch(record, task.notify_on)
+        self._watcher.watch(record, task.options.notify_on)
         # A callback, not a task awaiting the future: the end is handled in the same loop turn.
         proc.wait_status.add_done_callback(functools.partial(self._process_exited, task))
         logger.debug("task %s started: pid %d", task.id, proc.pid)
@@ -201,7 +193,7 @@ class Lifecycle:
 
     def _prune(self, sessions_too: bool = False) -> None:
         """Drop what retention says is too many or too old, then the sessions no retained task belongs to."""
-        expired = self._book.expired(lambda record: self._current(record) is not None)
+        expired = self._book.retention.expired(lambda record: self._current(record) is not None)
         for record in expired:
             self._forget(self._tasks[record.id])
         if expired or sessions_too:

@@ -3,7 +3,6 @@ changes them; this class finds them, waits on them and reads what a reply shows.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +14,7 @@ from hive_bash.core.storage import TaskFiles
 from hive_bash.core.tasks.bookkeeping import Bookkeeping
 from hive_bash.core.tasks.lifecycle import Lifecycle
 from hive_bash.core.tasks.task import KillAction, Task
-from hive_bash.core.tasks.wait import Growth, LineWanted, OnProgress, WaitOutcome, Waits
+from hive_bash.core.tasks.wait import Waits
 from hive_bash.errors import TaskFinished, TaskNotFound
 from hive_bash.model import Status, Stream, TaskOptions
 from hive_bash.settings import Settings
@@ -25,14 +24,13 @@ class TaskManager:
     """The registry of tasks as the tools see it; their life is the lifecycle's."""
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
         self.files = TaskFiles(settings.tasks_dir.resolve())
         self._book = Bookkeeping(settings, self.files)
         base_env = base_environment(os.environ, settings.hidden_env_names)
         self._sessions = SessionStore(self.files, base_env, settings.hidden_env_names)
         self._life = Lifecycle(settings, self.files, sessions=self._sessions, book=self._book)
         self._tasks = self._life.tasks
-        self._waits = Waits(self.files, self._look)
+        self.wait = Waits(self.files, self.listening, self._book).wait  # the inline wait (hive_bash.core.tasks.wait)
 
     async def start(self) -> None:
         """Load the records a previous daemon left (what was pending or running is now interrupted), then serve."""
@@ -95,39 +93,11 @@ class TaskManager:
 
     @property
     def todo_backlog(self) -> int:
-        return self._book.todo_backlog
+        return self._book.todos.backlog
 
     async def listening(self, tasks: Sequence[Task]) -> list[Listening]:
         """What each running task's processes listen on now (hive_bash.core.processes.listening), read off the loop."""
         return await read_listening(self._life.readers, [_processes(task) for task in tasks])
-
-    async def wait(
-        self,
-        task: Task,
-        seconds: float,
-        *,
-        line: LineWanted | None = None,
-        port: int | None = None,
-        grows: Sequence[Growth] = (),
-        on_progress: OnProgress | None = None,
-        abandon: asyncio.Event | None = None,
-    ) -> WaitOutcome:
-        """An inline wait (hive_bash.core.tasks.wait). A run's or status's reply hands the agent the end if it
-        came, so its todo hears of the wait; a logs wait (`grows`) hands over a page."""
-        result = not grows
-        if result:
-            self._book.wait_begins(task.record)
-        try:
-            return await self._waits.wait(
-                task, seconds, line=line, port=port, grows=grows, on_progress=on_progress, abandon=abandon
-            )
-        finally:
-            if result:
-                seen = task.ended.is_set() and not (abandon is not None and abandon.is_set())
-                self._book.wait_over(task.record, seen)
-
-    async def _look(self, task: Task) -> Listening:
-        return (await self.listening([task]))[0]
 
     def shown(self, task: Task) -> None:
         """A reply showed the task to the agent (what it printed so far): its notify_on notice is seen."""

@@ -1,7 +1,6 @@
 """Which finished task records to drop: the oldest first, beyond a count and past an age. One whose
 todo the harness has not confirmed is set aside and dropped once it is (also after a restart);
-`/healthz`'s `todo_backlog` counts what waits so while the harness is away.
-"""
+`/healthz`'s `todo_backlog` counts what waits so while the harness is away."""
 
 from __future__ import annotations
 

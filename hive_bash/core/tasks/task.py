@@ -13,7 +13,7 @@ from hive_bash.core.processes import InputBudget, InputChannel, InputWait, Limit
 from hive_bash.core.storage import TaskRecord
 from hive_bash.core.tasks.ending import Cause, Ending
 from hive_bash.errors import NoInput, TaskFinished
-from hive_bash.model import Status
+from hive_bash.model import Status, TaskOptions
 
 BOOT_ID = boot_id()
 
@@ -27,16 +27,14 @@ class Task:
         self,
         record: TaskRecord,
         *,
-        env: dict[str, str] | None = None,
-        cwd: str | None = None,
-        notify_on: str | None = None,
+        options: TaskOptions | None = None,
         input_budget: InputBudget | None = None,
         limits: Limits | None = None,
     ) -> None:
         self.record = record
-        self.env = env or {}
-        self.cwd = cwd  # the cwd `run` asked for; a session's task otherwise starts in its session's
-        self.notify_on = notify_on  # a regex: a matching output line updates its todo while it runs
+        # What `run` asked for (a task read back at start: its command alone). A session's task starts in
+        # its session's cwd unless it asked for one; a notify_on line updates its todo while it runs.
+        self.options = options or TaskOptions(record.cmd)
         self.ended = asyncio.Event()
         self.process: TaskProcess | None = None
         self.input: InputChannel | None = None  # what `write` feeds

@@ -1,9 +1,6 @@
 """An inline wait: until the task ends or waits for its input, a wanted line or port shows, its output
-grows, the time is up or the caller leaves; `WaitOutcome` says which, with what the wait saw.
-
-The task's end, its wait for input, a line match and the caller's leaving are events; a port
-(a worker thread's look at what the task listens on) and a file's growth (one stat) are polled.
-"""
+grows, the time is up or the caller leaves (`WaitOutcome` says which, with what it saw). The end, the
+wait for input, a match and the leaving are events; a port and a file's growth are polled."""
 
 from __future__ import annotations
 
@@ -18,6 +15,7 @@ from typing import Any, Literal
 from hive_bash.core.output import MAX_WAIT_MATCHERS, FirstMatch, Matchers, StreamStart, file_size, first_match
 from hive_bash.core.processes import Listening
 from hive_bash.core.storage import TaskFiles
+from hive_bash.core.tasks.bookkeeping import Bookkeeping
 from hive_bash.core.tasks.task import Task
 from hive_bash.model import STREAMS, Stream
 
@@ -32,7 +30,7 @@ Why = Literal[
     "ended", "matched", "gave up", "no matcher", "listening", "waits for input", "grew", "timed out", "abandoned"
 ]
 OnProgress = Callable[[float], Awaitable[None]]  # called with the seconds waited, every PROGRESS_SECS
-Look = Callable[[Task], Awaitable[Listening]]  # what the task's processes listen on now
+Look = Callable[[Sequence[Task]], Awaitable[list[Listening]]]  # what the tasks' processes listen on now
 
 
 @dataclass(frozen=True)
@@ -71,11 +69,12 @@ class WaitOutcome:
 
 
 class Waits:
-    """The inline waits of one task manager; at most MAX_WAIT_MATCHERS of them watch for a line at once."""
+    """The inline waits of one task manager (its `wait`); at most MAX_WAIT_MATCHERS of them watch for a line at once."""
 
-    def __init__(self, files: TaskFiles, look: Look) -> None:
+    def __init__(self, files: TaskFiles, look: Look, book: Bookkeeping) -> None:
         self.files = files
         self.look = look
+        self.book = book
         self.matchers = Matchers(MAX_WAIT_MATCHERS, "wait_for")
 
     async def wait(
@@ -91,14 +90,17 @@ class Waits:
     ) -> WaitOutcome:
         """Wait up to `seconds`; a logs wait (`grows`) goes on while the task waits for its input, the others
         end there: no output can come before the input does."""
-        if seconds <= 0 or task.ended.is_set():
-            return WaitOutcome(_why(task, None, None, grows, abandon), seconds)
         loop = asyncio.get_running_loop()
         asked, deadline = seconds, loop.time() + seconds
         matched: FirstMatch | None = None
         seen: list[PortSeen] = []  # the look that found the port
         found = asyncio.Event()
         async with contextlib.AsyncExitStack() as stack:
+            if not grows:  # a run's or status's reply hands over the end if it came: its todo hears of the wait
+                self.book.todos.wait_begins(task.record)
+                stack.callback(self._over, task, abandon)
+            if seconds <= 0 or task.ended.is_set():
+                return WaitOutcome(_why(task, None, None, grows, abandon), seconds)
             if line is not None:
                 matched = await stack.enter_async_context(
                     first_match(line.pattern, self._starts(task, line), self.matchers)
@@ -129,6 +131,10 @@ class Waits:
         ported = None if port is None else seen[0] if seen else PortSeen(port, None, None)
         return WaitOutcome(_why(task, matched, ported, grows, abandon), asked, matched, ported)
 
+    def _over(self, task: Task, abandon: asyncio.Event | None) -> None:
+        """The wait is over: told last (the stack unwinds in reverse), once what the reply says is settled."""
+        self.book.wait_over(task.record, task.ended.is_set() and not (abandon is not None and abandon.is_set()))
+
     def _paths(self, task: Task) -> list[tuple[Stream, Path]]:
         return [(stream, self.files.output(task.id, stream)) for stream in STREAMS]
 
@@ -142,7 +148,7 @@ class Waits:
         """Look at what the task listens on every PORT_POLL_SECS until `port` is there (ANY_PORT: a TCP one)."""
         while True:
             try:
-                listening = await self.look(task)
+                listening = (await self.look([task]))[0]
                 for address in listening.addresses:
                     if address.kind != "unix" and port in (ANY_PORT, address.port):
                         seen.append(PortSeen(port, str(address), listening))

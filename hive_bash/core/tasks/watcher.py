@@ -36,10 +36,6 @@ LineMatched = Callable[[TaskRecord, str, "Match | None", str | None], None]
 OverCapAfterEnd = Callable[[TaskRecord, str, Path], None]
 
 
-def _ignore_after_end(record: TaskRecord, stream: str, path: Path) -> None:
-    pass
-
-
 class Watcher:
     """Watches the running tasks and reports each at most once, through `end`."""
 
@@ -49,8 +45,8 @@ class Watcher:
         max_output_bytes: int,
         *,
         end: EndTask,
-        on_line: LineMatched | None = None,
-        over_cap_after_end: OverCapAfterEnd = _ignore_after_end,
+        on_line: LineMatched,
+        over_cap_after_end: OverCapAfterEnd,
     ) -> None:
         self._files = files
         self.max_output_bytes = max_output_bytes
@@ -69,8 +65,16 @@ class Watcher:
     def watch(self, record: TaskRecord, notify_on: str | None = None) -> None:
         """A task started: arm its deadline, and watch its idle deadline and output from the next tick."""
         self._live[record.id] = record
-        if notify_on is not None and self._on_line is not None:
-            self._watch_lines(record, notify_on, self._on_line)
+        if notify_on is not None:
+            streams = tuple(StreamStart(stream, str(self._files.output(record.id, stream))) for stream in STREAMS)
+            self._line_watches[record.id] = lines = LineWatch(
+                notify_on,
+                streams,
+                on_match=lambda match: self._on_line(record, notify_on, match, None),
+                on_give_up=lambda reason: self._on_line(record, notify_on, None, reason),
+                matchers=self._matchers,
+            )
+            lines.start()
         if record.idle_timeout_secs is not None:
             self._idle[record.id] = record
         if record.timeout_secs is not None:
@@ -90,18 +94,6 @@ class Watcher:
         line_watch = self._line_watches.pop(record.id, None)
         if line_watch is not None:
             line_watch.close()
-
-    def _watch_lines(self, record: TaskRecord, pattern: str, on_line: LineMatched) -> None:
-        streams = tuple(StreamStart(stream, str(self._files.output(record.id, stream))) for stream in STREAMS)
-        watch = LineWatch(
-            pattern,
-            streams,
-            on_match=lambda match: on_line(record, pattern, match, None),
-            on_give_up=lambda reason: on_line(record, pattern, None, reason),
-            matchers=self._matchers,
-        )
-        self._line_watches[record.id] = watch
-        watch.start()
 
     def keep_cap_after_end(self, record: TaskRecord) -> None:
         """The task has ended: keep its output within the cap until it is forgotten."""

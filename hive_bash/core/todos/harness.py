@@ -1,8 +1,7 @@
 """Keyed todos on the agent harness's unix socket (HIVE_AGENT_SOCKET; docs/harness-protocol.md):
 one JSON request per connection, `{"ok": true}` back. Per key only the latest wanted message
 is kept, sent by one worker, retried with backoff while the harness is away: callers never
-wait, a superseded upsert is never sent, a key's messages never reorder.
-"""
+wait, a superseded upsert is never sent, a key's messages never reorder."""
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ BACKOFF_MAX_SECS = 5.0
 MAX_REPLY_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TodoMessage:
     key: str
     kind: Literal["upsert", "clear"]
@@ -79,16 +78,13 @@ def _parse_reply(line: bytes) -> dict[str, object]:
     return reply
 
 
-DeliveredCallback = Callable[[TodoMessage], None]
-
-
 class TodoNotifier:
     """Holds the latest wanted message per key and delivers it in the background; what a todo should
     be is hive_bash.core.todos.state's business, told of each delivery through `on_delivered`."""
 
-    def __init__(self, socket_path: Path | None, on_delivered: DeliveredCallback | None = None) -> None:
+    def __init__(self, socket_path: Path | None, on_delivered: Callable[[TodoMessage], None]) -> None:
         self.socket_path = socket_path
-        self._on_delivered = on_delivered or (lambda message: None)
+        self._on_delivered = on_delivered
         self._wanted: dict[str, TodoMessage] = {}  # insertion order = delivery order
         self._in_flight: str | None = None
         self._wakeup = asyncio.Event()
@@ -112,11 +108,11 @@ class TodoNotifier:
         logger.info("todos go to the harness socket %s", self.socket_path)
         self._worker = asyncio.get_running_loop().create_task(self._run(), name="todo-notifier")
 
-    def upsert(self, key: str, body: str, label: str) -> None:
-        self._want(TodoMessage(key, "upsert", body, label))
+    def upsert(self, key: str, *, body: str, label: str) -> None:
+        self._want(TodoMessage(key=key, kind="upsert", body=body, label=label))
 
     def clear(self, key: str) -> None:
-        self._want(TodoMessage(key, "clear", label="clear"))
+        self._want(TodoMessage(key=key, kind="clear", label="clear"))
 
     def withdraw(self, key: str) -> bool:
         """Drop the key's queued message. False when one is being sent right now: the harness may get it."""

@@ -134,7 +134,7 @@ class TodoStateMachine:
         if todo is None or todo.progress.wanted != "running" or not self._notifier.enabled:
             return
         body = texts.waiting_todo(record, prompt) if waiting else texts.running_todo(record)
-        self._notifier.upsert(record.id, body, "running")
+        self._notifier.upsert(record.id, body=body, label="running")
 
     def seen(self, record: TaskRecord) -> bool:
         """The agent has the terminal result in hand: its completion todo goes (or is never sent)."""
@@ -184,7 +184,7 @@ class TodoStateMachine:
             return
         body = texts.match_todo(record, notices.pattern, notices.latest, notices.unseen, notices.gave_up)
         notices.sent_at, notices.shown, notices.gave_up = time.monotonic(), True, None
-        self._notifier.upsert(record.id, body, "running")
+        self._notifier.upsert(record.id, body=body, label="running")
         todo.progress.wanted, todo.progress.wanted_delivered = "running", False
         self._save_now(record)
 
@@ -210,10 +210,10 @@ class TodoStateMachine:
         if state == "clear":
             self._notifier.clear(record.id)
         elif state == "running":
-            self._notifier.upsert(record.id, texts.running_todo(record), "running")
+            self._notifier.upsert(record.id, body=texts.running_todo(record), label="running")
         else:
             body = texts.final_todo(record, self._files.out(record.id), self._files.err(record.id))
-            self._notifier.upsert(record.id, body, "final")
+            self._notifier.upsert(record.id, body=body, label="final")
 
     def _delivered(self, message: TodoMessage) -> None:
         """The notifier's report: the harness confirmed `message`."""

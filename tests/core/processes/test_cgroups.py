@@ -161,7 +161,7 @@ SHOW_BIRTH = 'while read -r line; do echo "$line"; done < /proc/self/cgroup; ech
 
 
 @pytest.mark.skipif(
-    not native_spawn.available(),
+    native_spawn.unavailable_reason() is not None,
     reason=f"a task's first process moves itself: {native_spawn.unavailable_reason()}",
 )
 async def test_task_is_born_in_its_cgroup_where_the_c_library_can(cgroup_daemon: Daemon, cgroup_root: Path) -> None:
@@ -190,7 +190,7 @@ async def test_task_is_born_in_its_cgroup_where_the_c_library_can(cgroup_daemon:
 
 
 @pytest.mark.skipif(
-    not native_spawn.available(),
+    native_spawn.unavailable_reason() is not None,
     reason=f"tasks are never born in their cgroups here, refused or not: {native_spawn.unavailable_reason()}",
 )
 async def test_where_clone3_is_refused_tasks_move_into_their_cgroups(

@@ -1,7 +1,7 @@
 """hive_bash.core.processes.input_wait against real processes: a reader blocked on the task's pipe is found
 among the leader's descendants, the foreground job's or one beside which nothing else runs, and a
-wait is said only once it held, unfed and silent, for INPUT_WAIT_SECS (InputWait.sample is given
-the clock, so nothing sleeps that long).
+wait is said only once it held, unfed and silent, for INPUT_WAIT_SECS (each sample here is
+given the clock, so nothing sleeps that long).
 
 Issue 45, item 8: a SIGSTOPped reader read as waiting; so did a background reader beside a
 running foreground (`cat <&0 & sleep`); readers in a group or session of their own (`set -m`,
@@ -25,6 +25,11 @@ from hive_bash.core.processes import input_wait, procfs
 from hive_bash.core.processes.input_wait import INPUT_WAIT_SECS, InputEnd, InputWait
 
 pytestmark = needs_known_syscalls
+
+
+def sample(waits: InputWait, now: float, activity: object = 0) -> None:
+    """One sample read right here, as the daemon's sampler reads one in its ProcReaders."""
+    waits.judge(now, activity, input_wait.waiting_reader(waits.end) is not None)
 
 
 @pytest.fixture
@@ -64,15 +69,15 @@ def test_a_wait_is_said_once_it_held_and_unsaid_when_fed(task) -> None:
     activity = [0]
     changes: list[bool] = []
     waits = InputWait(end, lambda: activity[0], changes.append)
-    waits.sample(100.0)
-    waits.sample(100.0 + INPUT_WAIT_SECS / 2)
+    sample(waits, 100.0, activity[0])
+    sample(waits, 100.0 + INPUT_WAIT_SECS / 2, activity[0])
     assert changes == [] and not waits.waiting_for_input
-    waits.sample(100.0 + INPUT_WAIT_SECS)
+    sample(waits, 100.0 + INPUT_WAIT_SECS, activity[0])
     assert changes == [True] and waits.waiting_for_input
     activity[0] += 1  # written to or printed: the clock starts again
-    waits.sample(100.0 + INPUT_WAIT_SECS + 0.5)
+    sample(waits, 100.0 + INPUT_WAIT_SECS + 0.5, activity[0])
     assert changes == [True, False]
-    waits.sample(100.0 + 2 * INPUT_WAIT_SECS + 0.5)
+    sample(waits, 100.0 + 2 * INPUT_WAIT_SECS + 0.5, activity[0])
     assert changes == [True, False, True]
     waits.stop()
     assert changes == [True, False, True, False]
@@ -207,7 +212,7 @@ def test_a_task_that_reads_nothing_never_waits() -> None:
         changes: list[bool] = []
         waits = InputWait(end, lambda: 0, changes.append)
         for now in (0.0, INPUT_WAIT_SECS, 2 * INPUT_WAIT_SECS):
-            waits.sample(now)
+            sample(waits, now)
         assert changes == [] and input_wait.waiting_reader(end) is None
     finally:
         os.close(write_end)

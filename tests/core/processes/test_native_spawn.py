@@ -21,7 +21,8 @@ from hivetest import SYS_CLONE3, private_cgroup2, refusing
 from hive_bash.core.processes import native_spawn
 
 pytestmark = pytest.mark.skipif(
-    not native_spawn.available(), reason=f"no start in a cgroup here: {native_spawn.unavailable_reason()}"
+    native_spawn.unavailable_reason() is not None,
+    reason=f"no start in a cgroup here: {native_spawn.unavailable_reason()}",
 )
 
 BASH = ["bash", "--noprofile", "--norc", "-c"]

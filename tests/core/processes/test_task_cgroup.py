@@ -8,8 +8,7 @@ from typing import cast
 
 import pytest
 
-from hive_bash.core.processes.cgroups import CgroupTree
-from hive_bash.core.processes.task_cgroup import Limits, TaskCgroup
+from hive_bash.core.processes.task_cgroup import Limits, TaskCgroup, Tree
 
 # The limit files exist only with the memory and pids controllers, which this machine's cgroup2
 # hierarchy lacks: a plain directory with files of those names stands in for the task's cgroup
@@ -19,7 +18,7 @@ from hive_bash.core.processes.task_cgroup import Limits, TaskCgroup
 def limited_cgroup(path: Path, limits: Limits) -> TaskCgroup:
     for name in ("memory.max", "memory.swap.max", "memory.oom.group", "pids.max"):
         (path / name).write_text("")
-    cgroup = TaskCgroup(cast(CgroupTree, None), path, limits, "limited")
+    cgroup = TaskCgroup(cast(Tree, None), path, limits, "limited")
     cgroup.apply_limits()
     return cgroup
 

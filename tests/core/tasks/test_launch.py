@@ -83,7 +83,7 @@ async def test_a_session_task_leaves_its_state_for_collect(
 async def test_a_start_that_fails_leaves_no_file(files: TaskFiles, launcher: Launcher, tmp_path: Path) -> None:
     missing = str(tmp_path / "gone")
     options = TaskOptions(cmd="true", cwd=missing, session="dev")
-    task = Task(new_record("nowhere", options), cwd=options.cwd)  # an explicit cwd wins over the session's
+    task = Task(new_record("nowhere", options), options=options)  # an explicit cwd wins over the session's
     with pytest.raises(SpawnFailed, match=r"\(errno 2\)"):
         launcher.launch(task, no_output_failure)
     assert list(files.dir.iterdir()) == []  # no record, no output, no wrapper, no reserve

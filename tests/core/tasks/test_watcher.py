@@ -10,7 +10,7 @@ import pytest
 
 from hive_bash.core.storage.records import TaskRecord
 from hive_bash.core.storage.task_files import TaskFiles
-from hive_bash.core.tasks.watcher import CAP_CHECKS_PER_TICK, Watcher
+from hive_bash.core.tasks.watcher import CAP_CHECKS_PER_TICK, OverCapAfterEnd, Watcher
 from hive_bash.model import Status
 
 pytestmark = pytest.mark.anyio
@@ -28,6 +28,11 @@ class Ends:
         self.event.set()
 
 
+def watcher_of(files: TaskFiles, cap: int, ends: Ends, after: OverCapAfterEnd = lambda *_: None) -> Watcher:
+    """A watcher whose notify_on matches (none here) and holds of the cap after the end go nowhere, or to `after`."""
+    return Watcher(files, cap, end=ends, on_line=lambda *_: None, over_cap_after_end=after)
+
+
 def started(task_id: str, **limits: float) -> TaskRecord:
     now = time.time()
     return TaskRecord(id=task_id, cmd="x", created_at=now, started_at=now, cwd="/", status=Status.RUNNING, **limits)
@@ -35,7 +40,7 @@ def started(task_id: str, **limits: float) -> TaskRecord:
 
 async def test_the_deadline_ends_the_task_once(tmp_path: Path) -> None:
     ends = Ends()
-    watcher = Watcher(TaskFiles(tmp_path), 1024, end=ends)
+    watcher = watcher_of(TaskFiles(tmp_path), 1024, ends)
     watcher.watch(started("slow", timeout_secs=0.05))
     async with asyncio.timeout(10):
         await ends.event.wait()
@@ -44,7 +49,7 @@ async def test_the_deadline_ends_the_task_once(tmp_path: Path) -> None:
 
 async def test_an_unwatched_task_is_never_reported(tmp_path: Path) -> None:
     ends = Ends()
-    watcher = Watcher(TaskFiles(tmp_path), 1024, end=ends)
+    watcher = watcher_of(TaskFiles(tmp_path), 1024, ends)
     record = started("quick", timeout_secs=0.05, idle_timeout_secs=1)
     watcher.watch(record)
     watcher.unwatch(record)
@@ -59,7 +64,7 @@ async def test_an_unwatched_task_is_never_reported(tmp_path: Path) -> None:
 async def test_idle_deadline_counts_from_the_last_output(tmp_path: Path) -> None:
     files = TaskFiles(tmp_path)
     ends = Ends()
-    watcher = Watcher(files, 1024, end=ends)
+    watcher = watcher_of(files, 1024, ends)
     record = started("quiet", idle_timeout_secs=5)
     watcher.watch(record)
     files.out("quiet").write_text("hello\n")
@@ -75,7 +80,7 @@ async def test_idle_deadline_counts_from_the_last_output(tmp_path: Path) -> None
 async def test_output_over_the_cap_ends_the_task_and_names_the_stream(tmp_path: Path) -> None:
     files = TaskFiles(tmp_path)
     ends = Ends()
-    watcher = Watcher(files, 10, end=ends)
+    watcher = watcher_of(files, 10, ends)
     record = started("chatty")
     watcher.watch(record)
     files.err("chatty").write_bytes(b"x" * 11)
@@ -87,7 +92,7 @@ async def test_output_over_the_cap_ends_the_task_and_names_the_stream(tmp_path: 
 async def test_output_caps_are_checked_round_robin(tmp_path: Path) -> None:
     files = TaskFiles(tmp_path)
     ends = Ends()
-    watcher = Watcher(files, 1, end=ends)
+    watcher = watcher_of(files, 1, ends)
     count = CAP_CHECKS_PER_TICK + 6
     for index in range(count):
         watcher.watch(started(f"t{index}"))
@@ -101,9 +106,7 @@ async def test_output_caps_are_checked_round_robin(tmp_path: Path) -> None:
 async def test_after_the_end_only_growth_past_the_cap_is_reported(tmp_path: Path) -> None:
     files = TaskFiles(tmp_path)
     after: list[tuple[str, str]] = []
-    watcher = Watcher(
-        files, 10, end=Ends(), over_cap_after_end=lambda record, stream, path: after.append((record.id, stream))
-    )
+    watcher = watcher_of(files, 10, Ends(), after=lambda record, stream, path: after.append((record.id, stream)))
     over, quiet = started("over"), started("quiet")
     files.out("over").write_bytes(b"x" * 20)  # the task itself passed the cap before it ended
     files.err("quiet").write_bytes(b"x" * 5)
