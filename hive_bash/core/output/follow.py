@@ -114,9 +114,6 @@ class _Follower:
         return Checkpoint(self.start.stream, os.fstat(self.fd).st_ino, self.reader.carry_offset, lines)
 
 
-OnMatch = Callable[[Match], None]
-OnGiveUp = Callable[[str], None]
-OnLooked = Callable[[dict[str, int]], None]  # stream -> the offset all output before was looked at
 _watching: set[asyncio.Task[None]] = set()
 
 
@@ -157,9 +154,9 @@ class LineWatch:
         pattern: str,
         streams: Sequence[StreamStart],
         *,
-        on_match: OnMatch,
-        on_give_up: OnGiveUp,
-        on_looked: OnLooked = _ignore,
+        on_match: Callable[[Match], None],
+        on_give_up: Callable[[str], None],
+        on_looked: Callable[[dict[str, int]], None] = _ignore,  # stream -> how far all output was looked at
         matchers: Matchers | None = None,
         first_only: bool = False,  # wait_for: the first match ends it
     ) -> None:
@@ -326,35 +323,30 @@ class FirstMatch:
     def __post_init__(self) -> None:
         self.found = asyncio.Event()  # a match, or given up: the wait is over
         self.looked: dict[str, int] = {}  # stream -> how far the matcher looked, once the output stopped growing
-        self._looked_again = asyncio.Event()
+        self._news = asyncio.Event()  # found, or looked further
 
     async def looked_through(self, sizes: dict[str, int], seconds: float) -> None:
         """Wait up to `seconds` until the matcher has looked at each stream up to its size in `sizes` (or
         matched, or gave up): once a task waits for its input, whether what it printed matched is owed."""
-        deadline = asyncio.get_running_loop().time() + seconds
-        while not self.found.is_set() and any(self.looked.get(name, 0) < size for name, size in sizes.items()):
-            self._looked_again.clear()
-            waiters = [asyncio.ensure_future(event.wait()) for event in (self.found, self._looked_again)]
-            remaining = deadline - asyncio.get_running_loop().time()
-            try:
-                if remaining <= 0:
-                    return
-                await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for waiter in waiters:
-                    waiter.cancel()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                while not self.found.is_set() and any(self.looked.get(s, 0) < size for s, size in sizes.items()):
+                    self._news.clear()
+                    await self._news.wait()
 
     def _saw(self, looked: dict[str, int]) -> None:
         self.looked.update(looked)
-        self._looked_again.set()
+        self._news.set()
 
     def _matched(self, match: Match) -> None:
         self.match = self.match or match
         self.found.set()
+        self._news.set()
 
     def _gave_up(self, reason: str) -> None:
         self.gave_up = reason
         self.found.set()
+        self._news.set()
 
 
 @contextlib.asynccontextmanager

@@ -9,8 +9,9 @@ import asyncio
 import os
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from hive_bash.core.output.lines import POOL, Pieces, Slots, matching_lines, next_line_start, open_output, shown
@@ -101,7 +102,7 @@ class _Searcher:
         if self.listing or self.want_next:
             self._owe_after(data, after_from, end)
             self.line += data.count(b"\n", self.at, end)
-            self._remember_tail(data, begin, end)
+            self._remember_tail(data, end)
 
     def _spend(self, text: str) -> bool:
         """Take a listed line's cost from the reply budget; False (nothing taken) if it does not fit."""
@@ -131,18 +132,13 @@ class _Searcher:
             self.listing, self.want_next = False, True
 
     def _before(self, data: bytes, start: int) -> list[Line]:
-        """The unlisted lines before a match (they never match): from earlier pieces, then from this one."""
-        lines: list[Line] = []
-        cursor, number = start, self.line
-        while len(lines) < self.context and cursor > self.begin and number - 1 > self.last_listed:
-            line_start = data.rfind(b"\n", self.begin, cursor - 1) + 1 or self.begin
-            number -= 1
-            lines.append(Line(number, self.base + line_start, shown(data, line_start, cursor - 1), False))
-            cursor = line_start
-        lines.reverse()
+        """The unlisted lines before a match (they never match): from this piece, then from earlier ones."""
+        near = list(islice(self._back(data, start - 1, self.line - 1), self.context))
+        lines = [line for line in reversed(near) if line.number > self.last_listed]
+        first = lines[0].number if lines else self.line
         missing = self.context - len(lines)
-        if missing and cursor == self.begin:
-            lines[:0] = [line for line in self.previous if self.last_listed < line.number < number][-missing:]
+        if missing:
+            lines[:0] = [line for line in self.previous if self.last_listed < line.number < first][-missing:]
         return lines
 
     def _owe_after(self, data: bytes, start: int, stop: int) -> None:
@@ -159,20 +155,19 @@ class _Searcher:
             self.after_left -= 1
             number, start = number + 1, end + 1
 
-    def _remember_tail(self, data: bytes, begin: int, end: int) -> None:
+    def _remember_tail(self, data: bytes, end: int) -> None:
         """Keep the piece's last lines for the before-context of a match early in the next piece."""
-        if not self.context or end <= begin:
-            return
-        whole = data[end - 1] == 0x0A
-        stop, number = (end - 1, self.line - 1) if whole else (end, self.line)
-        lines: list[Line] = []
-        while len(lines) < self.context:
-            line_start = data.rfind(b"\n", begin, stop) + 1 or begin
-            lines.append(Line(number, self.base + line_start, shown(data, line_start, stop), False))
-            if line_start == begin:
-                break
+        if self.context and end > self.begin:
+            whole = data[end - 1] == 0x0A  # the piece's last line is the one before self.line
+            tail = self._back(data, end - whole, self.line - whole)
+            self.previous.extend(reversed(list(islice(tail, self.context))))
+
+    def _back(self, data: bytes, stop: int, number: int) -> Iterator[Line]:
+        """The piece's lines backwards from the one that ends at `stop`, numbered `number`."""
+        while stop >= self.begin:
+            line_start = data.rfind(b"\n", self.begin, stop) + 1 or self.begin
+            yield Line(number, self.base + line_start, shown(data, line_start, stop), False)
             number, stop = number - 1, line_start - 1
-        self.previous.extend(reversed(lines))
 
 
 def search_file(pattern: Pattern, request: SearchRequest, stopped: Callable[[], bool] = bool) -> SearchResult:
@@ -226,39 +221,30 @@ class SearchSlots(Slots):
                 raise SearchFailed(
                     f"no search could start within {timeout:g}s: {self.limit} others ran meanwhile; try again"
                 ) from None
+        stop = threading.Event()  # search_file, in a worker thread, stops at its next piece
+        waiting: set[asyncio.Future[Any]] = set()
         try:
             if abandon is not None and abandon.is_set():
                 raise SearchFailed("the search was not started: its caller went away")
+            work = asyncio.wrap_future(POOL.submit(search_file, pattern, request, stop.is_set))
+            waiting = {work} if abandon is None else {work, asyncio.ensure_future(abandon.wait())}
             left = max(deadline - asyncio.get_running_loop().time(), 0.001)
-            return await _search(pattern, request, abandon, left, timeout)
+            done, _ = await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            stop.set()
+            for waiter in waiting:
+                waiter.cancel()
             self.give_back()
-
-
-async def _search(
-    pattern: Pattern, request: SearchRequest, abandon: asyncio.Event | None, left: float, timeout: float
-) -> SearchResult:
-    """search_file in a worker thread; stopped (SearchFailed) once `left` seconds of the caller's `timeout`
-    passed, when `abandon` is set, or when cancelled."""
-    stop = threading.Event()
-    work = asyncio.wrap_future(POOL.submit(search_file, pattern, request, stop.is_set))
-    waiting: set[asyncio.Future[Any]] = {work} if abandon is None else {work, asyncio.ensure_future(abandon.wait())}
-    try:
-        done, _ = await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stop.set()  # the thread stops at its next piece
-        for waiter in waiting:
-            waiter.cancel()
-    if work in done:
-        try:
-            return work.result()
-        except OutputUnreadable as exc:
-            raise SearchFailed(f"cannot search: {exc}") from None
-        except OSError as exc:
-            raise SearchFailed(f"the search failed: {exc.strerror or exc}") from None
-    if abandon is not None and abandon.is_set():
-        raise SearchFailed("the search was stopped: its caller went away")
-    raise SearchFailed(
-        f"the search of pattern {request.pattern!r} ran past {timeout:g}s and was stopped; "
-        "narrow the pattern or search from a later offset"
-    )
+        if work in done:
+            try:
+                return work.result()
+            except OutputUnreadable as exc:
+                raise SearchFailed(f"cannot search: {exc}") from None
+            except OSError as exc:
+                raise SearchFailed(f"the search failed: {exc.strerror or exc}") from None
+        if abandon is not None and abandon.is_set():
+            raise SearchFailed("the search was stopped: its caller went away")
+        raise SearchFailed(
+            f"the search of pattern {request.pattern!r} ran past {timeout:g}s and was stopped; "
+            "narrow the pattern or search from a later offset"
+        )
