@@ -157,7 +157,7 @@ class LineWatch:
         on_match: Callable[[Match], None],
         on_give_up: Callable[[str], None],
         on_looked: Callable[[dict[str, int]], None] = _ignore,  # stream -> how far all output was looked at
-        matchers: Matchers | None = None,
+        matchers: Matchers,
         first_only: bool = False,  # wait_for: the first match ends it
     ) -> None:
         self.pattern, self.first_only = pattern, first_only
@@ -179,7 +179,7 @@ class LineWatch:
         self._task.add_done_callback(self._give_back)  # also when cancelled before it ran at all
 
     def _give_back(self, task: object) -> None:
-        if self._holding and self._matchers is not None:
+        if self._holding:
             self._holding = False
             self._matchers.give_back()
 
@@ -196,7 +196,7 @@ class LineWatch:
                 await self._task
 
     async def _run(self) -> None:
-        if self._matchers is not None and not self._holding:
+        if not self._holding:
             if not self._matchers.try_take():
                 logger.info("a line matcher for %r waits: %s", self.pattern, self._matchers.busy())
                 await self._matchers.take()
@@ -299,12 +299,11 @@ class LineWatch:
         self._on_give_up(reason)
 
     def _report(self) -> None:
-        if self._matchers is not None:
-            for follower in self.followers:
-                if (mark := follower.checkpoint()) is not None:
-                    self._matchers.remember(follower.start.path, mark)
-                self._matchers.counted_bytes += follower.counted_bytes
-                follower.counted_bytes = 0
+        for follower in self.followers:
+            if (mark := follower.checkpoint()) is not None:
+                self._matchers.remember(follower.start.path, mark)
+            self._matchers.counted_bytes += follower.counted_bytes
+            follower.counted_bytes = 0
         if (match := self.take()) is not None:
             self._on_match(match)
 
@@ -350,18 +349,15 @@ class FirstMatch:
 
 
 @contextlib.asynccontextmanager
-async def first_match(
-    pattern: str, streams: Sequence[StreamStart], matchers: Matchers | None = None
-) -> AsyncIterator[FirstMatch]:
+async def first_match(pattern: str, streams: Sequence[StreamStart], matchers: Matchers) -> AsyncIterator[FirstMatch]:
     """Watch for the first line matching `pattern` while the block runs; `found` is set when one did.
-    With `matchers`, nothing is watched when all are in use (`busy` says so)."""
+    Nothing is watched when all `matchers` are in use (`busy` says so)."""
     outcome = FirstMatch(pattern)
-    if matchers is not None:
-        if not matchers.try_take():
-            outcome.busy = matchers.busy()
-            yield outcome  # nothing is watched: the caller answers at once, saying so
-            return
-        streams = [replace(start, checkpoint=start.checkpoint or matchers.checkpoint(start.path)) for start in streams]
+    if not matchers.try_take():
+        outcome.busy = matchers.busy()
+        yield outcome  # nothing is watched: the caller answers at once, saying so
+        return
+    streams = [replace(start, checkpoint=start.checkpoint or matchers.checkpoint(start.path)) for start in streams]
     watch = LineWatch(
         pattern,
         streams,
@@ -372,7 +368,7 @@ async def first_match(
         first_only=True,
     )
     outcome.started = True
-    watch.start(holding=matchers is not None)
+    watch.start(holding=True)
     try:
         yield outcome
     finally:
