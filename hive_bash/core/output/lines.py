@@ -78,13 +78,8 @@ class Slots:
         self.running -= 1
 
 
-_KINDS = {
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFDIR: "a directory",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-}
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFDIR: "a directory", stat.S_IFSOCK: "a socket"}
+_KINDS |= {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
 
 
 def open_output(path: str, stream: str) -> int | None:

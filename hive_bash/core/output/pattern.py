@@ -101,11 +101,6 @@ def compile_pattern(pattern: str, argument: str = "pattern") -> Pattern:
     return compiled
 
 
-def compile_for(argument: str, pattern: object) -> Pattern:
-    """compile_pattern for a tool argument not yet known to be a string (wait_for, notify_on)."""
-    return compile_pattern(pattern, argument)  # type: ignore[arg-type]
-
-
 class _Refused(Exception):
     def __init__(self, construct: str, instead: str) -> None:
         super().__init__(f"uses {construct}, which the pattern engine (RE2) cannot run; {instead}")
@@ -149,14 +144,8 @@ _SPACE += ((0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F
 _ASCII_SPACE = ((0x09, 0x0D), (0x20, 0x20))
 _ASCII_WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
 _WORD = r"\p{L}\p{N}_"  # str.isalnum() or _
-_AT = {
-    sre.AT_BEGINNING: "^",
-    sre.AT_BEGINNING_STRING: "^",  # \A: a line is matched as if alone
-    sre.AT_END: "$",
-    sre.AT_END_STRING: "$",
-    sre.AT_BOUNDARY: r"\b",
-    sre.AT_NON_BOUNDARY: r"\B",
-}
+_AT = {sre.AT_BEGINNING: "^", sre.AT_END: "$", sre.AT_BOUNDARY: r"\b", sre.AT_NON_BOUNDARY: r"\B"}
+_AT |= {sre.AT_BEGINNING_STRING: "^", sre.AT_END_STRING: "$"}  # \A, \Z: a line is matched as if alone
 _CANNOT = {
     (sre.ASSERT, 1): ("a look-ahead (?=...)", "match what follows as part of the pattern: foo(?=bar) as foobar"),
     (sre.ASSERT, -1): ("a look-behind (?<=...)", r"match what precedes as part of the pattern: (?<=id=)\d+ as id=\d+"),

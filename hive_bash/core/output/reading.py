@@ -1,9 +1,7 @@
 """Reading a task's output files back: sizes, byte ranges, a stream's two ends, newline counts, last lines.
-
-The files are the store: nothing here keeps output beyond one read, and every cut lands on a UTF-8
-character boundary; how much fits a reply is decided above (hive_bash.mcp.replies.budget). A task
-may replace its output by a FIFO, a link or a directory: such a stream reads as empty (open_own).
-"""
+The files are the store: nothing here keeps output beyond one read, cuts land on UTF-8 character
+boundaries, and how much fits a reply is decided above (hive_bash.mcp.replies.budget). A stream a task
+replaced by a FIFO, a link or a directory reads as empty."""
 
 from __future__ import annotations
 
@@ -84,14 +82,12 @@ def truncate_to(path: Path, size: int) -> bool:
     """Cut an output file back to `size` bytes (never through a link); False if it is no file of ours."""
     try:
         fd = open_own(path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
     except OSError:
         return False
-    try:
-        os.ftruncate(fd, size)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
     return True
 
 
@@ -197,7 +193,5 @@ PROMPT_CHARS = 120
 def last_printed_line(*paths: Path) -> str | None:
     """The last non-blank line of whichever stream grew last (a prompt: `read -p` writes to stderr)."""
     written = [(mtime, path) for path in paths for size, mtime in [size_and_mtime(path)] if size and mtime is not None]
-    if not written:
-        return None
-    lines = last_lines(max(written)[1], 1, PROMPT_CHARS)
+    lines = last_lines(max(written)[1], 1, PROMPT_CHARS) if written else []
     return lines[0] if lines else None

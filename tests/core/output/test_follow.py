@@ -13,7 +13,7 @@ import pytest
 
 from hive_bash.core.output import follow, lines
 from hive_bash.core.output.follow import LineWatch, Match, StreamStart
-from hive_bash.core.output.pattern import compile_for, compile_pattern
+from hive_bash.core.output.pattern import compile_pattern
 from hive_bash.errors import InvalidArgument
 
 pytestmark = pytest.mark.anyio
@@ -83,9 +83,9 @@ async def test_notify_reports_each_new_match_as_it_arrives(tmp_path: Path) -> No
 
 
 def test_patterns_follow_logs_rules_and_the_error_names_the_argument() -> None:
-    assert compile_for("wait_for", "Listening on :\\d+").finder()(b"Listening on :80", 0, 16) == (0, 16)
+    assert compile_pattern("Listening on :\\d+", "wait_for").finder()(b"Listening on :80", 0, 16) == (0, 16)
     with pytest.raises(InvalidArgument, match="^invalid argument 'notify_on': "):
-        compile_for("notify_on", "(unclosed")
+        compile_pattern("(unclosed", "notify_on")
 
 
 async def test_matchers_refuse_or_queue_past_the_limit_and_never_leak_a_slot() -> None:
