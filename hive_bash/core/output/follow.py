@@ -46,7 +46,6 @@ class StreamStart:
     stream: str  # "stdout" or "stderr"
     path: str
     offset: int = 0
-    checkpoint: Checkpoint | None = None  # lines counted by an earlier wait: counting goes on from there
 
 
 @dataclass(frozen=True)
@@ -68,8 +67,9 @@ def describe(match: Match, pattern: str) -> str:
 class _Follower:
     """One output file: where reading stands, the line number there, and the line not ended yet."""
 
-    def __init__(self, start: StreamStart) -> None:
+    def __init__(self, start: StreamStart, mark: Checkpoint | None) -> None:
         self.start = start
+        self.mark = mark  # lines counted by an earlier follow of the file: counting goes on from there
         self.fd: int | None = None
         self.reader: Pieces | None = None
         self.began = 0  # where following began (again, after the file was cut back)
@@ -98,7 +98,7 @@ class _Follower:
     def line_number(self, data: bytes, begin: int, start: int) -> int:
         """The number of the line at data[start], in the piece that begins at data[begin]."""
         if self.lines_before is None and self.fd is not None:  # followed from mid-file: counted once
-            mark, info, end = self.start.checkpoint, os.fstat(self.fd), self.began
+            mark, info, end = self.mark, os.fstat(self.fd), self.began
             first, self.lines_before = 0, 0
             if mark is not None and mark.ino == info.st_ino and mark.lines <= mark.offset <= min(end, info.st_size):
                 first, self.lines_before = mark.offset, mark.lines
@@ -161,7 +161,7 @@ class LineWatch:
         first_only: bool = False,  # wait_for: the first match ends it
     ) -> None:
         self.pattern, self.first_only = pattern, first_only
-        self.followers = [_Follower(start) for start in streams]
+        self.followers = [_Follower(start, matchers.checkpoint(start.path)) for start in streams]
         self._on_match, self._on_give_up, self._on_looked = on_match, on_give_up, on_looked
         self._matchers, self._holding = matchers, False
         self._task: asyncio.Task[None] | None = None
@@ -357,7 +357,6 @@ async def first_match(pattern: str, streams: Sequence[StreamStart], matchers: Ma
         outcome.busy = matchers.busy()
         yield outcome  # nothing is watched: the caller answers at once, saying so
         return
-    streams = [replace(start, checkpoint=start.checkpoint or matchers.checkpoint(start.path)) for start in streams]
     watch = LineWatch(
         pattern,
         streams,

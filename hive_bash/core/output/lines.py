@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from hive_bash.core.output.pattern import Finder
+from hive_bash.core.output.reading import READ_BYTES
 from hive_bash.errors import OutputUnreadable
 
 WORKER_NICE = 10  # a search takes the CPU the event loop leaves (nice 19 could hold the GIL on a starved core)
@@ -26,7 +27,6 @@ def _below_the_loop() -> None:
 
 # RE2 releases the GIL while it matches: searches (at most 4 at once) and follow steps run here.
 POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="hive-bash-match", initializer=_below_the_loop)
-READ_BYTES = 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024  # a longer line is matched in pieces of this size
 # Each piece of a long line begins with the last OVERLAP_BYTES of the one before: a hit that long across a cut is found.
 OVERLAP_BYTES = 64 * 1024
@@ -83,10 +83,8 @@ _KINDS |= {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
 
 
 def open_output(path: str, stream: str) -> int | None:
-    """A read fd on a task's output file, as a task may have replaced it: no link followed, no open
-    that waits (a FIFO), only a regular file of this user. None when it does not exist (yet).
-
-    Raises OutputUnreadable naming `stream`, the file and the rule it broke."""
+    """A read fd on a task's output file, which the task may have replaced: no link followed, no open that
+    waits (a FIFO), only a regular file of this user; None when it does not exist (yet). Raises OutputUnreadable."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:

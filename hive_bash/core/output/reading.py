@@ -107,9 +107,8 @@ def disk_full(directory: Path) -> bool:
 # ---- a stream's two ends, for a reply's excerpt, and the lines between them ------
 
 EXCERPT_READ_BYTES = 16384  # read at most this much from each end of a stream
-NEWLINE_COUNT_CHUNK = 1 << 20
-# Lines left out are counted up to this many bytes; past it they are estimated from the
-# lines shown, so a status of a 2 GiB log never reads 2 GiB (the daemon stays out of the data).
+READ_BYTES = 1 << 20  # one read of a file walked through (newlines counted, lines matched)
+# Lines left out are counted up to this many bytes, past it estimated: a status never reads a 2 GiB log.
 LINE_COUNT_MAX_BYTES = 8 << 20
 
 
@@ -154,7 +153,7 @@ def count_newlines(fd: int, *, start: int, end: int) -> int:
     """Newlines in bytes [start, end) of the open file, read in chunks (the GIL is free while each is read)."""
     count = 0
     while start < end:
-        chunk = os.pread(fd, min(NEWLINE_COUNT_CHUNK, end - start), start)
+        chunk = os.pread(fd, min(READ_BYTES, end - start), start)
         if not chunk:
             break
         count += chunk.count(b"\n")

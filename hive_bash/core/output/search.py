@@ -1,5 +1,4 @@
 """`logs(pattern)`: the matching lines of a task's output file, with line numbers, byte offsets and context.
-
 A search runs in a worker thread, one RE2 call per hit, not per line; lines are numbered only while
 the listing needs numbers, then hits are only counted. SearchSlots bounds how many run and wait."""
 
@@ -183,10 +182,7 @@ def search_file(pattern: Pattern, request: SearchRequest, stopped: Callable[[], 
         result.start_offset, result.end_offset, result.next_offset = start, size, size
         searcher = _Searcher(pattern, request, result, 1 + count_newlines(fd, start=0, end=start))
         reader = Pieces(fd, start)
-        while reader.position < size and not stopped():
-            pieces = reader.next(size)
-            if pieces is None:
-                break
+        while reader.position < size and not stopped() and (pieces := reader.next(size)) is not None:
             for piece in pieces:
                 searcher.feed(*piece)
         if reader.carry and not stopped():  # the last line, not ended
@@ -198,7 +194,6 @@ def search_file(pattern: Pattern, request: SearchRequest, stopped: Callable[[], 
 
 class SearchSlots(Slots):
     """At most `running` searches at once; up to `waiting` more callers queue in order, the rest are refused.
-
     A caller's `timeout` covers its wait for a slot and its search; one that goes away (`abandon`
     set: its client hung up) has its search stopped, or starts none."""
 
