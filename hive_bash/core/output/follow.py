@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 from hive_bash.core.output.lines import POOL, Piece, Pieces, Slots, line_start, matching_lines, open_output, shown
-from hive_bash.core.output.pattern import Finder, compile_pattern, matchable
+from hive_bash.core.output.pattern import Finder, compile_pattern
 from hive_bash.core.output.reading import count_newlines
 from hive_bash.errors import HiveBashError
 
@@ -31,9 +31,8 @@ MAX_CHECKPOINTS = 1024  # output files whose counted lines are remembered
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """`lines` newlines lie before byte `offset` of the file (inode `ino`) of `stream`."""
+    """`lines` newlines lie before byte `offset` of the file (inode `ino`)."""
 
-    stream: str
     ino: int
     offset: int
     lines: int
@@ -110,8 +109,7 @@ class _Follower:
         """Where following stands now and the newlines before it, if they were counted."""
         if self.reader is None or self.lines_before is None or self.fd is None:
             return None
-        lines = self.lines_before + self.lines_read
-        return Checkpoint(self.start.stream, os.fstat(self.fd).st_ino, self.reader.carry_offset, lines)
+        return Checkpoint(os.fstat(self.fd).st_ino, self.reader.carry_offset, self.lines_before + self.lines_read)
 
 
 _watching: set[asyncio.Task[None]] = set()
@@ -256,7 +254,7 @@ class LineWatch:
         """Count a piece's matching lines; a line that began in an earlier piece and matched there, not again."""
         data, begin, end, offset = piece
         kept, count, last_end = None, 0, -1
-        for start, stop, hit in matching_lines(find, matchable(data, begin, end), data, begin, end):
+        for start, stop, hit in matching_lines(find, data, begin, end):
             last_end = stop
             if start != begin or not follower.open_line_matched:
                 count += 1
@@ -266,11 +264,9 @@ class LineWatch:
             text = shown(data, kept[0], kept[1], kept[2], strip_cr=True)
             self.latest = Match(follower.start.stream, number, offset - begin + kept[0], text)
         self.count += count
-        if data[end - 1 : end] == b"\n":
-            follower.open_line_matched = False
-        else:  # the piece ends inside a line: did that line match, here or before?
-            same_line = follower.open_line_matched and data.find(b"\n", begin, end) < 0
-            follower.open_line_matched = last_end == end or same_line
+        # Does the piece end inside a line that matched, here or in an earlier piece?
+        same_line = follower.open_line_matched and data.find(b"\n", begin, end) < 0
+        follower.open_line_matched = data[end - 1 : end] != b"\n" and (last_end == end or same_line)
         if not unended:
             follower.lines_read += data.count(b"\n", begin, end)
 

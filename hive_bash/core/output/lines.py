@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from hive_bash.core.output.pattern import Finder
+from hive_bash.core.output.pattern import Finder, matchable
 from hive_bash.core.output.reading import READ_BYTES
 from hive_bash.errors import OutputUnreadable
 
@@ -94,15 +94,13 @@ def open_output(path: str, stream: str) -> int | None:
             raise OutputUnreadable(f"{stream} is a symbolic link (links are not followed): {path}") from None
         raise OutputUnreadable(f"{stream} cannot be opened: {exc.strerror or exc}: {path}") from None
     info = os.fstat(fd)
-    problem = None
+    if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid():
+        return fd
+    os.close(fd)
     if not stat.S_ISREG(info.st_mode):
-        problem = f"{stream} is not a regular file ({_KINDS.get(stat.S_IFMT(info.st_mode), 'not a file')}): {path}"
-    elif info.st_uid != os.geteuid():
-        problem = f"{stream} is owned by uid {info.st_uid}, not by this user: {path}"
-    if problem is not None:
-        os.close(fd)
-        raise OutputUnreadable(problem)
-    return fd
+        kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a file")
+        raise OutputUnreadable(f"{stream} is not a regular file ({kind}): {path}")
+    raise OutputUnreadable(f"{stream} is owned by uid {info.st_uid}, not by this user: {path}")
 
 
 class Pieces:
@@ -142,11 +140,9 @@ class Pieces:
         return pieces
 
 
-def matching_lines(
-    find: Finder, text: bytes | bytearray, data: bytes, pos: int, end: int
-) -> Iterator[tuple[int, int, int]]:
-    """(line start, line end, hit) of each line of data[pos:end] (whole lines, the last maybe unended)
-    that the pattern matches; `text` is `data` as RE2 matches it (pattern.matchable)."""
+def matching_lines(find: Finder, data: bytes, pos: int, end: int) -> Iterator[tuple[int, int, int]]:
+    """(line start, line end, hit) of each line of data[pos:end] the pattern matches (the last maybe unended)."""
+    text = matchable(data, pos, end)
     while pos < end:
         span = find(text, pos, end)
         if span is None or (span[0] == end and data[end - 1] == 0x0A):
@@ -180,13 +176,11 @@ def line_start(fd: int, offset: int) -> int:
 
 def next_line_start(fd: int, offset: int, size: int) -> int:
     """The first line start at or after `offset`."""
-    position = max(0, offset - 1)
-    while offset > 0 and position < size:
-        data = os.pread(fd, READ_BYTES, position)
-        if not data:
-            break
-        newline = data.find(b"\n")
-        if newline >= 0:
+    if offset <= 0:
+        return 0
+    position = offset - 1
+    while position < size and (data := os.pread(fd, READ_BYTES, position)):
+        if (newline := data.find(b"\n")) >= 0:
             return position + newline + 1
         position += len(data)
-    return 0 if offset <= 0 else size
+    return size

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import codecs
 import functools
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -166,9 +167,7 @@ def _ranges(spans: Ranges, negate: bool = False) -> str:
     """A class's members for code point ranges (their complement with `negate`)."""
     if negate:
         ends = [(-1, -1), *spans, (0x110000, 0x110000)]
-        spans = tuple(
-            (low[1] + 1, high[0] - 1) for low, high in zip(ends, ends[1:], strict=False) if high[0] > low[1] + 1
-        )
+        spans = tuple((low[1] + 1, high[0] - 1) for low, high in itertools.pairwise(ends) if high[0] > low[1] + 1)
     return "".join(_char(low) if low == high else f"{_char(low)}-{_char(high)}" for low, high in spans)
 
 
@@ -202,9 +201,8 @@ def _class(items: list[tuple[Any, Any]], ascii: bool) -> str:
         others = set(members) - {_category(sre.CATEGORY_SPACE, False)}
         if not others <= {_char(0x5F), r"\p{Nd}"}:
             raise _Refused(r"\W beside other members of a negated class", r"list what it takes ([^\W\d_]: letters)")
-        return (
-            "[\\p{L}" + (r"\p{Nl}\p{No}" if r"\p{Nd}" in others else r"\p{N}") + "_" * (_char(0x5F) not in others) + "]"
-        )
+        numbers = r"\p{Nl}\p{No}" if r"\p{Nd}" in others else r"\p{N}"
+        return "[\\p{L}" + numbers + "_" * (_char(0x5F) not in others) + "]"
     return f"(?:[{''.join(members)}]|[^{_WORD}])" if members else f"[^{_WORD}]"
 
 

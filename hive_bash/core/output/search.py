@@ -14,7 +14,7 @@ from itertools import islice
 from typing import Any
 
 from hive_bash.core.output.lines import POOL, Pieces, Slots, matching_lines, next_line_start, open_output, shown
-from hive_bash.core.output.pattern import Pattern, compile_pattern, matchable
+from hive_bash.core.output.pattern import Pattern, compile_pattern
 from hive_bash.core.output.reading import count_newlines
 from hive_bash.errors import OutputUnreadable, SearchBusy, SearchFailed
 
@@ -82,7 +82,7 @@ class _Searcher:
                 return
             self.open_line_matched, pos = False, newline + 1
         after_from, last_end = pos, -1
-        for start, stop, hit in matching_lines(self.find, matchable(data, pos, end), data, pos, end):
+        for start, stop, hit in matching_lines(self.find, data, pos, end):
             self.result.total_matches += 1
             last_end = stop
             if not (self.listing or self.want_next):
