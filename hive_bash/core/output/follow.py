@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from hive_bash.core.output.lines import POOL, Piece, Pieces, Slots, line_start, matching_lines, open_output, shown
 from hive_bash.core.output.pattern import Finder, compile_pattern
@@ -27,6 +27,7 @@ REPORT_EVERY_SECS = 0.25  # matches in between are counted, the latest kept; als
 MAX_WAIT_MATCHERS = 8  # follows at once for wait_for calls, and for notify_on's of running tasks
 MAX_NOTIFY_MATCHERS = 16
 MAX_CHECKPOINTS = 1024  # output files whose counted lines are remembered
+_watching: set[asyncio.Task[None]] = set()  # the running LineWatch tasks (the loop keeps only weak references)
 
 
 @dataclass(frozen=True)
@@ -112,9 +113,6 @@ class _Follower:
         return Checkpoint(os.fstat(self.fd).st_ino, self.reader.carry_offset, self.lines_before + self.lines_read)
 
 
-_watching: set[asyncio.Task[None]] = set()
-
-
 def _ignore(report: object) -> None:
     pass
 
@@ -172,7 +170,7 @@ class LineWatch:
         """Begin (`holding`: a slot of `matchers` was taken for it already)."""
         self._holding = holding
         self._task = asyncio.get_running_loop().create_task(self._run(), name="line-watch")
-        _watching.add(self._task)  # the loop itself keeps only weak references to tasks
+        _watching.add(self._task)
         self._task.add_done_callback(_watching.discard)
         self._task.add_done_callback(self._give_back)  # also when cancelled before it ran at all
 
@@ -314,11 +312,9 @@ class FirstMatch:
     gave_up: str | None = None
     started: bool = False
     busy: str | None = None
-
-    def __post_init__(self) -> None:
-        self.found = asyncio.Event()  # a match, or given up: the wait is over
-        self.looked: dict[str, int] = {}  # stream -> how far the matcher looked, once the output stopped growing
-        self._news = asyncio.Event()  # found, or looked further
+    found: asyncio.Event = field(default_factory=asyncio.Event, init=False)  # a match, or given up: the wait is over
+    looked: dict[str, int] = field(default_factory=dict, init=False)  # stream -> how far, once output stopped growing
+    _news: asyncio.Event = field(default_factory=asyncio.Event, init=False)  # found, or looked further
 
     async def looked_through(self, sizes: dict[str, int], seconds: float) -> None:
         """Wait up to `seconds` until the matcher has looked at each stream up to its size in `sizes` (or

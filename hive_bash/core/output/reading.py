@@ -17,6 +17,10 @@ from hive_bash.private_files import open_own
 
 logger = logging.getLogger(__name__)
 
+READ_BYTES = 1 << 20  # one read of a file walked through (newlines counted, lines matched)
+LAST_LINES_WINDOW = 8192  # how far back last_lines looks
+PROMPT_CHARS = 120  # a prompt as last_printed_line shows it
+
 
 @contextlib.contextmanager
 def _opened(path: Path) -> Iterator[int | None]:
@@ -107,7 +111,6 @@ def disk_full(directory: Path) -> bool:
 # ---- a stream's two ends, for a reply's excerpt, and the lines between them ------
 
 EXCERPT_READ_BYTES = 16384  # read at most this much from each end of a stream
-READ_BYTES = 1 << 20  # one read of a file walked through (newlines counted, lines matched)
 # Lines left out are counted up to this many bytes, past it estimated: a status never reads a 2 GiB log.
 LINE_COUNT_MAX_BYTES = 8 << 20
 
@@ -170,9 +173,6 @@ def lines_left_out(path: Path, start: int, end: int, shown: bytes) -> tuple[int,
     return round((end - start) * shown.count(b"\n") / max(1, len(shown))), False
 
 
-LAST_LINES_WINDOW = 8192
-
-
 def last_lines(path: Path, count: int, max_chars: int) -> list[str]:
     """The last `count` non-blank lines of a file (from its last 8 KiB), each cut to `max_chars` characters."""
     with _opened(path) as fd:
@@ -184,9 +184,6 @@ def last_lines(path: Path, count: int, max_chars: int) -> list[str]:
         window = window[skip_partial_start(window) :]
     lines = [line.strip() for line in decode(window).splitlines() if line.strip()]
     return [line if len(line) <= max_chars else line[: max_chars - 1] + "…" for line in lines[-count:]]
-
-
-PROMPT_CHARS = 120
 
 
 def last_printed_line(*paths: Path) -> str | None:
