@@ -141,9 +141,8 @@ class Matchers(Slots):
 
 
 class LineWatch:
-    """Follows a task's streams for `pattern` from `start` (once `matchers` has room) until `close`: its
-    steps run one at a time in a worker thread, its reports reach the callbacks on the loop between them.
-    An output file that is no regular file of ours, or a failed read, ends it: given up, with the reason."""
+    """Follows a task's streams for `pattern` (once `matchers` has room) until `close` or a file it cannot read:
+    its steps run one at a time in a worker thread, its reports reach the callbacks on the loop between them."""
 
     def __init__(
         self,
@@ -192,11 +191,10 @@ class LineWatch:
                 await self._task
 
     async def _run(self) -> None:
-        if not self._holding:
-            if not self._matchers.try_take():
-                logger.info("a line matcher for %r waits: %s", self.pattern, self._matchers.busy())
-                await self._matchers.take()
-            self._holding = True
+        if not self._holding and not self._matchers.try_take():
+            logger.info("a line matcher for %r waits: %s", self.pattern, self._matchers.busy())
+            await self._matchers.take()
+        self._holding = True
         try:
             await self._follow(compile_pattern(self.pattern).finder())
         except HiveBashError as exc:  # OutputUnreadable: a FIFO, a link, not ours

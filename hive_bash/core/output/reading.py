@@ -52,9 +52,7 @@ def complete_prefix_length(data: bytes) -> int:
         byte = data[-back]
         if byte & 0xC0 == 0x80:
             continue
-        if byte < 0x80:
-            return len(data)
-        needed = 2 if byte >= 0xC0 and byte < 0xE0 else 3 if byte < 0xF0 else 4
+        needed = 1 if byte < 0x80 else 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
         return len(data) if back >= needed else len(data) - back
     return len(data)
 
@@ -155,10 +153,7 @@ def read_stream(path: Path, start: int = 0) -> StreamBytes:
 def count_newlines(fd: int, *, start: int, end: int) -> int:
     """Newlines in bytes [start, end) of the open file, read in chunks (the GIL is free while each is read)."""
     count = 0
-    while start < end:
-        chunk = os.pread(fd, min(READ_BYTES, end - start), start)
-        if not chunk:
-            break
+    while start < end and (chunk := os.pread(fd, min(READ_BYTES, end - start), start)):
         count += chunk.count(b"\n")
         start += len(chunk)
     return count

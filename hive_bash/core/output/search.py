@@ -170,8 +170,7 @@ class _Searcher:
 
 
 def search_file(pattern: Pattern, request: SearchRequest, stopped: Callable[[], bool] = bool) -> SearchResult:
-    """Search `request.path` from the first line start at or after `request.offset` up to its current size,
-    until `stopped()` says otherwise (checked between pieces)."""
+    """`request.path` searched from the first line start at or after `request.offset` to its size now, or stopped()."""
     result = SearchResult()
     fd = open_output(request.path, request.stream)  # OutputUnreadable: a FIFO, a link, not ours
     if fd is None:
@@ -194,8 +193,7 @@ def search_file(pattern: Pattern, request: SearchRequest, stopped: Callable[[], 
 
 class SearchSlots(Slots):
     """At most `running` searches at once; up to `waiting` more callers queue in order, the rest are refused.
-    A caller's `timeout` covers its wait for a slot and its search; one that goes away (`abandon`
-    set: its client hung up) has its search stopped, or starts none."""
+    A caller's `timeout` covers its wait and search; one that goes away (`abandon`) is stopped, or not started."""
 
     def __init__(self, running: int = MAX_RUNNING_SEARCHES, waiting: int = MAX_WAITING_SEARCHES) -> None:
         super().__init__(running)
