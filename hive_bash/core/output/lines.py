@@ -33,6 +33,8 @@ OVERLAP_BYTES = 64 * 1024
 LINE_CHARS = 200  # a line shown is cut to this many characters
 MATCH_LEAD_CHARS = 40  # kept before a hit that lies beyond LINE_CHARS in a long line
 Piece = tuple[bytes, int, int, int]  # (data, begin, end, file offset of data[begin]): data[begin:end] whole lines
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFDIR: "a directory", stat.S_IFSOCK: "a socket"}  # what open_output refuses
+_KINDS |= {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
 
 
 class Slots:
@@ -76,10 +78,6 @@ class Slots:
                 waiter.set_result(None)  # running stays: the slot changes hands
                 return
         self.running -= 1
-
-
-_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFDIR: "a directory", stat.S_IFSOCK: "a socket"}
-_KINDS |= {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
 
 
 def open_output(path: str, stream: str) -> int | None:

@@ -20,6 +20,9 @@ logger = logging.getLogger(__name__)
 READ_BYTES = 1 << 20  # one read of a file walked through (newlines counted, lines matched)
 LAST_LINES_WINDOW = 8192  # how far back last_lines looks
 PROMPT_CHARS = 120  # a prompt as last_printed_line shows it
+EXCERPT_READ_BYTES = 16384  # read at most this much from each end of a stream, for a reply's excerpt
+# Lines left out are counted up to this many bytes, past it estimated: a status never reads a 2 GiB log.
+LINE_COUNT_MAX_BYTES = 8 << 20
 
 
 @contextlib.contextmanager
@@ -104,13 +107,6 @@ def disk_full(directory: Path) -> bool:
         return os.statvfs(directory).f_bavail == 0
     except OSError:
         return False
-
-
-# ---- a stream's two ends, for a reply's excerpt, and the lines between them ------
-
-EXCERPT_READ_BYTES = 16384  # read at most this much from each end of a stream
-# Lines left out are counted up to this many bytes, past it estimated: a status never reads a 2 GiB log.
-LINE_COUNT_MAX_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
