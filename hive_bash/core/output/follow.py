@@ -125,19 +125,16 @@ class Matchers(Slots):
         super().__init__(limit)
         self.use = use  # what they are for, as a reply names them: "wait_for", "notify_on"
         self.counted_bytes = 0  # read only to number lines (from a checkpoint, else from byte 0)
-        self._checkpoints: collections.OrderedDict[str, Checkpoint] = collections.OrderedDict()
+        self.checkpoints: collections.OrderedDict[str, Checkpoint] = collections.OrderedDict()  # by path
 
     def busy(self) -> str:
         return f"all {self.limit} line matchers for {self.use} were in use (the limit)"
 
-    def checkpoint(self, path: str) -> Checkpoint | None:
-        return self._checkpoints.get(path)
-
     def remember(self, path: str, mark: Checkpoint) -> None:
-        self._checkpoints[path] = mark
-        self._checkpoints.move_to_end(path)
-        while len(self._checkpoints) > MAX_CHECKPOINTS:
-            self._checkpoints.popitem(last=False)
+        self.checkpoints[path] = mark
+        self.checkpoints.move_to_end(path)
+        while len(self.checkpoints) > MAX_CHECKPOINTS:
+            self.checkpoints.popitem(last=False)
 
 
 class LineWatch:
@@ -156,7 +153,7 @@ class LineWatch:
         first_only: bool = False,  # wait_for: the first match ends it
     ) -> None:
         self.pattern, self.first_only = pattern, first_only
-        self.followers = [_Follower(start, matchers.checkpoint(start.path)) for start in streams]
+        self.followers = [_Follower(start, matchers.checkpoints.get(start.path)) for start in streams]
         self._on_match, self._on_give_up, self._on_looked = on_match, on_give_up, on_looked
         self._matchers, self._holding = matchers, False
         self._task: asyncio.Task[None] | None = None

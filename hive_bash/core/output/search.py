@@ -77,8 +77,7 @@ class _Searcher:
         self.at, self.begin, self.base = begin, begin, offset - begin
         pos = begin
         if self.open_line_matched:  # the rest of a long line that matched in an earlier piece: not again
-            newline = data.find(b"\n", begin, end)
-            if newline < 0:
+            if (newline := data.find(b"\n", begin, end)) < 0:
                 return
             self.open_line_matched, pos = False, newline + 1
         after_from, last_end = pos, -1
@@ -94,8 +93,7 @@ class _Searcher:
             if self.listing:
                 self._list(data, start, stop, hit)
             else:
-                self.want_next = False
-                self.result.next_offset = self.base + start
+                self.want_next, self.result.next_offset = False, self.base + start
             after_from = stop + 1
         self.open_line_matched = last_end == end and data[end - 1 : end] != b"\n"
         if self.listing or self.want_next:
@@ -118,8 +116,7 @@ class _Searcher:
     def _list(self, data: bytes, start: int, stop: int, hit: int) -> None:
         text = shown(data, start, stop, hit)
         if not self._spend(text):
-            self.listing = False
-            self.result.next_offset = self.base + start
+            self.listing, self.result.next_offset = False, self.base + start
             return
         for line in self._before(data, start):
             if self._spend(line.text):
@@ -135,8 +132,7 @@ class _Searcher:
         near = list(islice(self._back(data, start - 1, self.line - 1), self.context))
         lines = [line for line in reversed(near) if line.number > self.last_listed]
         first = lines[0].number if lines else self.line
-        missing = self.context - len(lines)
-        if missing:
+        if missing := self.context - len(lines):
             lines[:0] = [line for line in self.previous if self.last_listed < line.number < first][-missing:]
         return lines
 
