@@ -12,7 +12,6 @@ from hive_bash.core.output import (
     SearchRequest as SearchRequest,
     SearchResult as SearchResult,
     SearchSlots as SearchSlots,
-    compile_for as compile_for,
     compile_pattern as compile_pattern,
     describe as describe,
     file_size as file_size,

@@ -18,7 +18,6 @@ from hive_bash.core import (
     WRAPPER_ENV,
     LineWanted,
     SearchRequest,
-    compile_for,
     compile_pattern,
 )
 from hive_bash.errors import InvalidArgument
@@ -144,7 +143,7 @@ def line_wanted(value: str | None, *, from_start: bool) -> LineWanted | None:
     """wait_for: a run's looks at all its new task prints (`from_start`), a status's at what it prints from now on."""
     if value is None:
         return None
-    compile_for("wait_for", value)
+    compile_pattern(value, "wait_for")
     return LineWanted(value, from_start=from_start)
 
 
@@ -179,7 +178,7 @@ def search_request(
 def notify_pattern(value: str | None, settings: Settings) -> str | None:
     """notify_on: a regex by logs(pattern)'s rules, and only where there are todos to update."""
     if value is not None:
-        compile_for("notify_on", value)
+        compile_pattern(value, "notify_on")
         if settings.agent_socket is None:
             raise InvalidArgument("notify_on", "needs todos, and this daemon has no harness socket (HIVE_AGENT_SOCKET)")
     return value

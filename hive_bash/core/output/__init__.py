@@ -17,7 +17,7 @@ from hive_bash.core.output.follow import (
     describe as describe,
     first_match as first_match,
 )
-from hive_bash.core.output.pattern import compile_for as compile_for, compile_pattern as compile_pattern
+from hive_bash.core.output.pattern import compile_pattern as compile_pattern
 from hive_bash.core.output.reading import (
     StreamBytes as StreamBytes,
     complete_prefix_length as complete_prefix_length,

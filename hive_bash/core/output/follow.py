@@ -12,10 +12,10 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from hive_bash.core.output.lines import POOL, Piece, Pieces, Slots, line_start, matching_lines, open_output, shown
-from hive_bash.core.output.pattern import Finder, compile_pattern, matchable
+from hive_bash.core.output.pattern import Finder, compile_pattern
 from hive_bash.core.output.reading import count_newlines
 from hive_bash.errors import HiveBashError
 
@@ -27,13 +27,13 @@ REPORT_EVERY_SECS = 0.25  # matches in between are counted, the latest kept; als
 MAX_WAIT_MATCHERS = 8  # follows at once for wait_for calls, and for notify_on's of running tasks
 MAX_NOTIFY_MATCHERS = 16
 MAX_CHECKPOINTS = 1024  # output files whose counted lines are remembered
+_watching: set[asyncio.Task[None]] = set()  # the running LineWatch tasks (the loop keeps only weak references)
 
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """`lines` newlines lie before byte `offset` of the file (inode `ino`) of `stream`."""
+    """`lines` newlines lie before byte `offset` of the file (inode `ino`)."""
 
-    stream: str
     ino: int
     offset: int
     lines: int
@@ -46,7 +46,6 @@ class StreamStart:
     stream: str  # "stdout" or "stderr"
     path: str
     offset: int = 0
-    checkpoint: Checkpoint | None = None  # lines counted by an earlier wait: counting goes on from there
 
 
 @dataclass(frozen=True)
@@ -68,8 +67,9 @@ def describe(match: Match, pattern: str) -> str:
 class _Follower:
     """One output file: where reading stands, the line number there, and the line not ended yet."""
 
-    def __init__(self, start: StreamStart) -> None:
+    def __init__(self, start: StreamStart, mark: Checkpoint | None) -> None:
         self.start = start
+        self.mark = mark  # lines counted by an earlier follow of the file: counting goes on from there
         self.fd: int | None = None
         self.reader: Pieces | None = None
         self.began = 0  # where following began (again, after the file was cut back)
@@ -98,7 +98,7 @@ class _Follower:
     def line_number(self, data: bytes, begin: int, start: int) -> int:
         """The number of the line at data[start], in the piece that begins at data[begin]."""
         if self.lines_before is None and self.fd is not None:  # followed from mid-file: counted once
-            mark, info, end = self.start.checkpoint, os.fstat(self.fd), self.began
+            mark, info, end = self.mark, os.fstat(self.fd), self.began
             first, self.lines_before = 0, 0
             if mark is not None and mark.ino == info.st_ino and mark.lines <= mark.offset <= min(end, info.st_size):
                 first, self.lines_before = mark.offset, mark.lines
@@ -110,14 +110,7 @@ class _Follower:
         """Where following stands now and the newlines before it, if they were counted."""
         if self.reader is None or self.lines_before is None or self.fd is None:
             return None
-        lines = self.lines_before + self.lines_read
-        return Checkpoint(self.start.stream, os.fstat(self.fd).st_ino, self.reader.carry_offset, lines)
-
-
-OnMatch = Callable[[Match], None]
-OnGiveUp = Callable[[str], None]
-OnLooked = Callable[[dict[str, int]], None]  # stream -> the offset all output before was looked at
-_watching: set[asyncio.Task[None]] = set()
+        return Checkpoint(os.fstat(self.fd).st_ino, self.reader.carry_offset, self.lines_before + self.lines_read)
 
 
 def _ignore(report: object) -> None:
@@ -132,39 +125,35 @@ class Matchers(Slots):
         super().__init__(limit)
         self.use = use  # what they are for, as a reply names them: "wait_for", "notify_on"
         self.counted_bytes = 0  # read only to number lines (from a checkpoint, else from byte 0)
-        self._checkpoints: collections.OrderedDict[str, Checkpoint] = collections.OrderedDict()
+        self.checkpoints: collections.OrderedDict[str, Checkpoint] = collections.OrderedDict()  # by path
 
     def busy(self) -> str:
         return f"all {self.limit} line matchers for {self.use} were in use (the limit)"
 
-    def checkpoint(self, path: str) -> Checkpoint | None:
-        return self._checkpoints.get(path)
-
     def remember(self, path: str, mark: Checkpoint) -> None:
-        self._checkpoints[path] = mark
-        self._checkpoints.move_to_end(path)
-        while len(self._checkpoints) > MAX_CHECKPOINTS:
-            self._checkpoints.popitem(last=False)
+        self.checkpoints[path] = mark
+        self.checkpoints.move_to_end(path)
+        while len(self.checkpoints) > MAX_CHECKPOINTS:
+            self.checkpoints.popitem(last=False)
 
 
 class LineWatch:
-    """Follows a task's streams for `pattern` from `start` (once `matchers` has room) until `close`: its
-    steps run one at a time in a worker thread, its reports reach the callbacks on the loop between them.
-    An output file that is no regular file of ours, or a failed read, ends it: given up, with the reason."""
+    """Follows a task's streams for `pattern` (once `matchers` has room) until `close` or a file it cannot read:
+    its steps run one at a time in a worker thread, its reports reach the callbacks on the loop between them."""
 
     def __init__(
         self,
         pattern: str,
         streams: Sequence[StreamStart],
         *,
-        on_match: OnMatch,
-        on_give_up: OnGiveUp,
-        on_looked: OnLooked = _ignore,
-        matchers: Matchers | None = None,
+        on_match: Callable[[Match], None],
+        on_give_up: Callable[[str], None],
+        on_looked: Callable[[dict[str, int]], None] = _ignore,  # stream -> how far all output was looked at
+        matchers: Matchers,
         first_only: bool = False,  # wait_for: the first match ends it
     ) -> None:
         self.pattern, self.first_only = pattern, first_only
-        self.followers = [_Follower(start) for start in streams]
+        self.followers = [_Follower(start, matchers.checkpoints.get(start.path)) for start in streams]
         self._on_match, self._on_give_up, self._on_looked = on_match, on_give_up, on_looked
         self._matchers, self._holding = matchers, False
         self._task: asyncio.Task[None] | None = None
@@ -177,12 +166,12 @@ class LineWatch:
         """Begin (`holding`: a slot of `matchers` was taken for it already)."""
         self._holding = holding
         self._task = asyncio.get_running_loop().create_task(self._run(), name="line-watch")
-        _watching.add(self._task)  # the loop itself keeps only weak references to tasks
+        _watching.add(self._task)
         self._task.add_done_callback(_watching.discard)
         self._task.add_done_callback(self._give_back)  # also when cancelled before it ran at all
 
     def _give_back(self, task: object) -> None:
-        if self._holding and self._matchers is not None:
+        if self._holding:
             self._holding = False
             self._matchers.give_back()
 
@@ -199,11 +188,10 @@ class LineWatch:
                 await self._task
 
     async def _run(self) -> None:
-        if self._matchers is not None and not self._holding:
-            if not self._matchers.try_take():
-                logger.info("a line matcher for %r waits: %s", self.pattern, self._matchers.busy())
-                await self._matchers.take()
-            self._holding = True
+        if not self._holding and not self._matchers.try_take():
+            logger.info("a line matcher for %r waits: %s", self.pattern, self._matchers.busy())
+            await self._matchers.take()
+        self._holding = True
         try:
             await self._follow(compile_pattern(self.pattern).finder())
         except HiveBashError as exc:  # OutputUnreadable: a FIFO, a link, not ours
@@ -259,7 +247,7 @@ class LineWatch:
         """Count a piece's matching lines; a line that began in an earlier piece and matched there, not again."""
         data, begin, end, offset = piece
         kept, count, last_end = None, 0, -1
-        for start, stop, hit in matching_lines(find, matchable(data, begin, end), data, begin, end):
+        for start, stop, hit in matching_lines(find, data, begin, end):
             last_end = stop
             if start != begin or not follower.open_line_matched:
                 count += 1
@@ -269,11 +257,9 @@ class LineWatch:
             text = shown(data, kept[0], kept[1], kept[2], strip_cr=True)
             self.latest = Match(follower.start.stream, number, offset - begin + kept[0], text)
         self.count += count
-        if data[end - 1 : end] == b"\n":
-            follower.open_line_matched = False
-        else:  # the piece ends inside a line: did that line match, here or before?
-            same_line = follower.open_line_matched and data.find(b"\n", begin, end) < 0
-            follower.open_line_matched = last_end == end or same_line
+        # Does the piece end inside a line that matched, here or in an earlier piece?
+        same_line = follower.open_line_matched and data.find(b"\n", begin, end) < 0
+        follower.open_line_matched = data[end - 1 : end] != b"\n" and (last_end == end or same_line)
         if not unended:
             follower.lines_read += data.count(b"\n", begin, end)
 
@@ -302,12 +288,11 @@ class LineWatch:
         self._on_give_up(reason)
 
     def _report(self) -> None:
-        if self._matchers is not None:
-            for follower in self.followers:
-                if (mark := follower.checkpoint()) is not None:
-                    self._matchers.remember(follower.start.path, mark)
-                self._matchers.counted_bytes += follower.counted_bytes
-                follower.counted_bytes = 0
+        for follower in self.followers:
+            if (mark := follower.checkpoint()) is not None:
+                self._matchers.remember(follower.start.path, mark)
+            self._matchers.counted_bytes += follower.counted_bytes
+            follower.counted_bytes = 0
         if (match := self.take()) is not None:
             self._on_match(match)
 
@@ -322,54 +307,43 @@ class FirstMatch:
     gave_up: str | None = None
     started: bool = False
     busy: str | None = None
-
-    def __post_init__(self) -> None:
-        self.found = asyncio.Event()  # a match, or given up: the wait is over
-        self.looked: dict[str, int] = {}  # stream -> how far the matcher looked, once the output stopped growing
-        self._looked_again = asyncio.Event()
+    found: asyncio.Event = field(default_factory=asyncio.Event, init=False)  # a match, or given up: the wait is over
+    looked: dict[str, int] = field(default_factory=dict, init=False)  # stream -> how far, once output stopped growing
+    _news: asyncio.Event = field(default_factory=asyncio.Event, init=False)  # found, or looked further
 
     async def looked_through(self, sizes: dict[str, int], seconds: float) -> None:
         """Wait up to `seconds` until the matcher has looked at each stream up to its size in `sizes` (or
         matched, or gave up): once a task waits for its input, whether what it printed matched is owed."""
-        deadline = asyncio.get_running_loop().time() + seconds
-        while not self.found.is_set() and any(self.looked.get(name, 0) < size for name, size in sizes.items()):
-            self._looked_again.clear()
-            waiters = [asyncio.ensure_future(event.wait()) for event in (self.found, self._looked_again)]
-            remaining = deadline - asyncio.get_running_loop().time()
-            try:
-                if remaining <= 0:
-                    return
-                await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for waiter in waiters:
-                    waiter.cancel()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                while not self.found.is_set() and any(self.looked.get(s, 0) < size for s, size in sizes.items()):
+                    self._news.clear()
+                    await self._news.wait()
 
     def _saw(self, looked: dict[str, int]) -> None:
         self.looked.update(looked)
-        self._looked_again.set()
+        self._news.set()
 
     def _matched(self, match: Match) -> None:
         self.match = self.match or match
         self.found.set()
+        self._news.set()
 
     def _gave_up(self, reason: str) -> None:
         self.gave_up = reason
         self.found.set()
+        self._news.set()
 
 
 @contextlib.asynccontextmanager
-async def first_match(
-    pattern: str, streams: Sequence[StreamStart], matchers: Matchers | None = None
-) -> AsyncIterator[FirstMatch]:
+async def first_match(pattern: str, streams: Sequence[StreamStart], matchers: Matchers) -> AsyncIterator[FirstMatch]:
     """Watch for the first line matching `pattern` while the block runs; `found` is set when one did.
-    With `matchers`, nothing is watched when all are in use (`busy` says so)."""
+    Nothing is watched when all `matchers` are in use (`busy` says so)."""
     outcome = FirstMatch(pattern)
-    if matchers is not None:
-        if not matchers.try_take():
-            outcome.busy = matchers.busy()
-            yield outcome  # nothing is watched: the caller answers at once, saying so
-            return
-        streams = [replace(start, checkpoint=start.checkpoint or matchers.checkpoint(start.path)) for start in streams]
+    if not matchers.try_take():
+        outcome.busy = matchers.busy()
+        yield outcome  # nothing is watched: the caller answers at once, saying so
+        return
     watch = LineWatch(
         pattern,
         streams,
@@ -380,7 +354,7 @@ async def first_match(
         first_only=True,
     )
     outcome.started = True
-    watch.start(holding=matchers is not None)
+    watch.start(holding=True)
     try:
         yield outcome
     finally:

@@ -13,7 +13,8 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from hive_bash.core.output.pattern import Finder
+from hive_bash.core.output.pattern import Finder, matchable
+from hive_bash.core.output.reading import READ_BYTES
 from hive_bash.errors import OutputUnreadable
 
 WORKER_NICE = 10  # a search takes the CPU the event loop leaves (nice 19 could hold the GIL on a starved core)
@@ -26,13 +27,14 @@ def _below_the_loop() -> None:
 
 # RE2 releases the GIL while it matches: searches (at most 4 at once) and follow steps run here.
 POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="hive-bash-match", initializer=_below_the_loop)
-READ_BYTES = 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024  # a longer line is matched in pieces of this size
 # Each piece of a long line begins with the last OVERLAP_BYTES of the one before: a hit that long across a cut is found.
 OVERLAP_BYTES = 64 * 1024
 LINE_CHARS = 200  # a line shown is cut to this many characters
 MATCH_LEAD_CHARS = 40  # kept before a hit that lies beyond LINE_CHARS in a long line
 Piece = tuple[bytes, int, int, int]  # (data, begin, end, file offset of data[begin]): data[begin:end] whole lines
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFDIR: "a directory", stat.S_IFSOCK: "a socket"}  # what open_output refuses
+_KINDS |= {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
 
 
 class Slots:
@@ -78,20 +80,9 @@ class Slots:
         self.running -= 1
 
 
-_KINDS = {
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFDIR: "a directory",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-}
-
-
 def open_output(path: str, stream: str) -> int | None:
-    """A read fd on a task's output file, as a task may have replaced it: no link followed, no open
-    that waits (a FIFO), only a regular file of this user. None when it does not exist (yet).
-
-    Raises OutputUnreadable naming `stream`, the file and the rule it broke."""
+    """A read fd on a task's output file, which the task may have replaced: no link followed, no open that
+    waits (a FIFO), only a regular file of this user; None when it does not exist (yet). Raises OutputUnreadable."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -101,15 +92,13 @@ def open_output(path: str, stream: str) -> int | None:
             raise OutputUnreadable(f"{stream} is a symbolic link (links are not followed): {path}") from None
         raise OutputUnreadable(f"{stream} cannot be opened: {exc.strerror or exc}: {path}") from None
     info = os.fstat(fd)
-    problem = None
+    if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid():
+        return fd
+    os.close(fd)
     if not stat.S_ISREG(info.st_mode):
-        problem = f"{stream} is not a regular file ({_KINDS.get(stat.S_IFMT(info.st_mode), 'not a file')}): {path}"
-    elif info.st_uid != os.geteuid():
-        problem = f"{stream} is owned by uid {info.st_uid}, not by this user: {path}"
-    if problem is not None:
-        os.close(fd)
-        raise OutputUnreadable(problem)
-    return fd
+        kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a file")
+        raise OutputUnreadable(f"{stream} is not a regular file ({kind}): {path}")
+    raise OutputUnreadable(f"{stream} is owned by uid {info.st_uid}, not by this user: {path}")
 
 
 class Pieces:
@@ -149,11 +138,9 @@ class Pieces:
         return pieces
 
 
-def matching_lines(
-    find: Finder, text: bytes | bytearray, data: bytes, pos: int, end: int
-) -> Iterator[tuple[int, int, int]]:
-    """(line start, line end, hit) of each line of data[pos:end] (whole lines, the last maybe unended)
-    that the pattern matches; `text` is `data` as RE2 matches it (pattern.matchable)."""
+def matching_lines(find: Finder, data: bytes, pos: int, end: int) -> Iterator[tuple[int, int, int]]:
+    """(line start, line end, hit) of each line of data[pos:end] the pattern matches (the last maybe unended)."""
+    text = matchable(data, pos, end)
     while pos < end:
         span = find(text, pos, end)
         if span is None or (span[0] == end and data[end - 1] == 0x0A):
@@ -187,13 +174,11 @@ def line_start(fd: int, offset: int) -> int:
 
 def next_line_start(fd: int, offset: int, size: int) -> int:
     """The first line start at or after `offset`."""
-    position = max(0, offset - 1)
-    while offset > 0 and position < size:
-        data = os.pread(fd, READ_BYTES, position)
-        if not data:
-            break
-        newline = data.find(b"\n")
-        if newline >= 0:
+    if offset <= 0:
+        return 0
+    position = offset - 1
+    while position < size and (data := os.pread(fd, READ_BYTES, position)):
+        if (newline := data.find(b"\n")) >= 0:
             return position + newline + 1
         position += len(data)
-    return 0 if offset <= 0 else size
+    return size

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import codecs
 import functools
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -101,11 +102,6 @@ def compile_pattern(pattern: str, argument: str = "pattern") -> Pattern:
     return compiled
 
 
-def compile_for(argument: str, pattern: object) -> Pattern:
-    """compile_pattern for a tool argument not yet known to be a string (wait_for, notify_on)."""
-    return compile_pattern(pattern, argument)  # type: ignore[arg-type]
-
-
 class _Refused(Exception):
     def __init__(self, construct: str, instead: str) -> None:
         super().__init__(f"uses {construct}, which the pattern engine (RE2) cannot run; {instead}")
@@ -149,14 +145,8 @@ _SPACE += ((0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F
 _ASCII_SPACE = ((0x09, 0x0D), (0x20, 0x20))
 _ASCII_WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
 _WORD = r"\p{L}\p{N}_"  # str.isalnum() or _
-_AT = {
-    sre.AT_BEGINNING: "^",
-    sre.AT_BEGINNING_STRING: "^",  # \A: a line is matched as if alone
-    sre.AT_END: "$",
-    sre.AT_END_STRING: "$",
-    sre.AT_BOUNDARY: r"\b",
-    sre.AT_NON_BOUNDARY: r"\B",
-}
+_AT = {sre.AT_BEGINNING: "^", sre.AT_END: "$", sre.AT_BOUNDARY: r"\b", sre.AT_NON_BOUNDARY: r"\B"}
+_AT |= {sre.AT_BEGINNING_STRING: "^", sre.AT_END_STRING: "$"}  # \A, \Z: a line is matched as if alone
 _CANNOT = {
     (sre.ASSERT, 1): ("a look-ahead (?=...)", "match what follows as part of the pattern: foo(?=bar) as foobar"),
     (sre.ASSERT, -1): ("a look-behind (?<=...)", r"match what precedes as part of the pattern: (?<=id=)\d+ as id=\d+"),
@@ -177,9 +167,7 @@ def _ranges(spans: Ranges, negate: bool = False) -> str:
     """A class's members for code point ranges (their complement with `negate`)."""
     if negate:
         ends = [(-1, -1), *spans, (0x110000, 0x110000)]
-        spans = tuple(
-            (low[1] + 1, high[0] - 1) for low, high in zip(ends, ends[1:], strict=False) if high[0] > low[1] + 1
-        )
+        spans = tuple((low[1] + 1, high[0] - 1) for low, high in itertools.pairwise(ends) if high[0] > low[1] + 1)
     return "".join(_char(low) if low == high else f"{_char(low)}-{_char(high)}" for low, high in spans)
 
 
@@ -213,9 +201,8 @@ def _class(items: list[tuple[Any, Any]], ascii: bool) -> str:
         others = set(members) - {_category(sre.CATEGORY_SPACE, False)}
         if not others <= {_char(0x5F), r"\p{Nd}"}:
             raise _Refused(r"\W beside other members of a negated class", r"list what it takes ([^\W\d_]: letters)")
-        return (
-            "[\\p{L}" + (r"\p{Nl}\p{No}" if r"\p{Nd}" in others else r"\p{N}") + "_" * (_char(0x5F) not in others) + "]"
-        )
+        numbers = r"\p{Nl}\p{No}" if r"\p{Nd}" in others else r"\p{N}"
+        return "[\\p{L}" + numbers + "_" * (_char(0x5F) not in others) + "]"
     return f"(?:[{''.join(members)}]|[^{_WORD}])" if members else f"[^{_WORD}]"
 
 

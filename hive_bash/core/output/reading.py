@@ -1,9 +1,7 @@
 """Reading a task's output files back: sizes, byte ranges, a stream's two ends, newline counts, last lines.
-
-The files are the store: nothing here keeps output beyond one read, and every cut lands on a UTF-8
-character boundary; how much fits a reply is decided above (hive_bash.mcp.replies.budget). A task
-may replace its output by a FIFO, a link or a directory: such a stream reads as empty (open_own).
-"""
+The files are the store: nothing here keeps output beyond one read, cuts land on UTF-8 character
+boundaries, and how much fits a reply is decided above (hive_bash.mcp.replies.budget). A stream a task
+replaced by a FIFO, a link or a directory reads as empty."""
 
 from __future__ import annotations
 
@@ -18,6 +16,13 @@ from pathlib import Path
 from hive_bash.private_files import open_own
 
 logger = logging.getLogger(__name__)
+
+READ_BYTES = 1 << 20  # one read of a file walked through (newlines counted, lines matched)
+LAST_LINES_WINDOW = 8192  # how far back last_lines looks
+PROMPT_CHARS = 120  # a prompt as last_printed_line shows it
+EXCERPT_READ_BYTES = 16384  # read at most this much from each end of a stream, for a reply's excerpt
+# Lines left out are counted up to this many bytes, past it estimated: a status never reads a 2 GiB log.
+LINE_COUNT_MAX_BYTES = 8 << 20
 
 
 @contextlib.contextmanager
@@ -50,9 +55,7 @@ def complete_prefix_length(data: bytes) -> int:
         byte = data[-back]
         if byte & 0xC0 == 0x80:
             continue
-        if byte < 0x80:
-            return len(data)
-        needed = 2 if byte >= 0xC0 and byte < 0xE0 else 3 if byte < 0xF0 else 4
+        needed = 1 if byte < 0x80 else 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
         return len(data) if back >= needed else len(data) - back
     return len(data)
 
@@ -84,14 +87,12 @@ def truncate_to(path: Path, size: int) -> bool:
     """Cut an output file back to `size` bytes (never through a link); False if it is no file of ours."""
     try:
         fd = open_own(path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
     except OSError:
         return False
-    try:
-        os.ftruncate(fd, size)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
     return True
 
 
@@ -106,15 +107,6 @@ def disk_full(directory: Path) -> bool:
         return os.statvfs(directory).f_bavail == 0
     except OSError:
         return False
-
-
-# ---- a stream's two ends, for a reply's excerpt, and the lines between them ------
-
-EXCERPT_READ_BYTES = 16384  # read at most this much from each end of a stream
-NEWLINE_COUNT_CHUNK = 1 << 20
-# Lines left out are counted up to this many bytes; past it they are estimated from the
-# lines shown, so a status of a 2 GiB log never reads 2 GiB (the daemon stays out of the data).
-LINE_COUNT_MAX_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -157,10 +149,7 @@ def read_stream(path: Path, start: int = 0) -> StreamBytes:
 def count_newlines(fd: int, *, start: int, end: int) -> int:
     """Newlines in bytes [start, end) of the open file, read in chunks (the GIL is free while each is read)."""
     count = 0
-    while start < end:
-        chunk = os.pread(fd, min(NEWLINE_COUNT_CHUNK, end - start), start)
-        if not chunk:
-            break
+    while start < end and (chunk := os.pread(fd, min(READ_BYTES, end - start), start)):
         count += chunk.count(b"\n")
         start += len(chunk)
     return count
@@ -173,9 +162,6 @@ def lines_left_out(path: Path, start: int, end: int, shown: bytes) -> tuple[int,
         with _opened(path) as fd:
             return (0 if fd is None else count_newlines(fd, start=start, end=end)), True
     return round((end - start) * shown.count(b"\n") / max(1, len(shown))), False
-
-
-LAST_LINES_WINDOW = 8192
 
 
 def last_lines(path: Path, count: int, max_chars: int) -> list[str]:
@@ -191,13 +177,8 @@ def last_lines(path: Path, count: int, max_chars: int) -> list[str]:
     return [line if len(line) <= max_chars else line[: max_chars - 1] + "…" for line in lines[-count:]]
 
 
-PROMPT_CHARS = 120
-
-
 def last_printed_line(*paths: Path) -> str | None:
     """The last non-blank line of whichever stream grew last (a prompt: `read -p` writes to stderr)."""
     written = [(mtime, path) for path in paths for size, mtime in [size_and_mtime(path)] if size and mtime is not None]
-    if not written:
-        return None
-    lines = last_lines(max(written)[1], 1, PROMPT_CHARS)
+    lines = last_lines(max(written)[1], 1, PROMPT_CHARS) if written else []
     return lines[0] if lines else None

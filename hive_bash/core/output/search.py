@@ -1,5 +1,4 @@
 """`logs(pattern)`: the matching lines of a task's output file, with line numbers, byte offsets and context.
-
 A search runs in a worker thread, one RE2 call per hit, not per line; lines are numbered only while
 the listing needs numbers, then hits are only counted. SearchSlots bounds how many run and wait."""
 
@@ -9,12 +8,13 @@ import asyncio
 import os
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from hive_bash.core.output.lines import POOL, Pieces, Slots, matching_lines, next_line_start, open_output, shown
-from hive_bash.core.output.pattern import Pattern, compile_pattern, matchable
+from hive_bash.core.output.pattern import Pattern, compile_pattern
 from hive_bash.core.output.reading import count_newlines
 from hive_bash.errors import OutputUnreadable, SearchBusy, SearchFailed
 
@@ -77,12 +77,11 @@ class _Searcher:
         self.at, self.begin, self.base = begin, begin, offset - begin
         pos = begin
         if self.open_line_matched:  # the rest of a long line that matched in an earlier piece: not again
-            newline = data.find(b"\n", begin, end)
-            if newline < 0:
+            if (newline := data.find(b"\n", begin, end)) < 0:
                 return
             self.open_line_matched, pos = False, newline + 1
         after_from, last_end = pos, -1
-        for start, stop, hit in matching_lines(self.find, matchable(data, pos, end), data, pos, end):
+        for start, stop, hit in matching_lines(self.find, data, pos, end):
             self.result.total_matches += 1
             last_end = stop
             if not (self.listing or self.want_next):
@@ -94,14 +93,13 @@ class _Searcher:
             if self.listing:
                 self._list(data, start, stop, hit)
             else:
-                self.want_next = False
-                self.result.next_offset = self.base + start
+                self.want_next, self.result.next_offset = False, self.base + start
             after_from = stop + 1
         self.open_line_matched = last_end == end and data[end - 1 : end] != b"\n"
         if self.listing or self.want_next:
             self._owe_after(data, after_from, end)
             self.line += data.count(b"\n", self.at, end)
-            self._remember_tail(data, begin, end)
+            self._remember_tail(data, end)
 
     def _spend(self, text: str) -> bool:
         """Take a listed line's cost from the reply budget; False (nothing taken) if it does not fit."""
@@ -118,8 +116,7 @@ class _Searcher:
     def _list(self, data: bytes, start: int, stop: int, hit: int) -> None:
         text = shown(data, start, stop, hit)
         if not self._spend(text):
-            self.listing = False
-            self.result.next_offset = self.base + start
+            self.listing, self.result.next_offset = False, self.base + start
             return
         for line in self._before(data, start):
             if self._spend(line.text):
@@ -131,18 +128,12 @@ class _Searcher:
             self.listing, self.want_next = False, True
 
     def _before(self, data: bytes, start: int) -> list[Line]:
-        """The unlisted lines before a match (they never match): from earlier pieces, then from this one."""
-        lines: list[Line] = []
-        cursor, number = start, self.line
-        while len(lines) < self.context and cursor > self.begin and number - 1 > self.last_listed:
-            line_start = data.rfind(b"\n", self.begin, cursor - 1) + 1 or self.begin
-            number -= 1
-            lines.append(Line(number, self.base + line_start, shown(data, line_start, cursor - 1), False))
-            cursor = line_start
-        lines.reverse()
-        missing = self.context - len(lines)
-        if missing and cursor == self.begin:
-            lines[:0] = [line for line in self.previous if self.last_listed < line.number < number][-missing:]
+        """The unlisted lines before a match (they never match): from this piece, then from earlier ones."""
+        near = list(islice(self._back(data, start - 1, self.line - 1), self.context))
+        lines = [line for line in reversed(near) if line.number > self.last_listed]
+        first = lines[0].number if lines else self.line
+        if missing := self.context - len(lines):
+            lines[:0] = [line for line in self.previous if self.last_listed < line.number < first][-missing:]
         return lines
 
     def _owe_after(self, data: bytes, start: int, stop: int) -> None:
@@ -159,25 +150,23 @@ class _Searcher:
             self.after_left -= 1
             number, start = number + 1, end + 1
 
-    def _remember_tail(self, data: bytes, begin: int, end: int) -> None:
+    def _remember_tail(self, data: bytes, end: int) -> None:
         """Keep the piece's last lines for the before-context of a match early in the next piece."""
-        if not self.context or end <= begin:
-            return
-        whole = data[end - 1] == 0x0A
-        stop, number = (end - 1, self.line - 1) if whole else (end, self.line)
-        lines: list[Line] = []
-        while len(lines) < self.context:
-            line_start = data.rfind(b"\n", begin, stop) + 1 or begin
-            lines.append(Line(number, self.base + line_start, shown(data, line_start, stop), False))
-            if line_start == begin:
-                break
+        if self.context and end > self.begin:
+            whole = data[end - 1] == 0x0A  # the piece's last line is the one before self.line
+            tail = self._back(data, end - whole, self.line - whole)
+            self.previous.extend(reversed(list(islice(tail, self.context))))
+
+    def _back(self, data: bytes, stop: int, number: int) -> Iterator[Line]:
+        """The piece's lines backwards from the one that ends at `stop`, numbered `number`."""
+        while stop >= self.begin:
+            line_start = data.rfind(b"\n", self.begin, stop) + 1 or self.begin
+            yield Line(number, self.base + line_start, shown(data, line_start, stop), False)
             number, stop = number - 1, line_start - 1
-        self.previous.extend(reversed(lines))
 
 
 def search_file(pattern: Pattern, request: SearchRequest, stopped: Callable[[], bool] = bool) -> SearchResult:
-    """Search `request.path` from the first line start at or after `request.offset` up to its current size,
-    until `stopped()` says otherwise (checked between pieces)."""
+    """`request.path` searched from the first line start at or after `request.offset` to its size now, or stopped()."""
     result = SearchResult()
     fd = open_output(request.path, request.stream)  # OutputUnreadable: a FIFO, a link, not ours
     if fd is None:
@@ -188,10 +177,7 @@ def search_file(pattern: Pattern, request: SearchRequest, stopped: Callable[[], 
         result.start_offset, result.end_offset, result.next_offset = start, size, size
         searcher = _Searcher(pattern, request, result, 1 + count_newlines(fd, start=0, end=start))
         reader = Pieces(fd, start)
-        while reader.position < size and not stopped():
-            pieces = reader.next(size)
-            if pieces is None:
-                break
+        while reader.position < size and not stopped() and (pieces := reader.next(size)) is not None:
             for piece in pieces:
                 searcher.feed(*piece)
         if reader.carry and not stopped():  # the last line, not ended
@@ -203,9 +189,7 @@ def search_file(pattern: Pattern, request: SearchRequest, stopped: Callable[[], 
 
 class SearchSlots(Slots):
     """At most `running` searches at once; up to `waiting` more callers queue in order, the rest are refused.
-
-    A caller's `timeout` covers its wait for a slot and its search; one that goes away (`abandon`
-    set: its client hung up) has its search stopped, or starts none."""
+    A caller's `timeout` covers its wait and search; one that goes away (`abandon`) is stopped, or not started."""
 
     def __init__(self, running: int = MAX_RUNNING_SEARCHES, waiting: int = MAX_WAITING_SEARCHES) -> None:
         super().__init__(running)
@@ -226,39 +210,30 @@ class SearchSlots(Slots):
                 raise SearchFailed(
                     f"no search could start within {timeout:g}s: {self.limit} others ran meanwhile; try again"
                 ) from None
+        stop = threading.Event()  # search_file, in a worker thread, stops at its next piece
+        waiting: set[asyncio.Future[Any]] = set()
         try:
             if abandon is not None and abandon.is_set():
                 raise SearchFailed("the search was not started: its caller went away")
+            work = asyncio.wrap_future(POOL.submit(search_file, pattern, request, stop.is_set))
+            waiting = {work} if abandon is None else {work, asyncio.ensure_future(abandon.wait())}
             left = max(deadline - asyncio.get_running_loop().time(), 0.001)
-            return await _search(pattern, request, abandon, left, timeout)
+            done, _ = await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            stop.set()
+            for waiter in waiting:
+                waiter.cancel()
             self.give_back()
-
-
-async def _search(
-    pattern: Pattern, request: SearchRequest, abandon: asyncio.Event | None, left: float, timeout: float
-) -> SearchResult:
-    """search_file in a worker thread; stopped (SearchFailed) once `left` seconds of the caller's `timeout`
-    passed, when `abandon` is set, or when cancelled."""
-    stop = threading.Event()
-    work = asyncio.wrap_future(POOL.submit(search_file, pattern, request, stop.is_set))
-    waiting: set[asyncio.Future[Any]] = {work} if abandon is None else {work, asyncio.ensure_future(abandon.wait())}
-    try:
-        done, _ = await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stop.set()  # the thread stops at its next piece
-        for waiter in waiting:
-            waiter.cancel()
-    if work in done:
-        try:
-            return work.result()
-        except OutputUnreadable as exc:
-            raise SearchFailed(f"cannot search: {exc}") from None
-        except OSError as exc:
-            raise SearchFailed(f"the search failed: {exc.strerror or exc}") from None
-    if abandon is not None and abandon.is_set():
-        raise SearchFailed("the search was stopped: its caller went away")
-    raise SearchFailed(
-        f"the search of pattern {request.pattern!r} ran past {timeout:g}s and was stopped; "
-        "narrow the pattern or search from a later offset"
-    )
+        if work in done:
+            try:
+                return work.result()
+            except OutputUnreadable as exc:
+                raise SearchFailed(f"cannot search: {exc}") from None
+            except OSError as exc:
+                raise SearchFailed(f"the search failed: {exc.strerror or exc}") from None
+        if abandon is not None and abandon.is_set():
+            raise SearchFailed("the search was stopped: its caller went away")
+        raise SearchFailed(
+            f"the search of pattern {request.pattern!r} ran past {timeout:g}s and was stopped; "
+            "narrow the pattern or search from a later offset"
+        )

@@ -13,10 +13,11 @@ import pytest
 
 from hive_bash.core.output import follow, lines
 from hive_bash.core.output.follow import LineWatch, Match, StreamStart
-from hive_bash.core.output.pattern import compile_for, compile_pattern
+from hive_bash.core.output.pattern import compile_pattern
 from hive_bash.errors import InvalidArgument
 
 pytestmark = pytest.mark.anyio
+MATCHERS = follow.Matchers(8, "wait_for")  # the tests' follows never reach the limit
 
 
 def streams(tmp_path: Path, stdout: bytes = b"", stderr: bytes = b"", offset: int = 0) -> list[StreamStart]:
@@ -28,7 +29,7 @@ def streams(tmp_path: Path, stdout: bytes = b"", stderr: bytes = b"", offset: in
 
 async def test_the_first_match_names_its_stream_line_and_offset(tmp_path: Path) -> None:
     starts = streams(tmp_path, stdout=b"compiling\nstill compiling\n", stderr=b"warning: a\n")
-    async with follow.first_match("Listening on", starts) as waited:
+    async with follow.first_match("Listening on", starts, MATCHERS) as waited:
         with Path(starts[1].path).open("ab") as err:
             err.write(b"Listening on :8080\nListening on :8081\n")
         with anyio.fail_after(20):
@@ -47,7 +48,7 @@ async def test_the_first_match_names_its_stream_line_and_offset(tmp_path: Path) 
 async def test_an_offset_inside_a_line_starts_at_that_line_and_lines_before_are_not_matched(tmp_path: Path) -> None:
     text = b"ready once\nsecond\nready twice\n"
     starts = streams(tmp_path, stdout=text, offset=text.index(b"twice"))
-    async with follow.first_match("ready", starts) as waited:
+    async with follow.first_match("ready", starts, MATCHERS) as waited:
         with anyio.fail_after(20):
             await waited.found.wait()
     assert waited.match is not None and (waited.match.line, waited.match.text) == (3, "ready twice")
@@ -64,7 +65,7 @@ async def test_notify_reports_each_new_match_as_it_arrives(tmp_path: Path) -> No
         if match.text == "ERROR two":
             arrived.set()
 
-    watch = LineWatch("ERROR", starts, on_match=on_match, on_give_up=gave_up.append)
+    watch = LineWatch("ERROR", starts, on_match=on_match, on_give_up=gave_up.append, matchers=MATCHERS)
     watch.start()
     try:
         with Path(starts[0].path).open("ab") as out:
@@ -82,9 +83,9 @@ async def test_notify_reports_each_new_match_as_it_arrives(tmp_path: Path) -> No
 
 
 def test_patterns_follow_logs_rules_and_the_error_names_the_argument() -> None:
-    assert compile_for("wait_for", "Listening on :\\d+").finder()(b"Listening on :80", 0, 16) == (0, 16)
+    assert compile_pattern("Listening on :\\d+", "wait_for").finder()(b"Listening on :80", 0, 16) == (0, 16)
     with pytest.raises(InvalidArgument, match="^invalid argument 'notify_on': "):
-        compile_for("notify_on", "(unclosed")
+        compile_pattern("(unclosed", "notify_on")
 
 
 async def test_matchers_refuse_or_queue_past_the_limit_and_never_leak_a_slot() -> None:
@@ -132,7 +133,12 @@ def followed(tmp_path: Path, pattern: str, content: bytes, offset: int = 0, firs
     path = tmp_path / "out"
     path.write_bytes(content)
     watched = follow.LineWatch(
-        pattern, [StreamStart("stdout", str(path), offset)], on_match=print, on_give_up=print, first_only=first_only
+        pattern,
+        [StreamStart("stdout", str(path), offset)],
+        on_match=print,
+        on_give_up=print,
+        matchers=MATCHERS,
+        first_only=first_only,
     )
     find, reports = compile_pattern(pattern).finder(), []
     while True:
@@ -171,7 +177,9 @@ def test_a_line_longer_than_a_piece_is_matched_in_pieces(tmp_path: Path) -> None
 def test_an_unended_line_reported_once_is_not_reported_again_when_it_ends(tmp_path: Path) -> None:
     path = tmp_path / "out"
     path.write_bytes(b"first\nname? ")
-    watched = follow.LineWatch("name", [StreamStart("stdout", str(path))], on_match=print, on_give_up=print)
+    watched = follow.LineWatch(
+        "name", [StreamStart("stdout", str(path))], on_match=print, on_give_up=print, matchers=MATCHERS
+    )
     find = compile_pattern("name").finder()
     watched.step(find)
     reports = [watched.take()]
@@ -194,7 +202,7 @@ def test_a_catastrophic_pattern_finishes_at_once_and_invalid_bytes_are_character
 async def test_an_output_replaced_by_no_regular_file_ends_the_watch_naming_it(tmp_path: Path, kind: str) -> None:
     out = tmp_path / "t.out"
     {"fifo": lambda: os.mkfifo(out), "symlink": lambda: out.symlink_to("/etc/passwd"), "directory": out.mkdir}[kind]()
-    async with follow.first_match("x", [StreamStart("stdout", str(out))]) as waited:
+    async with follow.first_match("x", [StreamStart("stdout", str(out))], MATCHERS) as waited:
         with anyio.fail_after(20):
             await waited.found.wait()
     rule = {
