@@ -1,6 +1,7 @@
 """A task's output read back: sizes, byte ranges and a stream's two ends (reading), caller patterns
 run by RE2 (pattern), the engine that reads whole lines and finds the matching ones (lines), and its
-two uses: `logs(pattern)` (search) and the wake-ups of `wait_for` and `notify_on` (follow).
+uses: `logs(pattern)` (search), the wake-ups of `wait_for` and `notify_on` (follow) and why a task failed
+(reasons).
 
 The other subpackages of hive_bash.core import these names from here, never one of the
 modules (tests/core/test_layers.py).
@@ -18,6 +19,15 @@ from hive_bash.core.output.follow import (
     first_match as first_match,
 )
 from hive_bash.core.output.pattern import compile_pattern as compile_pattern
+from hive_bash.core.output.reasons import (
+    FOLD_MIN as FOLD_MIN,
+    Reason as Reason,
+    failure_reasons as failure_reasons,
+    find_reasons as find_reasons,
+    runs as runs,
+    shape as shape,
+    similar as similar,
+)
 from hive_bash.core.output.reading import (
     StreamBytes as StreamBytes,
     complete_prefix_length as complete_prefix_length,
