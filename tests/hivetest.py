@@ -13,6 +13,7 @@ import ctypes
 import errno
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -367,3 +368,27 @@ async def asgi_messages(app: Callable[..., Any], scope: dict[str, Any]) -> list[
 
     await app(scope, receive, send)
     return sent
+
+
+# ---- output files for the reply tests ----
+
+
+def seq_file(tmp_path: Path, count: int) -> Path:
+    path = tmp_path / "seq.out"
+    path.write_bytes(b"".join(b"%d\n" % number for number in range(1, count + 1)))
+    return path
+
+
+def numbers(text: str) -> list[int]:
+    """The numbers an excerpt of `seq` output stands for: a `[... N similar lines ...]` marker is the N
+    numbers between the lines around it."""
+    lines = text.splitlines()
+    shown: list[int] = []
+    for index, line in enumerate(lines):
+        folded = re.fullmatch(r"\[\.\.\. (\d+) similar lines \.\.\.\]", line)
+        if folded:
+            shown += range(shown[-1] + 1, shown[-1] + 1 + int(folded[1]))
+            assert shown[-1] + 1 == int(lines[index + 1])  # the first and the last of the run around it
+        else:
+            shown.append(int(line))
+    return shown

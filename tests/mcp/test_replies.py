@@ -19,17 +19,12 @@ from hive_bash.core import Task, TaskView, task_view
 from hive_bash.core.storage.records import TaskRecord
 from hive_bash.mcp.replies import budget, control, listing, page, render, task
 from hive_bash.model import Status
+from hivetest import numbers, seq_file
 
 
 def model_text(reply: dict) -> str:
     """What Claude Code hands its model: JSON.stringify of the structured content (no spaces)."""
     return json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
-
-
-def seq_file(tmp_path: Path, count: int) -> Path:
-    path = tmp_path / "seq.out"
-    path.write_bytes(b"".join(b"%d\n" % number for number in range(1, count + 1)))
-    return path
 
 
 def test_the_marker_names_bytes_lines_and_the_logs_call(tmp_path: Path) -> None:
@@ -221,7 +216,7 @@ def test_an_excerpt_from_an_offset_shows_only_what_came_after_it(tmp_path: Path)
     offset = len(b"".join(b"%d\n" % number for number in range(1, 50_001)))
     cut = budget.excerpt_of(reading.read_stream(path, offset), 2000)
     assert cut.head.startswith("50001\n") and cut.tail.endswith("100000\n")
-    assert cut.cut_lines == 50_000 - len(cut.head.splitlines()) - len(cut.tail.splitlines())
+    assert cut.cut_lines == 50_000 - len(numbers(cut.head)) - len(numbers(cut.tail))
     seen = budget.excerpt_of(reading.read_stream(path, path.stat().st_size), 2000)
     reply = task_reply(tmp_path, stdout=seen)
     assert reply["verdict"] == f"done, exit 0 after 2ms; nothing new on stdout since offset {seen.size}"
@@ -387,4 +382,4 @@ def test_excerpts_fold_overwrites_and_repeats_and_say_so(tmp_path: Path) -> None
         == "101 carriage-return overwrites and 299 repeated lines folded here; the file has every byte"
     )
     assert path.read_bytes().count(b"\r") == 101  # the file stays byte-exact
-    assert budget.fold("a\r\nb\r\n") == ("a\r\nb\r\n", 0, 0)  # a PTY's line ends are not overwrites
+    assert budget.fold("a\r\nb\r\n") == ("a\r\nb\r\n", 0, 0, 0)  # a PTY's line ends are not overwrites

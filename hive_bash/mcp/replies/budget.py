@@ -6,25 +6,28 @@ repeated. The bytes come from the engine (hive_bash.core.output.reading); this o
 from __future__ import annotations
 
 import dataclasses
-import itertools
+import operator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from hive_bash.core import (
+    FOLD_MIN,
     StreamBytes,
     complete_prefix_length,
     decode,
     file_size,
     lines_left_out,
     read_range,
+    runs,
+    shape,
+    similar,
     skip_partial_start,
 )
 
 Text = TypeVar("Text", str, bytes)
 
-REPEAT_FOLD_MIN = 4  # identical lines in a row from which on they show once, with a count
-REPEAT_MARKER_COST = 45  # `[... the line above 99999 more times ...]\n` as JSON
+REPEAT_MARKER_COST = 45  # `[... the line above 99999 more times ...]\n` as JSON, or `[... 99999 similar lines ...]\n`
 # What one byte costs in a JSON string: quote, backslash and \b\t\n\f\r two characters, other controls
 # six (\u001b); a multi-byte character's bytes one each, which over-counts and so keeps a budget safe.
 _TWO_CHAR_BYTES = b'"\\\b\t\n\f\r'
@@ -61,24 +64,29 @@ def _fit_prefix(data: bytes, budget: int) -> int:
     return len(data)
 
 
-def line_costs(lines: list[bytes], folding: bool) -> list[int]:
+def line_costs(lines: list[bytes], folding: bool, alike: bool = True) -> list[int]:
     """What each line costs in JSON characters as shown: raw, or (`folding`) as fold shows it, a carriage-
-    return overwrite as its final state and a line repeated REPEAT_FOLD_MIN times as one marker (an upper bound)."""
+    return overwrite as its final state and FOLD_MIN lines in a row the same (`alike`: similar) as one
+    line and a marker (an upper bound: a run's second and third lines are paid for, then what it grows by)."""
     if not folding:
         return [json_cost(line) for line in lines]
-    costs: list[int] = []
-    previous, run = b"", 0
-    for line in lines:
-        body = line.rstrip(b"\n")
-        shown = overwritten(body, b"\r", ended=body != line) + line[len(body) :]
-        run = run + 1 if shown == previous else 1
-        previous = shown
-        costs.append(json_cost(shown) if run < REPEAT_FOLD_MIN else REPEAT_MARKER_COST if run == REPEAT_FOLD_MIN else 0)
+    bodies = [line.rstrip(b"\n") for line in lines]
+    shown = [
+        overwritten(body, b"\r", ended=body != line) + line[len(body) :]
+        for body, line in zip(bodies, lines, strict=True)
+    ]
+    full = [json_cost(line) for line in shown]
+    costs = list(full)
+    forms: list[Any] = [shape(line.decode(errors="replace")) for line in shown] if alike else shown
+    for start, end in runs(forms, similar if alike else operator.eq):
+        for index in range(start + FOLD_MIN - 1, end):  # from the run's FOLD_MIN-th line: a marker, then growth
+            grows = max(0, full[index] - full[index - 1]) if alike else 0
+            costs[index] = grows + REPEAT_MARKER_COST * (index == start + FOLD_MIN - 1)
     return costs
 
 
-def shown_cost(data: bytes) -> int:
-    return sum(line_costs(_lines(data), folding=True))
+def shown_cost(data: bytes, alike: bool = True) -> int:
+    return sum(line_costs(_lines(data), folding=True, alike=alike))
 
 
 def take_head(data: bytes, budget: int, *, complete: bool, folding: bool = False) -> int:
@@ -95,17 +103,17 @@ def take_head(data: bytes, budget: int, *, complete: bool, folding: bool = False
     return taken
 
 
-def take_tail(data: bytes, budget: int, *, starts_mid_stream: bool, folding: bool = False) -> int:
+def take_tail(data: bytes, budget: int, *, starts_mid_stream: bool) -> int:
     """How many bytes at the end of `data` to show: whole lines within `budget`, else the end of the last."""
     lines = _lines(data)
     if starts_mid_stream and len(lines) > 1:
         # The window began inside a line: that fragment never existed on its own, unless it
         # is a line overwriting itself, whose pieces from a carriage return on are what it shows.
         first = lines[0]
-        lines = ([first[first.index(b"\r") :]] if folding and b"\r" in first else []) + lines[1:]
+        lines = ([first[first.index(b"\r") :]] if b"\r" in first else []) + lines[1:]
     used = taken = 0
     backwards = lines[::-1]
-    for line, cost in zip(backwards, line_costs(backwards, folding), strict=True):
+    for line, cost in zip(backwards, line_costs(backwards, folding=True), strict=True):
         if used + cost > budget:
             if taken:
                 return taken
@@ -115,16 +123,25 @@ def take_tail(data: bytes, budget: int, *, starts_mid_stream: bool, folding: boo
     return taken
 
 
-def plan_excerpt(head: bytes, tail: bytes, *, size: int, budget: int) -> tuple[int, int]:
-    """(head_end, tail_begin): show bytes [0, head_end) and [tail_begin, size) of a stream whose first and last
-    bytes are `head` and `tail` (both may be all of it); equal when nothing is cut."""
+def plan_excerpt(
+    head: bytes, tail: bytes, *, size: int, budget: int, tail_first: bool = False
+) -> tuple[int, int, bool]:
+    """(head_end, tail_begin, alike): show bytes [0, head_end) and [tail_begin, size) of a stream whose first and
+    last bytes are `head` and `tail` (both may be all of it), equal when nothing is cut; `alike`: similar lines
+    fold, as they do once the stream does not fit whole. `tail_first`: the tail takes its share before the head."""
     complete = len(head) == size
+    if complete and shown_cost(head, alike=False) <= budget:
+        return size, size, False
     if complete and shown_cost(head) <= budget:
-        return size, size
-    head_end = take_head(head, budget // 3, complete=complete, folding=True)
-    remaining = budget - shown_cost(head[:head_end])
-    tail_begin = size - take_tail(tail, remaining, starts_mid_stream=len(tail) < size, folding=True)
-    return head_end, max(head_end, tail_begin)
+        return size, size, True
+    mid = len(tail) < size  # the tail starts mid-stream
+    if tail_first:
+        taken = take_tail(tail, budget * 2 // 3, starts_mid_stream=mid)
+        head_end = take_head(head, budget - shown_cost(tail[len(tail) - taken :]), complete=complete, folding=True)
+    else:
+        head_end = take_head(head, budget // 3, complete=complete, folding=True)
+        taken = take_tail(tail, budget - shown_cost(head[:head_end]), starts_mid_stream=mid)
+    return head_end, max(head_end, size - taken), True
 
 
 # ---- a logs page ------
@@ -179,13 +196,14 @@ class Excerpt:
     lines_counted: bool = True
     overwrites_folded: int = 0  # carriage-return overwrites shown as their line's final state (fold)
     repeats_folded: int = 0  # identical lines shown once with a count (fold)
+    similar_folded: int = 0  # lines alike left out between the first and the last of their run (fold)
 
     @property
     def cut_bytes(self) -> int:
         return self.cut_end - self.cut_start
 
 
-def excerpt_of(stream: StreamBytes, budget: int) -> Excerpt:
+def excerpt_of(stream: StreamBytes, budget: int, *, tail_first: bool = False) -> Excerpt:
     """The stream read by `read_stream` in at most `budget` JSON characters: whole, or head + tail on
     lines (the file is opened again only to count the lines left out)."""
     path, start, head, tail = stream.path, stream.start, stream.head, stream.tail
@@ -195,14 +213,16 @@ def excerpt_of(stream: StreamBytes, budget: int) -> Excerpt:
     skipped = skip_partial_start(head) if start else 0  # a character begun before `start`
     head, start = head[skipped:], start + skipped
     tail = head if len(head) == size - start else tail
-    head_end, tail_begin = (start + offset for offset in plan_excerpt(head, tail, size=size - start, budget=budget))
+    head_end, tail_begin, alike = plan_excerpt(head, tail, size=size - start, budget=budget, tail_first=tail_first)
+    head_end, tail_begin = start + head_end, start + tail_begin
     if head_end >= size:
-        return folded(Excerpt(path, decode(head), "", size, size, size, 0, start))
+        return folded(Excerpt(path, decode(head), "", size, size, size, 0, start), alike=alike)
     shown_head = head[: head_end - start]
     shown_tail = tail[len(tail) - (size - tail_begin) :] if tail_begin < size else b""
     cut_lines, counted = lines_left_out(path, head_end, tail_begin, shown_head + shown_tail)
     return folded(
-        Excerpt(path, decode(shown_head), decode(shown_tail), size, head_end, tail_begin, cut_lines, start, counted)
+        Excerpt(path, decode(shown_head), decode(shown_tail), size, head_end, tail_begin, cut_lines, start, counted),
+        alike=alike,
     )
 
 
@@ -221,30 +241,40 @@ def overwritten(line: Text, return_: Text, *, ended: bool) -> Text:
     return shown + ending
 
 
-def fold(text: str) -> tuple[str, int, int]:
-    """(text, overwrites folded, repeated lines folded). A `\\r` that ends a line (a PTY's `\\r\\n`) stays."""
+def fold(text: str, alike: bool = False) -> tuple[str, int, int, int]:
+    """(text, overwrites folded, repeated lines folded, similar lines folded). A `\r` that ends a line (a
+    PTY's `\r\n`) stays. A run of FOLD_MIN lines the same shows once with a count; `alike`: a run of
+    similar ones (hive_bash.core.output.reasons.similar) shows its first and last line and how many between."""
     lines = text.split("\n")
     shown = [overwritten(line, "\r", ended=index < len(lines) - 1) for index, line in enumerate(lines)]
     overwrites = text.count("\r") - sum(line.endswith("\r") for line in lines[:-1])
-    repeats = 0
+    body, repeats, similars = shown[:-1], 0, 0  # the last line (maybe unfinished) is never folded
+    forms: list[Any] = [shape(line) for line in body] if alike else body
     folded_lines: list[str] = []
-    for line, group in itertools.groupby(shown[:-1]):  # the last line (maybe unfinished) is never folded
-        run = len(list(group))
-        if run < REPEAT_FOLD_MIN:
-            folded_lines += [line] * run
-        else:
-            folded_lines += [line, f"[... the line above {run - 1} more times ...]"]
+    for start, end in runs(forms, similar if alike else operator.eq):
+        first, run = body[start], end - start
+        if run < FOLD_MIN:
+            folded_lines += body[start:end]
+        elif body[start:end].count(first) == run:
+            folded_lines += [first, f"[... the line above {run - 1} more times ...]"]
             repeats += run - 1
+        else:
+            folded_lines += [first, f"[... {run - 2} similar lines ...]", body[end - 1]]
+            similars += run - 2
     folded_lines.append(shown[-1])
-    return "\n".join(folded_lines), overwrites, repeats
+    return "\n".join(folded_lines), overwrites, repeats, similars
 
 
-def folded(excerpt: Excerpt) -> Excerpt:
-    (head, head_overwrites, head_repeats), (tail, tail_overwrites, tail_repeats) = (
-        fold(excerpt.head),
-        fold(excerpt.tail),
+def folded(excerpt: Excerpt, *, alike: bool = False) -> Excerpt:
+    head, head_overwrites, head_repeats, head_similar = fold(excerpt.head, alike)
+    tail, tail_overwrites, tail_repeats, tail_similar = fold(excerpt.tail, alike)
+    overwrites, repeats, similars = (
+        head_overwrites + tail_overwrites,
+        head_repeats + tail_repeats,
+        head_similar + tail_similar,
     )
-    overwrites, repeats = head_overwrites + tail_overwrites, head_repeats + tail_repeats
-    if not (overwrites or repeats):
+    if not (overwrites or repeats or similars):
         return excerpt
-    return dataclasses.replace(excerpt, head=head, tail=tail, overwrites_folded=overwrites, repeats_folded=repeats)
+    return dataclasses.replace(
+        excerpt, head=head, tail=tail, overwrites_folded=overwrites, repeats_folded=repeats, similar_folded=similars
+    )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from hive_bash.core.output import reading
 from hive_bash.mcp.replies import budget
+from hivetest import numbers, seq_file
 
 GRIN = "😀".encode()  # 4 bytes
 
@@ -37,24 +38,18 @@ def test_an_incomplete_character_at_the_end_waits_for_the_rest(tmp_path: Path) -
     assert (page.data, page.next_offset) == ("x", 1)
 
 
-def seq_file(tmp_path: Path, count: int) -> Path:
-    path = tmp_path / "seq.out"
-    path.write_bytes(b"".join(b"%d\n" % number for number in range(1, count + 1)))
-    return path
-
-
 def test_a_long_stream_is_cut_on_line_boundaries_with_an_exact_marker(tmp_path: Path) -> None:
     path = seq_file(tmp_path, 200_000)
     cut = budget.excerpt_of(reading.read_stream(path), 4000)
-    head, tail = cut.head.splitlines(), cut.tail.splitlines()
-    assert head[0] == "1" and tail[-1] == "200000"
+    head, tail = numbers(cut.head), numbers(cut.tail)
+    assert head[0] == 1 and tail[-1] == 200000
     # every shown line is a whole number that existed: no fragment like "99562" from a byte cut
-    assert [int(line) for line in head] == list(range(1, len(head) + 1))
-    assert [int(line) for line in tail] == list(range(200_001 - len(tail), 200_001))
+    assert head == list(range(1, len(head) + 1))
+    assert tail == list(range(200_001 - len(tail), 200_001))
     assert cut.cut_lines == 200_000 - len(head) - len(tail)
-    assert cut.cut_start == len(cut.head.encode()) and cut.cut_end == path.stat().st_size - len(cut.tail.encode())
     assert budget.json_cost(cut.head.encode()) + budget.json_cost(cut.tail.encode()) <= 4000
     assert path.read_bytes()[cut.cut_start :].startswith(b"%d\n" % (len(head) + 1))  # the marker's offset continues
+    assert cut.cut_start == len(b"".join(b"%d\n" % number for number in head))
 
 
 def test_a_short_stream_is_shown_whole(tmp_path: Path) -> None:
