@@ -227,6 +227,6 @@ class BashTools:
         view = task_view(task, seen if seen is not None else (await manager.listening([task]))[0])
         session = manager.session_state(view.session) if view.session is not None else None
         todos = self.settings.agent_socket is not None
-        return status_reply(
+        return await status_reply(
             view, paths, warning=warning, from_run=from_run, offset=offset, todos=todos, session=session, wait=outcome
         )

@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from hive_bash.core.exit_meaning import exit_meaning
-from hive_bash.core.output import Match, file_size, last_lines
+from hive_bash.core.output import Match, file_size, find_reasons, last_lines
 from hive_bash.core.storage import TaskRecord
 from hive_bash.core.wording import ending_words, seconds, shorten
 
 FAILED_TODO_LINES = 3
 FAILED_TODO_LINE_CHARS = 200
+TODO_SCAN_BYTES = 1 << 20  # larger streams are not searched for the todo (its text is built on the event loop)
 
 
 def running_todo(record: TaskRecord) -> str:
@@ -48,8 +49,21 @@ def final_todo(record: TaskRecord, out_path: Path, err_path: Path) -> str:
     if stderr_written:
         lines.append(f"Read({err_path})")
     if exit_meaning(record)[0] not in (None, "ok"):
-        lines.extend(_last_lines(err_path if stderr_written else out_path, "stderr" if stderr_written else "stdout"))
+        lines.extend(
+            _error_lines(out_path, err_path)
+            or _last_lines(err_path if stderr_written else out_path, "stderr" if stderr_written else "stdout")
+        )
     return "\n".join(lines)
+
+
+def _error_lines(out_path: Path, err_path: Path) -> list[str]:
+    """The lines saying why it failed, as its reply's `errors` has them (hive_bash.core.output.reasons)."""
+    small = max(file_size(out_path), file_size(err_path)) <= TODO_SCAN_BYTES
+    found = find_reasons((("stdout", out_path), ("stderr", err_path)))[:FAILED_TODO_LINES] if small else []
+    said = [
+        shorten(f"{reason.stream} line {reason.said_line}: {reason.said}", FAILED_TODO_LINE_CHARS) for reason in found
+    ]
+    return ["error lines:", *(f"  {line}" for line in said)] if said else []
 
 
 def _last_lines(path: Path, stream: str) -> list[str]:

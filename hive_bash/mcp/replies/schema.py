@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from hive_bash.core import KillAction
-from hive_bash.model import Status
+from hive_bash.model import Status, Stream
 from hive_bash.mcp.limits import secs
 
 STATUS_WORDS = "pending, running, done, timed_out, interrupted, killed or failed"
@@ -19,6 +19,13 @@ CPU_WORTH_SAYING_SECS = 0.5
 
 
 # Built by hive_bash.mcp.replies.task.task_reply; the docstring is sent to clients, so it names no module.
+class ErrorLines(BaseModel):
+    stream: Stream
+    line: int
+    offset: int = Field(description="Where text begins: logs(id, stream, offset) reads on from there")
+    text: str
+
+
 class TaskStatus(BaseModel):
     """The run/status reply: keys without anything to say are left out."""
 
@@ -27,6 +34,9 @@ class TaskStatus(BaseModel):
         "`killed, SIGKILL after 2s`, `task started: id=..., running`, `running for 5s`"
     )
     diagnosis: str | None = Field(None, description="Why it most likely ended, e.g. the kernel's OOM killer")
+    errors: list[ErrorLines] | None = Field(
+        None, description="Once it failed: the lines saying why, found anywhere in its output"
+    )
     warning: str | None = Field(None, description="Set by run when the command looks destructive")
     next: str | None = Field(None, description="While the task has not ended: the one next step")
     matched_line: str | None = Field(None, description="With wait_for: the line that matched (the verdict says where)")

@@ -12,20 +12,22 @@ from mcp.types import CallToolResult
 
 from hive_bash.core import (
     ANY_PORT,
+    Reason,
     SessionState,
     TaskView,
     WaitOutcome,
     describe,
+    failure_reasons,
     json_chars,
     last_output_time,
     read_stream,
     shorten,
 )
-from hive_bash.model import Status, Stream
+from hive_bash.model import STREAMS, Status, Stream
 from hive_bash.mcp.limits import WAIT_CAP
 from hive_bash.mcp.replies.budget import Excerpt, excerpt_of, json_cost_bound
 from hive_bash.mcp.replies.render import counted, cpu_shown, duration, in_schema_order, logs_call, reply, took_words
-from hive_bash.mcp.replies.schema import TaskStatus
+from hive_bash.mcp.replies.schema import ErrorLines, TaskStatus
 
 # JSON characters a run/status reply may spend on output excerpts; the rest of the reply
 # (verdict, paths, markers) stays well under 1,000, so a reply stays under 6,000.
@@ -51,9 +53,10 @@ class Shown:
     session_cwd: str | None = None  # once ended: the session's directory its shell left
     session_exports: tuple[str, ...] = ()  # once ended: the variables it exported or changed
     wait: WaitOutcome | None = None  # what the inline wait saw of a wait_for line or a wait_for_port port
+    errors: tuple[Reason, ...] = ()  # once it failed: the lines that say why (hive_bash.core.output.reasons)
 
 
-def status_reply(
+async def status_reply(
     task: TaskView,
     paths: tuple[Path, Path],
     *,
@@ -65,17 +68,21 @@ def status_reply(
     wait: WaitOutcome | None = None,
 ) -> CallToolResult:
     """`run` and `status`: the task from its view and its (stdout, stderr) files, stdout from `offset`;
-    `session`: the state of the session it ran in."""
+    `session`: the state of the session it ran in. A failed task's reply shows why first (`errors`,
+    searched for off the event loop), then its streams' tails before their heads."""
+    failed = task.semantic[0] not in (None, "ok")
+    errors = tuple(await failure_reasons(tuple(zip(STREAMS, paths, strict=True)))) if failed else ()
     out, err = read_stream(paths[0], offset), read_stream(paths[1])
     listening_cost = sum(json_chars(address) + 3 for address in task.listening)
-    budget = EXCERPT_BUDGET - max(0, listening_cost - LISTENING_FREE_CHARS)
+    errors_cost = sum(reason.chars for reason in errors)
+    budget = EXCERPT_BUDGET - max(0, listening_cost - LISTENING_FREE_CHARS) - errors_cost
     out_budget, err_budget = excerpt_budgets(json_cost_bound(out), json_cost_bound(err), budget)
     now = time.time()
     last_output = last_output_time(task.started_at or task.created_at, [(s.size, s.mtime) for s in (out, err)])
     session_cwd, exported = session_left(task, session)
     shown = Shown(
-        stdout=excerpt_of(out, out_budget),
-        stderr=excerpt_of(err, err_budget),
+        stdout=excerpt_of(out, out_budget, tail_first=failed),
+        stderr=excerpt_of(err, err_budget, tail_first=failed),
         from_run=from_run,
         warning=warning,
         todos=todos,
@@ -84,6 +91,7 @@ def status_reply(
         session_cwd=session_cwd,
         session_exports=exported,
         wait=wait,
+        errors=errors,
     )
     return reply(task_reply(task, shown))
 
@@ -125,6 +133,8 @@ def task_reply(task: TaskView, shown: Shown) -> dict[str, Any]:
         {
             "verdict": verdict(task, shown, semantic_message if meaningful else None),
             "diagnosis": task.diagnosis,
+            "errors": [{key: getattr(reason, key) for key in ErrorLines.model_fields} for reason in shown.errors]
+            or None,
             "warning": shown.warning,
             "next": next_step(task, shown),
             "matched_line": line.match.text if line is not None and line.match is not None else None,
@@ -159,7 +169,12 @@ def task_reply(task: TaskView, shown: Shown) -> dict[str, Any]:
 def verdict(task: TaskView, shown: Shown, ok_meaning: str | None) -> str:
     """`ok_meaning`: what a nonzero exit that is no failure means (grep: `no match`). A wait the task's end
     did not end says why it ended: the port found, the line's wait, the input wait or the time."""
-    words = _verdict(task, shown, ok_meaning)
+    excerpt = shown.stdout  # status from a stdout offset the stream has not passed: nothing new
+    nothing_new = excerpt.start and excerpt.size <= excerpt.start
+    words = took_words(task) + (f" (ok: {ok_meaning})" if ok_meaning else "")
+    words += f"; nothing new on stdout since offset {excerpt.start}" if nothing_new else ""
+    if shown.from_run and not task.status.is_terminal:
+        words = f"task started: id={task.id}, {task.status.value}"
     wait = shown.wait
     if wait is None or task.status.is_terminal:
         return words
@@ -186,20 +201,6 @@ def verdict(task: TaskView, shown: Shown, ok_meaning: str | None) -> str:
         return f"{words}; wait_for {line.pattern!r} stopped: it waits for input"
     new = "" if shown.from_run else "new "
     return f"{words}; no {new}line matched {line.pattern!r} within {duration(wait.seconds)}"
-
-
-def _verdict(task: TaskView, shown: Shown, ok_meaning: str | None) -> str:
-    if shown.from_run and not task.status.is_terminal:
-        return f"task started: id={task.id}, {task.status.value}"
-    return took_words(task) + (f" (ok: {ok_meaning})" if ok_meaning else "") + nothing_new(shown)
-
-
-def nothing_new(shown: Shown) -> str:
-    """Said when status was asked from a stdout offset the stream has not passed."""
-    excerpt = shown.stdout
-    if excerpt.start == 0 or excerpt.size > excerpt.start:
-        return ""
-    return f"; nothing new on stdout since offset {excerpt.start}"
 
 
 def next_step(task: TaskView, shown: Shown) -> str | None:
@@ -250,4 +251,5 @@ def folded_note(excerpt: Excerpt) -> str | None:
     """Said when the excerpt shows less than the file has byte for byte (hive_bash.mcp.replies.budget.fold)."""
     parts = [counted(excerpt.overwrites_folded, "carriage-return overwrite")] if excerpt.overwrites_folded else []
     parts += [counted(excerpt.repeats_folded, "repeated line")] if excerpt.repeats_folded else []
+    parts += [counted(excerpt.similar_folded, "similar line")] if excerpt.similar_folded else []
     return f"{' and '.join(parts)} folded here; the file has every byte" if parts else None

@@ -40,10 +40,10 @@ def test_a_final_todo_of_a_success_points_to_its_output(tmp_path: Path) -> None:
     assert texts.final_todo(done, out, err) == f"bash task web done, exit 0 after 2.5s\ncmd: make all\nRead({out})"
 
 
-def test_a_final_todo_of_a_failure_quotes_the_last_lines_of_stderr(tmp_path: Path) -> None:
+def test_a_final_todo_of_a_failure_no_line_explains_quotes_the_last_lines_of_stderr(tmp_path: Path) -> None:
     out, err = tmp_path / "web.out", tmp_path / "web.err"
     out.write_text("building\n")
-    err.write_text("one\ntwo\nthree\nfour: error\n")
+    err.write_text("one\ntwo\nthree\nfour: gave up\n")
     failed = record(status="done", exit_code=2, started_at=1.0, ended_at=2.0, end_reason=None)
     assert texts.final_todo(failed, out, err).splitlines() == [
         "bash task web done, exit 2 after 1.0s",
@@ -53,7 +53,20 @@ def test_a_final_todo_of_a_failure_quotes_the_last_lines_of_stderr(tmp_path: Pat
         "last stderr lines:",
         "  two",
         "  three",
-        "  four: error",
+        "  four: gave up",
+    ]
+
+
+def test_a_final_todo_of_a_failure_quotes_the_lines_saying_why_wherever_they_are(tmp_path: Path) -> None:
+    out, err = tmp_path / "web.out", tmp_path / "web.err"
+    out.write_text("".join(f"cc -c m{n}.c\n" for n in range(40)))
+    warnings = [f"m{n}.c:1:5: warning: unused variable 'u'\n" for n in range(40)]
+    warnings[23] = "m23.c:1:22: error: 'undeclared_thing' undeclared\n"
+    err.write_text("".join(warnings) + "make: Target 'all' not remade because of errors.\n")
+    failed = record(status="done", exit_code=2, started_at=1.0, ended_at=2.0, end_reason=None)
+    assert texts.final_todo(failed, out, err).splitlines()[-2:] == [
+        "error lines:",
+        "  stderr line 24: m23.c:1:22: error: 'undeclared_thing' undeclared",
     ]
 
 
