@@ -75,7 +75,7 @@ DAEMON_TIMERS: list[tuple[str, str | None, str, tuple[str, ...], bool]] = [
         ("Bookkeeping.wait_over",),
         False,
     ),
-    ("reply: read output, shape", TOOL, "mcp.tools", ("status_reply",), False),
+    ("reply: read output, shape", TOOL, "mcp.tools", ("status_reply",), True),
     ("retention: prune (watcher tick)", None, "core.tasks.lifecycle", ("Lifecycle._prune",), False),
     ("record saves (write + rename), all", None, "core.storage.records", ("RecordStore.save",), False),
 ]
