@@ -22,7 +22,7 @@ from hive_bash.sdk.server import create_server, mcp_http_app
 
 
 def create_app() -> Starlette:
-    server = create_server("echo", "Echoes its argument.", "0")
+    server = create_server(name="echo", instructions="Echoes its argument.", version="0")
 
     def echo(text: str) -> str:
         """Return `text` unchanged."""
