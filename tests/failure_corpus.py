@@ -37,7 +37,7 @@ class Case:
     cwd: Path
     reason: str
     stream: Stream
-    tool: str  # the program the case needs on PATH; a machine without it skips the case
+    tools: tuple[str, ...]  # the programs the case needs on PATH; a machine without one skips the case
 
 
 # ---- (a) make -k over 40 C files, gcc -Wall: one error, in m23.c, among the warnings ----------
@@ -63,7 +63,7 @@ def write_make(directory: Path) -> Case:
     # gcc quotes with ' whatever the locale the daemon was started in.
     rules = f"export LC_ALL = C\n\nall: {objects}\n\n%.o: %.c\n\tgcc -Wall -c $< -o /dev/null\n"
     (directory / "Makefile").write_text(rules)
-    return Case("make", "make -k", directory, C_REASON, "stderr", "make")
+    return Case("make", "make -k", directory, C_REASON, "stderr", ("make", "gcc"))
 
 
 # ---- (b) javac -Xlint:all over 60 classes: one error among the lint warnings -----------------
@@ -95,7 +95,7 @@ def write_javac(directory: Path) -> Case:
         (directory / f"C{index:02d}.java").write_text(java_source(index))
     # javac prints 100 warnings by default; -Xmaxwarns lets it say all of them, as a build's lint run does
     cmd = "javac -Xlint:all -Xmaxwarns 10000 -d classes C*.java"
-    return Case("javac", cmd, directory, JAVA_REASON, "stderr", "javac")
+    return Case("javac", cmd, directory, JAVA_REASON, "stderr", ("javac",))
 
 
 # ---- (c) a Python service: 400 log lines, dies on int("three"), its exit handler logs 400 more --
@@ -128,7 +128,7 @@ def write_python(directory: Path) -> Case:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "service.py").write_text(SERVICE)
     cmd = f"{shlex.quote(sys.executable)} service.py"
-    return Case("python", cmd, directory, PYTHON_REASON, "stderr", sys.executable)
+    return Case("python", cmd, directory, PYTHON_REASON, "stderr", (sys.executable,))
 
 
 # ---- (d) pytest -v: 600 passing tests and one failing, in the middle ------------------------
@@ -150,7 +150,7 @@ def write_pytest(directory: Path) -> Case:
     (directory / "test_big.py").write_text(pytest_source())
     (directory / "pytest.ini").write_text("[pytest]\n")  # the rootdir: no ini file of an outer tree applies
     cmd = f"{shlex.quote(sys.executable)} -m pytest -v -p no:cacheprovider test_big.py"
-    return Case("pytest", cmd, directory, PYTEST_REASON, "stdout", sys.executable)
+    return Case("pytest", cmd, directory, PYTEST_REASON, "stdout", (sys.executable,))
 
 
 # ---- (e) cargo build --offline of a tiny crate with a type error: the error comes first -------
@@ -164,7 +164,7 @@ def write_cargo(directory: Path) -> Case:
     (directory / "src" / "main.rs").write_text(
         'fn main() {\n    let count: i32 = "three";\n    println!("{count}");\n}\n'
     )
-    return Case("cargo", "cargo build --offline", directory, CARGO_REASON, "stderr", "cargo")
+    return Case("cargo", "cargo build --offline", directory, CARGO_REASON, "stderr", ("cargo",))
 
 
 # ---- (f) a `set -e` script: the failing command's message is the head of stderr --------------
@@ -183,7 +183,7 @@ echo "deployed"
 def write_bash(directory: Path) -> Case:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "deploy.sh").write_text(DEPLOY)
-    return Case("set -e", "bash deploy.sh", directory, BASH_REASON, "stderr", "bash")
+    return Case("set -e", "bash deploy.sh", directory, BASH_REASON, "stderr", ("bash",))
 
 
 WRITERS: dict[str, Callable[[Path], Case]] = {
@@ -204,7 +204,7 @@ def prepare(root: Path) -> dict[str, Case]:
 
 
 def installed(case: Case) -> bool:
-    return shutil.which(case.tool) is not None
+    return all(shutil.which(tool) is not None for tool in case.tools)
 
 
 def through_claude_code(binary: str, daemon: Daemon, directory: Path, cases: list[Case]) -> dict[str, str]:

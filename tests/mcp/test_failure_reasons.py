@@ -37,7 +37,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Case]:
 def case_of(corpus: dict[str, Case], name: str) -> Case:
     case = corpus[name]
     if not failure_corpus.installed(case):
-        pytest.skip(f"{case.tool} is not installed here")
+        pytest.skip(f"{' or '.join(case.tools)} is not installed here")
     return case
 
 
